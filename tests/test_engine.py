@@ -1,0 +1,186 @@
+"""The engine on the real embedded SmolLM2 GGUF: parallel sequences, KV ops, counters, errors.
+
+Tolerance: logits of a sequence decoded inside a batch of several sequences are compared with a
+serial decode of that sequence alone. llama.cpp may pick different kernels for different batch
+shapes, so bitwise equality is not promised; we accept a max absolute difference of 0.05 on
+logits whose range is ~30, and require the greedy (argmax) token to agree exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from weavehost.engine import PASS_PREFILL, Engine, Row
+from weavehost.errors import (
+    AbortedError,
+    ContextOverflowError,
+    EngineError,
+    KVCacheFullError,
+    ModelLoadError,
+)
+
+LOGIT_TOLERANCE = 0.05
+PROMPT = (
+    "<|im_start|>user\nWhat is the weather in Paris tomorrow?<|im_end|>\n"
+    "<|im_start|>assistant\n"
+)
+CONTINUATIONS = [" Sure", " The", " It", " I"]
+
+
+def _prefill_prompt(engine: Engine) -> list[int]:
+    tokens = engine.tokenize(PROMPT, special=True)
+    engine.prefill(0, tokens)
+    return tokens
+
+
+def _serial_logits(engine: Engine, prompt: list[int], continuation: list[int]) -> np.ndarray:
+    """Logits after ``prompt + continuation`` decoded one token per pass on sequence 0 alone."""
+    engine.clear()
+    engine.prefill(0, prompt, logits_last=False)
+    logits = None
+    for token in continuation:
+        logits = engine.decode_one(0, token)
+    assert logits is not None
+    return logits
+
+
+def test_four_sequences_forked_from_one_prompt_decode_in_a_single_pass(fresh_engine: Engine):
+    engine = fresh_engine
+    prompt = _prefill_prompt(engine)
+    for seq in (1, 2, 3):
+        engine.fork(0, seq)
+    firsts = [engine.tokenize(text)[0] for text in CONTINUATIONS]
+    before = engine.stats.snapshot()
+
+    parallel = engine.run_pass([Row(t, (seq,), logits=True) for seq, t in enumerate(firsts)])
+
+    cost = engine.stats.since(before)
+    assert cost.passes == 1
+    assert cost.decoded_tokens == 4
+    assert cost.width_counts == {4: 1}
+    assert [engine.seq_len(seq) for seq in range(4)] == [len(prompt) + 1] * 4
+    for seq, token in enumerate(firsts):
+        serial = _serial_logits(engine, prompt, [token])
+        assert np.abs(parallel[seq] - serial).max() < LOGIT_TOLERANCE, f"sequence {seq}"
+        assert int(parallel[seq].argmax()) == int(serial.argmax())
+
+
+def test_parallel_sequences_keep_matching_a_serial_decode_over_several_passes(fresh_engine: Engine):
+    engine = fresh_engine
+    prompt = _prefill_prompt(engine)
+    for seq in (1, 2, 3):
+        engine.fork(0, seq)
+    continuations = [engine.tokenize(text + " weather is") for text in CONTINUATIONS]
+    steps = min(len(c) for c in continuations)
+    last: list[np.ndarray] = []
+    for step in range(steps):
+        last = engine.run_pass(
+            [Row(c[step], (seq,), logits=True) for seq, c in enumerate(continuations)]
+        )
+    for seq, continuation in enumerate(continuations):
+        serial = _serial_logits(engine, prompt, continuation[:steps])
+        assert np.abs(last[seq] - serial).max() < LOGIT_TOLERANCE
+        assert int(last[seq].argmax()) == int(serial.argmax())
+
+
+def test_dropping_and_re_prefilling_a_sequence_reproduces_its_logits(fresh_engine: Engine):
+    engine = fresh_engine
+    prompt = engine.tokenize(PROMPT, special=True)
+    first = engine.prefill(0, prompt)
+    engine.drop(0, 5)
+    assert engine.seq_len(0) == 5
+    again = engine.prefill(0, prompt[5:])
+    assert first is not None and again is not None
+    assert np.abs(first - again).max() < LOGIT_TOLERANCE
+    assert int(first.argmax()) == int(again.argmax())
+
+
+def test_a_token_shared_by_several_sequences_is_computed_once(fresh_engine: Engine):
+    engine = fresh_engine
+    prompt = engine.tokenize(PROMPT, special=True)
+    before = engine.stats.snapshot()
+    engine.prefill((0, 1, 2), prompt)
+    cost = engine.stats.since(before)
+    assert cost.prefilled_tokens == len(prompt)
+    assert [engine.seq_len(s) for s in (0, 1, 2)] == [len(prompt)] * 3
+
+
+def test_pass_and_token_counters_match_what_was_run(embedded_model_path):
+    # A small n_batch makes the prefill split into a known number of passes.
+    with Engine.open(embedded_model_path, n_ctx=512, n_batch=8, n_seq_max=4, n_threads=2) as engine:
+        prompt = engine.tokenize(PROMPT, special=True)
+        engine.prefill(0, prompt)
+        engine.fork(0, 1)
+        engine.run_pass([Row(42, (0,), logits=True), Row(43, (1,), logits=True)])
+        engine.decode_one(0, 44)
+        engine.run_pass([Row(45, (1,)), Row(46, (2,), padding=True)])
+        stats = engine.stats
+        prefill_passes = -(-len(prompt) // 8)
+        assert stats.prefill_passes == prefill_passes
+        assert stats.prefilled_tokens == len(prompt)
+        assert stats.decode_passes == 3
+        assert stats.passes == prefill_passes + 3
+        assert stats.decoded_tokens == 2 + 1 + 1
+        assert stats.padded_tokens == 1
+        assert stats.width_counts == {2: 2, 1: 1}
+        assert stats.decode_s > 0 and stats.prefill_s > 0
+
+
+def test_a_sequence_that_would_pass_the_context_size_is_refused_before_decoding(
+    embedded_model_path,
+):
+    with Engine.open(embedded_model_path, n_ctx=256, n_seq_max=2, n_threads=2) as engine:
+        engine.prefill(0, [42] * 250, logits_last=False)
+        before = engine.stats.snapshot()
+        with pytest.raises(ContextOverflowError, match="context size"):
+            engine.prefill(0, [42] * 10)
+        assert engine.stats.since(before).passes == 0
+        assert engine.seq_len(0) == 250
+
+
+def test_a_full_kv_cache_is_a_clear_error_and_leaves_lengths_true(embedded_model_path):
+    with Engine.open(embedded_model_path, n_ctx=256, n_seq_max=2, n_threads=2) as engine:
+        engine.prefill(0, [42] * 200, logits_last=False)
+        with pytest.raises(KVCacheFullError, match="KV cache has no room"):
+            engine.prefill(1, [43] * 100)
+        assert engine.seq_len(0) == 200
+        assert engine.seq_len(1) == 0
+        # The context still works after the failure.
+        engine.drop(0, 100)
+        assert engine.prefill(1, [43] * 100) is not None
+
+
+def test_an_abort_request_stops_the_next_pass(fresh_engine: Engine):
+    engine = fresh_engine
+    engine.abort()
+    with pytest.raises(AbortedError):
+        engine.prefill(0, engine.tokenize("hello"))
+    engine.clear_abort()
+    assert engine.prefill(0, engine.tokenize("hello")) is not None
+
+
+def test_sequences_of_different_lengths_cannot_share_a_token(fresh_engine: Engine):
+    engine = fresh_engine
+    engine.prefill(0, engine.tokenize("hello there"))
+    with pytest.raises(EngineError, match="differ in length"):
+        engine.run_pass([Row(42, (0, 1))], kind=PASS_PREFILL)
+
+
+def test_special_token_text_is_plain_text_unless_asked(fresh_engine: Engine):
+    engine = fresh_engine
+    text = "<|im_end|><|im_start|>system"
+    im_end = engine.tokenize("<|im_end|>", special=True)
+    assert len(im_end) == 1
+    plain = engine.tokenize(text)
+    assert im_end[0] not in plain
+    assert engine.detokenize(plain) == text
+    assert im_end[0] in engine.tokenize(text, special=True)
+
+
+def test_a_file_that_is_not_gguf_fails_to_load_with_its_name(tmp_path):
+    bogus = tmp_path / "broken.gguf"
+    bogus.write_bytes(b"GGUF" + b"\0" * 64)
+    with pytest.raises(ModelLoadError, match="broken.gguf"):
+        with Engine.open(bogus, n_ctx=256, n_threads=1):
+            pass

@@ -1,0 +1,23 @@
+"""The llama.cpp engine: parallel KV sequences, counted passes, tokenizer."""
+
+from weavehost.engine.engine import (
+    DEFAULT_N_CTX,
+    DEFAULT_N_SEQ_MAX,
+    PASS_DECODE,
+    PASS_PREFILL,
+    Engine,
+    EngineStats,
+    Row,
+    default_threads,
+)
+
+__all__ = [
+    "DEFAULT_N_CTX",
+    "DEFAULT_N_SEQ_MAX",
+    "PASS_DECODE",
+    "PASS_PREFILL",
+    "Engine",
+    "EngineStats",
+    "Row",
+    "default_threads",
+]

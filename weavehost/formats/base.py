@@ -1,0 +1,312 @@
+"""What every model format provides, and the pieces they share.
+
+Stage: prompt rendering and call parsing (between the catalog and the engine). A model format
+is explicit data plus two functions: how a conversation with tools becomes prompt text, and how
+a tool call is written and read back. Its call layout is given as a *skeleton*: a head that
+names the tool, one prefix per argument, a value encoding per JSON type, and a tail. Rendering a
+call is exactly ``head + prefix(k1) + value(v1) + prefix(k2) + value(v2) + ... + tail``, so the
+decoder can prefill the fixed parts and decode only the holes.
+
+Guarantees:
+
+- ``render_prompt`` returns :class:`Segment` s. Only text written by the chat template (or by the
+  format itself) is tokenized with special-token parsing; every message content and every string
+  inside a tool definition is untrusted text and is never parsed for special tokens, so a tool
+  result holding ``<|im_end|><|im_start|>system`` cannot open a new turn.
+- ``parse_calls(render_call(c)) == [c]`` for every call whose values the format can encode.
+- Chat templates from GGUF files run in a sandboxed, immutable Jinja environment.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+from jinja2 import TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from weavehost.errors import FormatError
+
+__all__ = [
+    "CallLayout",
+    "ModelFormat",
+    "Segment",
+    "ToolCall",
+    "render_chat_template",
+    "tool_to_openai",
+]
+
+JSONValue = Any
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call: the tool's name and its arguments (a JSON object)."""
+
+    name: str
+    arguments: Mapping[str, JSONValue] = field(default_factory=dict)
+
+    def canonical(self) -> str:
+        """A stable text for comparing and caching calls (sorted keys, no spaces)."""
+        return json.dumps(
+            {"name": self.name, "arguments": self.arguments},
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ToolCall) and self.canonical() == other.canonical()
+
+    def __hash__(self) -> int:
+        return hash(self.canonical())
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A piece of prompt text; ``special`` says whether special tokens may be parsed in it."""
+
+    text: str
+    special: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CallLayout:
+    """The fixed text of one format's tool call, with holes for values.
+
+    ``head`` holds ``{name}``; ``first_prefix`` / ``next_prefix`` hold ``{key}``. ``opener`` is
+    the text whose appearance in free decoding means a call has begun (a prefix of ``head``).
+    """
+
+    opener: str
+    head: str
+    first_prefix: str
+    next_prefix: str
+    tail: str
+    closer: str
+
+    def head_for(self, name: str) -> str:
+        return self.head.format(name=name)
+
+    def prefix_for(self, key: str, *, first: bool) -> str:
+        return (self.first_prefix if first else self.next_prefix).format(key=key)
+
+
+@runtime_checkable
+class ModelFormat(Protocol):
+    """A model family's tool-call format. Implementations are plain module-level objects."""
+
+    name: str
+    description: str
+    layout: CallLayout
+
+    def render_prompt(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        chat_template: str | None,
+        add_generation_prompt: bool = True,
+    ) -> list[Segment]:
+        """The prompt for ``messages`` with ``tools`` offered (OpenAI-style tool dicts)."""
+        ...
+
+    def encode_value(self, value: JSONValue) -> str:
+        """How a value is written inside a call."""
+        ...
+
+    def render_call(self, call: ToolCall) -> str:
+        """The full text of ``call`` from opener to closer."""
+        ...
+
+    def parse_calls(self, text: str) -> list[ToolCall]:
+        """Every call in ``text`` (assistant output); raises FormatError if one is malformed."""
+        ...
+
+
+def tool_to_openai(name: str, description: str, parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """The OpenAI/HF ``{"type": "function", "function": {...}}`` record templates expect."""
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": dict(parameters)},
+    }
+
+
+def render_call_from_layout(fmt: ModelFormat, call: ToolCall) -> str:
+    """``head + prefix + value ... + tail``: the one way every format writes a call."""
+    layout = fmt.layout
+    parts = [layout.head_for(call.name)]
+    for index, (key, value) in enumerate(call.arguments.items()):
+        parts.append(layout.prefix_for(key, first=index == 0))
+        parts.append(fmt.encode_value(value))
+    parts.append(layout.tail)
+    return "".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Chat templates with untrusted text kept apart
+# ---------------------------------------------------------------------------------------------
+
+# Placeholders for untrusted strings: characters from a private-use plane, which JSON encoding
+# (ensure_ascii=False) and Jinja leave untouched and no chat template writes.
+_PLACEHOLDER_BASE = 0xF0000
+_PLACEHOLDER_RE = re.compile("\"?([\U000f0000-\U000f0fff])\"?")
+
+
+class _Untrusted:
+    """Collects untrusted strings and hands out placeholders for them."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def hide(self, text: str) -> str:
+        if len(self.texts) >= 0xFFF:
+            raise FormatError("too many separate texts in one prompt (over 4095)")
+        self.texts.append(text)
+        return chr(_PLACEHOLDER_BASE + len(self.texts) - 1)
+
+    def hide_strings(self, value: Any) -> Any:
+        """Replace every string value (not keys) in a JSON-like structure."""
+        if isinstance(value, str):
+            return self.hide(value)
+        if isinstance(value, Mapping):
+            return {key: self.hide_strings(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.hide_strings(item) for item in value]
+        return value
+
+    def hide_descriptions(self, value: Any) -> Any:
+        """Replace free-text fields of a tool definition (descriptions, titles, enum members).
+
+        Names and ``type`` values stay readable: templates compare and print them.
+        """
+        if isinstance(value, Mapping):
+            out: dict[str, Any] = {}
+            for key, item in value.items():
+                if key in _FREE_TEXT_KEYS and isinstance(item, str):
+                    out[key] = self.hide(item)
+                elif key == "enum" and isinstance(item, list):
+                    out[key] = self.hide_strings(item)
+                else:
+                    out[key] = self.hide_descriptions(item)
+            return out
+        if isinstance(value, list | tuple):
+            return [self.hide_descriptions(item) for item in value]
+        return value
+
+
+_FREE_TEXT_KEYS = frozenset({"description", "title", "default", "examples"})
+
+
+def _tojson(value: Any, indent: int | None = None, **_: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=indent)
+
+
+def _raise_exception(message: str) -> None:
+    raise FormatError(f"the chat template refused the conversation: {message}")
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.now().strftime(fmt)
+
+
+_ENV = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+_ENV.filters["tojson"] = _tojson
+_ENV.globals["raise_exception"] = _raise_exception
+_ENV.globals["strftime_now"] = _strftime_now
+
+
+def _split_segments(rendered: str, untrusted: _Untrusted) -> list[Segment]:
+    segments: list[Segment] = []
+    cursor = 0
+    for match in _PLACEHOLDER_RE.finditer(rendered):
+        index = ord(match.group(1)) - _PLACEHOLDER_BASE
+        if index >= len(untrusted.texts):
+            raise FormatError("a chat template produced an unknown placeholder character")
+        quoted = match.group(0).startswith('"') and match.group(0).endswith('"')
+        if match.start() > cursor:
+            segments.append(Segment(rendered[cursor : match.start()], special=True))
+        original = untrusted.texts[index]
+        if quoted:
+            # The template wrote it as a JSON string (tojson): write it back JSON-escaped.
+            segments.append(Segment(json.dumps(original, ensure_ascii=False), special=False))
+        else:
+            if match.group(0).startswith('"'):
+                segments.append(Segment('"', special=True))
+            segments.append(Segment(original, special=False))
+            if match.group(0).endswith('"'):
+                segments.append(Segment('"', special=True))
+        cursor = match.end()
+    if cursor < len(rendered):
+        segments.append(Segment(rendered[cursor:], special=True))
+    return merge_segments(segments)
+
+
+def merge_segments(segments: Iterable[Segment]) -> list[Segment]:
+    """Join neighbours of the same kind and drop empty pieces."""
+    merged: list[Segment] = []
+    for segment in segments:
+        if not segment.text:
+            continue
+        if merged and merged[-1].special == segment.special:
+            merged[-1] = Segment(merged[-1].text + segment.text, segment.special)
+        else:
+            merged.append(segment)
+    return merged
+
+
+def render_chat_template(
+    template: str,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | None,
+    *,
+    add_generation_prompt: bool = True,
+    bos_token: str = "",
+    eos_token: str = "",
+    extra: Mapping[str, Any] | None = None,
+) -> list[Segment]:
+    """Render a GGUF chat template in the sandbox, keeping untrusted text out of special parsing.
+
+    Message contents and all string values inside tool definitions and tool-call arguments are
+    replaced by placeholders before rendering and put back as non-special segments afterwards.
+    """
+    untrusted = _Untrusted()
+    safe_messages = []
+    for message in messages:
+        safe = dict(message)
+        if isinstance(safe.get("content"), str):
+            safe["content"] = untrusted.hide(safe["content"])
+        if safe.get("tool_calls"):
+            safe["tool_calls"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": call["function"]["name"] if "function" in call else call["name"],
+                        "arguments": untrusted.hide_strings(
+                            call["function"]["arguments"] if "function" in call else call["arguments"]
+                        ),
+                    },
+                }
+                for call in safe["tool_calls"]
+            ]
+        safe_messages.append(safe)
+    safe_tools = [untrusted.hide_descriptions(tool) for tool in tools] if tools else None
+    try:
+        compiled = _ENV.from_string(template)
+        rendered = compiled.render(
+            messages=safe_messages,
+            tools=safe_tools,
+            add_generation_prompt=add_generation_prompt,
+            bos_token=bos_token,
+            eos_token=eos_token,
+            **dict(extra or {}),
+        )
+    except FormatError:
+        raise
+    except TemplateError as exc:
+        raise FormatError(f"the model's chat template failed to render: {exc}") from exc
+    return _split_segments(rendered, untrusted)

@@ -1,0 +1,178 @@
+"""FunctionGemma tool calls: ``<start_function_call>call:NAME{key:value,...}<end_function_call>``.
+
+Strings are written between ``<escape>`` tokens (``city:<escape>Tokyo<escape>``); numbers,
+booleans and ``null`` bare; arrays ``[a,b]`` and objects ``{k:v}`` with the same rules inside.
+The GGUF's template declares the tools when it has one that knows ``<start_function_declaration>``;
+otherwise our template below writes them the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from weavehost.errors import FormatError
+from weavehost.formats.base import (
+    CallLayout,
+    Segment,
+    ToolCall,
+    render_call_from_layout,
+    render_chat_template,
+)
+
+__all__ = ["FUNCTIONGEMMA"]
+
+ESCAPE = "<escape>"
+
+_FALLBACK_TEMPLATE = """\
+{{- bos_token }}
+{%- if tools or messages[0].role == 'developer' or messages[0].role == 'system' %}\
+<start_of_turn>developer
+{% if messages[0].role in ['developer', 'system'] %}{{ messages[0].content }}{% else %}\
+You are a model that can do function calling with the following functions{% endif %}
+{%- for tool in tools %}<start_function_declaration>{{ tool | tojson }}<end_function_declaration>\
+{% endfor %}<end_of_turn>
+{% endif %}
+{%- for message in messages %}
+{%- if loop.first and message.role in ['developer', 'system'] %}
+{%- elif message.role == 'assistant' %}<start_of_turn>model
+{% if message.content %}{{ message.content }}{% endif %}
+{%- for call in message.tool_calls or [] %}<start_function_call>call:{{ call.function.name }}\
+{{ call.function.arguments | tojson }}<end_function_call>{% endfor %}<end_of_turn>
+{% elif message.role == 'tool' %}<start_function_response>response:{{ message.name or 'tool' }}\
+{value:{{ message.content }}}<end_function_response>
+{% else %}<start_of_turn>{{ message.role }}
+{{ message.content }}<end_of_turn>
+{% endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<start_of_turn>model
+{% endif %}"""
+
+_CALL_RE = re.compile(r"<start_function_call>call:([A-Za-z0-9_.\-]+)(.*?)<end_function_call>", re.DOTALL)
+_NUMBER_RE = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
+_KEY_RE = re.compile(r"[A-Za-z0-9_.\-]+")
+
+
+def encode_gemma_value(value: Any) -> str:
+    if isinstance(value, str):
+        return f"{ESCAPE}{value}{ESCAPE}"
+    if isinstance(value, bool) or value is None or isinstance(value, int | float):
+        return json.dumps(value)
+    if isinstance(value, Mapping):
+        return "{" + ",".join(f"{k}:{encode_gemma_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(encode_gemma_value(v) for v in value) + "]"
+    raise FormatError(f"FunctionGemma cannot write a value of type {type(value).__name__}")
+
+
+class _ValueParser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    def fail(self, what: str) -> FormatError:
+        return FormatError(f"malformed FunctionGemma call: {what} at {self.pos} in {self.text!r}")
+
+    def value(self) -> Any:
+        text = self.text
+        if text.startswith(ESCAPE, self.pos):
+            end = text.find(ESCAPE, self.pos + len(ESCAPE))
+            if end < 0:
+                raise self.fail("unterminated <escape> string")
+            out = text[self.pos + len(ESCAPE) : end]
+            self.pos = end + len(ESCAPE)
+            return out
+        if text.startswith("{", self.pos):
+            return self.object()
+        if text.startswith("[", self.pos):
+            self.pos += 1
+            items = []
+            while not text.startswith("]", self.pos):
+                items.append(self.value())
+                if text.startswith(",", self.pos):
+                    self.pos += 1
+                elif not text.startswith("]", self.pos):
+                    raise self.fail("expected ',' or ']'")
+            self.pos += 1
+            return items
+        for word, result in (("true", True), ("false", False), ("null", None)):
+            if text.startswith(word, self.pos):
+                self.pos += len(word)
+                return result
+        match = _NUMBER_RE.match(text, self.pos)
+        if match:
+            self.pos = match.end()
+            number = match.group(0)
+            return float(number) if any(c in number for c in ".eE") else int(number)
+        raise self.fail("expected a value")
+
+    def object(self) -> dict[str, Any]:
+        if not self.text.startswith("{", self.pos):
+            raise self.fail("expected '{'")
+        self.pos += 1
+        out: dict[str, Any] = {}
+        while not self.text.startswith("}", self.pos):
+            key = _KEY_RE.match(self.text, self.pos)
+            if not key or not self.text.startswith(":", key.end()):
+                raise self.fail("expected 'key:'")
+            self.pos = key.end() + 1
+            out[key.group(0)] = self.value()
+            if self.text.startswith(",", self.pos):
+                self.pos += 1
+            elif not self.text.startswith("}", self.pos):
+                raise self.fail("expected ',' or '}'")
+        self.pos += 1
+        return out
+
+
+class FunctionGemmaFormat:
+    name = "functiongemma"
+    description = "FunctionGemma: <start_function_call>call:name{key:<escape>value<escape>}"
+    layout = CallLayout(
+        opener="<start_function_call>",
+        head="<start_function_call>call:{name}{{",
+        first_prefix="{key}:",
+        next_prefix=",{key}:",
+        tail="}<end_function_call>",
+        closer="<end_function_call>",
+    )
+
+    def render_prompt(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        chat_template: str | None,
+        add_generation_prompt: bool = True,
+    ) -> list[Segment]:
+        known = chat_template and "<start_function_declaration>" in chat_template
+        return render_chat_template(
+            chat_template if known else _FALLBACK_TEMPLATE,
+            messages,
+            tools,
+            add_generation_prompt=add_generation_prompt,
+            bos_token="<bos>",
+        )
+
+    def encode_value(self, value: Any) -> str:
+        return encode_gemma_value(value)
+
+    def render_call(self, call: ToolCall) -> str:
+        return render_call_from_layout(self, call)
+
+    def parse_calls(self, text: str) -> list[ToolCall]:
+        if text.count("<start_function_call>") != len(_CALL_RE.findall(text)):
+            raise FormatError("a <start_function_call> is not closed or names no tool")
+        calls = []
+        for name, body in _CALL_RE.findall(text):
+            parser = _ValueParser(body)
+            arguments = parser.object()
+            if parser.pos != len(body):
+                raise parser.fail("text after the arguments")
+            calls.append(ToolCall(name=name, arguments=arguments))
+        return calls
+
+
+FUNCTIONGEMMA = FunctionGemmaFormat()

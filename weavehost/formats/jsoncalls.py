@@ -1,0 +1,57 @@
+"""Shared reading of JSON tool calls, used by the JSON-based formats (qwen, llama3, smollm2).
+
+Guarantees: a call is returned only when its JSON parses completely and has a string ``name``
+and an object of arguments; anything else raises :class:`FormatError` (truncated output is
+never half a call).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from weavehost.errors import FormatError
+from weavehost.formats.base import ToolCall
+
+__all__ = ["call_from_object", "decode_json_values", "encode_json_value"]
+
+
+def encode_json_value(value: Any) -> str:
+    """A value as the JSON formats write it (the spacing of Python's and Jinja's ``tojson``)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def call_from_object(obj: Any, arguments_key: str) -> ToolCall:
+    """Turn ``{"name": ..., arguments_key: {...}}`` into a ToolCall, or raise FormatError."""
+    if not isinstance(obj, dict):
+        raise FormatError(f"a tool call must be a JSON object, got {type(obj).__name__}")
+    name = obj.get("name")
+    if not isinstance(name, str) or not name:
+        raise FormatError("a tool call has no string 'name'")
+    arguments = obj.get(arguments_key, {})
+    if isinstance(arguments, str):
+        # Some models write the arguments as a JSON string; accept it if it holds an object.
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError as exc:
+            raise FormatError(f"the arguments of {name!r} are not JSON: {exc}") from exc
+    if not isinstance(arguments, dict):
+        raise FormatError(f"the {arguments_key!r} of {name!r} must be a JSON object")
+    return ToolCall(name=name, arguments=arguments)
+
+
+def decode_json_values(text: str) -> list[Any]:
+    """Every JSON value in ``text``, separated by whitespace, ``;`` or ``,``."""
+    decoder = json.JSONDecoder()
+    values: list[Any] = []
+    index = 0
+    while True:
+        while index < len(text) and text[index] in " \t\r\n;,":
+            index += 1
+        if index >= len(text):
+            return values
+        try:
+            value, index = decoder.raw_decode(text, index)
+        except json.JSONDecodeError as exc:
+            raise FormatError(f"malformed JSON in a tool call: {exc.msg} at {exc.pos}") from exc
+        values.append(value)

@@ -1,0 +1,116 @@
+"""Llama 3.2 JSON tool calls: ``{"name": ..., "parameters": {...}}`` as the whole reply.
+
+Llama 3.1/3.2 instruct models answer a tool request with a bare JSON object (optionally after
+``<|python_tag|>``) and end the turn with ``<|eot_id|>``. The GGUF's chat template renders the
+tools into the first user message when it knows them (it mentions ``parameters``); otherwise our
+template below, which follows Meta's wording for zero-shot JSON tool calling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from weavehost.errors import FormatError
+from weavehost.formats.base import (
+    CallLayout,
+    Segment,
+    ToolCall,
+    render_call_from_layout,
+    render_chat_template,
+)
+from weavehost.formats.jsoncalls import call_from_object, decode_json_values, encode_json_value
+
+__all__ = ["LLAMA3"]
+
+_FALLBACK_TEMPLATE = """\
+{{- bos_token }}
+{%- if messages[0].role == 'system' %}{% set system = messages[0].content %}{% set rest = messages[1:] %}\
+{% else %}{% set system = '' %}{% set rest = messages %}{% endif %}
+<|start_header_id|>system<|end_header_id|>
+
+Environment: ipython
+{{ system }}<|eot_id|>
+{%- for message in rest %}
+{%- if loop.first and tools and message.role == 'user' %}<|start_header_id|>user<|end_header_id|>
+
+Given the following functions, please respond with a JSON for a function call with its proper \
+arguments that best answers the given prompt.
+
+Respond in the format {"name": function name, "parameters": dictionary of argument name and its \
+value}. Do not use variables.
+
+{% for tool in tools %}{{ tool | tojson(indent=4) }}
+
+{% endfor %}{{ message.content }}<|eot_id|>
+{%- elif message.role == 'assistant' and message.tool_calls %}\
+<|start_header_id|>assistant<|end_header_id|>
+
+{% for call in message.tool_calls %}\
+{"name": "{{ call.function.name }}", "parameters": {{ call.function.arguments | tojson }}}\
+{% endfor %}<|eot_id|>
+{%- elif message.role == 'tool' %}<|start_header_id|>ipython<|end_header_id|>
+
+{{ message.content }}<|eot_id|>
+{%- else %}<|start_header_id|>{{ message.role }}<|end_header_id|>
+
+{{ message.content }}<|eot_id|>
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>
+
+{% endif %}"""
+
+
+class Llama3Format:
+    name = "llama3"
+    description = 'Llama 3.2 JSON: {"name": ..., "parameters": {...}}'
+    layout = CallLayout(
+        opener='{"name"',
+        head='{{"name": "{name}", "parameters": {{',
+        first_prefix='"{key}": ',
+        next_prefix=', "{key}": ',
+        tail="}}",
+        closer="<|eot_id|>",
+    )
+
+    def render_prompt(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        chat_template: str | None,
+        add_generation_prompt: bool = True,
+    ) -> list[Segment]:
+        template = chat_template if chat_template and "parameters" in chat_template else None
+        return render_chat_template(
+            template or _FALLBACK_TEMPLATE,
+            messages,
+            tools,
+            add_generation_prompt=add_generation_prompt,
+            bos_token="<|begin_of_text|>",
+            extra={"tools_in_user_message": True, "date_string": "26 Jul 2024"},
+        )
+
+    def encode_value(self, value: Any) -> str:
+        return encode_json_value(value)
+
+    def render_call(self, call: ToolCall) -> str:
+        return render_call_from_layout(self, call)
+
+    def parse_calls(self, text: str) -> list[ToolCall]:
+        body = text.replace("<|python_tag|>", "").replace("<|eot_id|>", "").replace("<|eom_id|>", "")
+        start = body.find(self.layout.opener)
+        if start < 0:
+            return []
+        body = body[start:].strip()
+        calls = []
+        for obj in decode_json_values(body):
+            key = "parameters" if isinstance(obj, dict) and "parameters" in obj else "arguments"
+            calls.append(call_from_object(obj, key))
+        if not calls:
+            raise FormatError("a JSON tool call was started but holds no call")
+        return calls
+
+
+LLAMA3 = Llama3Format()

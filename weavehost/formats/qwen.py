@@ -1,0 +1,117 @@
+"""Qwen / Hermes tool calls: ``<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>``.
+
+Used by Qwen2.5, Qwen3 and Hermes-style fine-tunes. Values are JSON. The GGUF's own chat
+template renders the tools when it knows them (it says ``<tool_call>``); otherwise our template
+below, which writes the same system prompt as Qwen2.5's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from weavehost.errors import FormatError
+from weavehost.formats.base import (
+    CallLayout,
+    Segment,
+    ToolCall,
+    render_call_from_layout,
+    render_chat_template,
+)
+from weavehost.formats.jsoncalls import call_from_object, decode_json_values, encode_json_value
+
+__all__ = ["QWEN"]
+
+_FALLBACK_TEMPLATE = """\
+{%- if tools %}<|im_start|>system
+{% if messages[0].role == 'system' %}{{ messages[0].content }}{% else %}You are a helpful assistant.{% endif %}
+
+
+# Tools
+
+You may call one or more functions to assist with the user query.
+
+You are provided with function signatures within <tools></tools> XML tags:
+<tools>
+{%- for tool in tools %}
+{{ tool | tojson }}
+{%- endfor %}
+
+</tools>
+
+For each function call, return a json object with function name and arguments within \
+<tool_call></tool_call> XML tags:
+<tool_call>
+{"name": <function-name>, "arguments": <args-json-object>}
+</tool_call><|im_end|>
+{% elif messages[0].role == 'system' %}<|im_start|>system
+{{ messages[0].content }}<|im_end|>
+{% endif %}
+{%- for message in messages %}
+{%- if message.role == 'system' and loop.first %}
+{%- elif message.role == 'assistant' and message.tool_calls %}<|im_start|>assistant
+{% if message.content %}{{ message.content }}
+{% endif %}
+{%- for call in message.tool_calls %}<tool_call>
+{"name": "{{ call.function.name }}", "arguments": {{ call.function.arguments | tojson }}}
+</tool_call>{% endfor %}<|im_end|>
+{% elif message.role == 'tool' %}<|im_start|>user
+<tool_response>
+{{ message.content }}
+</tool_response><|im_end|>
+{% else %}<|im_start|>{{ message.role }}
+{{ message.content }}<|im_end|>
+{% endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|im_start|>assistant
+{% endif %}"""
+
+_BLOCK_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+
+
+class QwenFormat:
+    name = "qwen"
+    description = 'Qwen/Hermes: <tool_call>{"name": ..., "arguments": {...}}</tool_call>'
+    layout = CallLayout(
+        opener="<tool_call>",
+        head='<tool_call>\n{{"name": "{name}", "arguments": {{',
+        first_prefix='"{key}": ',
+        next_prefix=', "{key}": ',
+        tail="}}\n</tool_call>",
+        closer="</tool_call>",
+    )
+
+    def render_prompt(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        chat_template: str | None,
+        add_generation_prompt: bool = True,
+    ) -> list[Segment]:
+        template = chat_template if chat_template and "<tool_call>" in chat_template else None
+        return render_chat_template(
+            template or _FALLBACK_TEMPLATE,
+            messages,
+            tools,
+            add_generation_prompt=add_generation_prompt,
+        )
+
+    def encode_value(self, value: Any) -> str:
+        return encode_json_value(value)
+
+    def render_call(self, call: ToolCall) -> str:
+        return render_call_from_layout(self, call)
+
+    def parse_calls(self, text: str) -> list[ToolCall]:
+        if "<tool_call>" in text and text.count("<tool_call>") != len(_BLOCK_RE.findall(text)):
+            raise FormatError("a <tool_call> block is not closed")
+        calls = []
+        for block in _BLOCK_RE.findall(text):
+            for obj in decode_json_values(block):
+                calls.append(call_from_object(obj, "arguments"))
+        return calls
+
+
+QWEN = QwenFormat()
