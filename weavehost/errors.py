@@ -26,7 +26,8 @@ Hierarchy::
     ├── ServerError                     MCP servers
     │   ├── ServerStartError            the server could not be started or initialised
     │   ├── ServerDiedError             the connection closed or the process exited
-    │   └── ServerTimeoutError          a request passed its named timeout
+    │   ├── ServerTimeoutError          a request passed its named timeout
+    │   └── MessageTooLargeError        one message from a server passed the byte cap
     ├── CatalogError                    tools and their schemas
     │   ├── SchemaError                 a tool's schema is invalid, recursive or too large
     │   ├── UnknownToolError            the model or user named a tool the catalog lacks
@@ -53,6 +54,7 @@ __all__ = [
     "ExecutionError",
     "FormatError",
     "KVCacheFullError",
+    "MessageTooLargeError",
     "ModelError",
     "ModelLoadError",
     "ModelNotFoundError",
@@ -140,6 +142,10 @@ class ServerDiedError(ServerError):
 
 class ServerTimeoutError(ServerError):
     """An MCP request passed its named timeout."""
+
+
+class MessageTooLargeError(ServerError):
+    """One message from a server passed ``limits.maxMessageBytes``; it was dropped unread."""
 
 
 class CatalogError(WeavehostError):

@@ -1,0 +1,534 @@
+"""The tool catalog: every tool of every server as one frozen :class:`ToolSpec` record.
+
+Stage: catalog (between the ServerPool, which lists tools, and the model formats and executor,
+which render and call them).
+
+Invariants:
+
+* A schema in a ToolSpec is normalised: local ``$ref`` inlined, ``$defs`` dropped, BFCL type
+  spellings (``dict``, ``float``, ``tuple``, ``any`` …) mapped to JSON Schema, and checked against
+  Draft 2020-12. A ``$ref`` that is not a local JSON pointer is never fetched: the tool is left
+  out. Nothing here opens a socket or a file (the jsonschema validators get an empty
+  ``referencing.Registry``, which cannot retrieve).
+* A tool whose schema is invalid, recursive, remote, too deep or too large is left out with a
+  warning naming server and tool (:attr:`Catalog.omitted`); no ``RecursionError`` escapes,
+  because depth is measured iteratively before anything recursive runs.
+* ``read_only`` is true only when the raw ``readOnlyHint`` is exactly JSON ``true``; ``"true"``,
+  ``1`` or a missing hint count as false. ``trusted`` comes from config only.
+* Qualified names are unique and match ``[A-Za-z0-9_.-]{1,128}``. A bare name offered by one
+  server stays bare; a name offered by several servers becomes ``<server>_<name>`` for each of
+  them (suffix ``_2``, ``_3`` … if that still clashes). Nothing is ever silently overridden.
+* Arguments are validated (Draft 2020-12, no remote retrieval) before a call may be sent.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError as JsonSchemaError
+from referencing import Registry
+
+from weavehost.config import HostConfig, Limits
+from weavehost.errors import ArgumentValidationError, SchemaError, UnknownToolError
+
+__all__ = [
+    "Catalog",
+    "OmittedTool",
+    "ToolSpec",
+    "json_depth",
+    "normalize_schema",
+    "qualify_names",
+    "schema_hash",
+]
+
+logger = logging.getLogger(__name__)
+
+_BFCL_TYPES: Mapping[str, str | None] = MappingProxyType(
+    {
+        "dict": "object",
+        "object": "object",
+        "float": "number",
+        "double": "number",
+        "number": "number",
+        "int": "integer",
+        "integer": "integer",
+        "long": "integer",
+        "bool": "boolean",
+        "boolean": "boolean",
+        "str": "string",
+        "string": "string",
+        "char": "string",
+        "list": "array",
+        "array": "array",
+        "tuple": "array",
+        "arraylist": "array",
+        "hashmap": "object",
+        "null": "null",
+        "any": None,  # no constraint
+    }
+)
+_SUPPORTED_DIALECTS = frozenset(
+    {
+        "https://json-schema.org/draft/2020-12/schema",
+        "https://json-schema.org/draft/2019-09/schema",
+        "http://json-schema.org/draft-07/schema",
+        "http://json-schema.org/draft-06/schema",
+        "http://json-schema.org/draft-04/schema",
+    }
+)
+_SCHEMA_MAP_KEYS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SCHEMA_LIST_KEYS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_SCHEMA_ONE_KEYS = (
+    "items", "additionalProperties", "not", "if", "then", "else", "contains",
+    "propertyNames", "unevaluatedItems", "unevaluatedProperties", "additionalItems",
+)  # fmt: skip
+_NAME_BAD = re.compile(r"[^A-Za-z0-9_.-]")
+_MAX_NAME = 128
+
+
+# --------------------------------------------------------------------------- schemas
+
+
+def json_depth(value: Any, limit: int) -> int:
+    """Nesting depth of a JSON value, measured iteratively; stops counting past ``limit``."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > deepest:
+            deepest = depth
+            if deepest > limit:
+                return deepest
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return deepest
+
+
+def _map_type(value: Any, where: str) -> Any:
+    """Map one ``type`` value (string or list) from BFCL/Python spellings to JSON Schema."""
+    if isinstance(value, list):
+        mapped = [_map_type(v, where) for v in value]
+        return None if None in mapped else mapped
+    if not isinstance(value, str):
+        raise SchemaError(f"{where}: 'type' must be a string or a list of strings, got {value!r}")
+    key = value.strip().lower()
+    if key not in _BFCL_TYPES:
+        raise SchemaError(f"{where}: unknown type {value!r}")
+    return _BFCL_TYPES[key]
+
+
+def _resolve_pointer(root: Any, ref: str, where: str) -> Any:
+    if not ref.startswith("#"):
+        # Remote ($ref to a URL or a file) or $id-relative: never fetched, never guessed.
+        raise SchemaError(
+            f"{where}: $ref {ref!r} is not a local reference; remote schemas are never fetched"
+        )
+    node = root
+    pointer = ref[1:]
+    if pointer and not pointer.startswith("/"):
+        raise SchemaError(f"{where}: $ref {ref!r} uses an anchor; only JSON pointers are supported")
+    for raw_part in pointer.split("/")[1:]:
+        part = raw_part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            raise SchemaError(f"{where}: $ref {ref!r} does not resolve inside the schema")
+    return node
+
+
+def normalize_schema(
+    schema: Any, *, limits: Limits | None = None, where: str = "schema"
+) -> dict[str, Any]:
+    """Return a self-contained, Draft 2020-12-valid copy of ``schema``.
+
+    Local ``$ref`` are inlined (a reference cycle is an error, never infinite recursion); a
+    remote ``$ref`` is an error and is never fetched; BFCL spellings are mapped (``dict`` →
+    ``object``, ``float`` → ``number``, ``tuple`` → ``array``, ``any`` → no constraint …).
+    Raises :class:`~weavehost.errors.SchemaError` naming ``where`` and the problem.
+    """
+    limits = limits or Limits()
+    if not isinstance(schema, dict):
+        raise SchemaError(f"{where}: a schema must be an object, got {type(schema).__name__}")
+    if json_depth(schema, limits.max_schema_depth) > limits.max_schema_depth:
+        raise SchemaError(f"{where}: nested deeper than {limits.max_schema_depth} levels")
+    size = len(json.dumps(schema))
+    if size > limits.max_schema_bytes:
+        raise SchemaError(f"{where}: {size} bytes, over the {limits.max_schema_bytes}-byte cap")
+    dialect = schema.get("$schema")
+    if dialect is not None and (
+        not isinstance(dialect, str) or dialect.rstrip("#") not in _SUPPORTED_DIALECTS
+    ):
+        raise SchemaError(f"{where}: unsupported $schema dialect {dialect!r}")
+
+    budget = [limits.max_schema_bytes]  # inlining may grow a schema; bound the nodes it makes
+
+    def walk(node: Any, active: tuple[str, ...], depth: int) -> Any:
+        if depth > limits.max_schema_depth:
+            raise SchemaError(
+                f"{where}: nested deeper than {limits.max_schema_depth} levels after $ref"
+            )
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise SchemaError(f"{where}: too large after inlining $ref")
+        if isinstance(node, bool):
+            return node
+        if not isinstance(node, dict):
+            raise SchemaError(f"{where}: expected a schema object, got {node!r:.60}")
+        if "$dynamicRef" in node or "$recursiveRef" in node:
+            raise SchemaError(f"{where}: $dynamicRef/$recursiveRef are not supported")
+        if "$ref" in node:
+            ref = node["$ref"]
+            if not isinstance(ref, str):
+                raise SchemaError(f"{where}: $ref must be a string, got {ref!r:.60}")
+            if ref in active:
+                raise SchemaError(f"{where}: recursive $ref {ref!r}")
+            target = walk(_resolve_pointer(schema, ref, where), (*active, ref), depth + 1)
+            siblings = {k: v for k, v in node.items() if k not in ("$ref", "$defs", "definitions")}
+            if not siblings:
+                return target
+            rest = walk(siblings, active, depth + 1)
+            return {"allOf": [target, rest]} if target is not True else rest
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key in ("$defs", "definitions", "$schema", "$id", "$comment"):
+                continue
+            if key == "type":
+                mapped = _map_type(value, where)
+                if mapped is not None:
+                    out["type"] = mapped
+            elif key in _SCHEMA_MAP_KEYS and isinstance(value, dict):
+                out[key] = {k: walk(v, active, depth + 1) for k, v in value.items()}
+            elif key in _SCHEMA_LIST_KEYS and isinstance(value, list):
+                out[key] = [walk(v, active, depth + 1) for v in value]
+            elif key in _SCHEMA_ONE_KEYS and isinstance(value, dict | bool):
+                out[key] = walk(value, active, depth + 1)
+            elif key == "items" and isinstance(value, list):
+                out["prefixItems"] = [
+                    walk(v, active, depth + 1) for v in value
+                ]  # draft-07 tuple form
+            else:
+                out[key] = copy.deepcopy(value)
+        return out
+
+    normalized = walk(schema, (), 1)
+    if not isinstance(normalized, dict):
+        normalized = {} if normalized is True else {"not": {}}
+    if "type" not in normalized and "properties" in normalized:
+        normalized["type"] = "object"
+    try:
+        Draft202012Validator.check_schema(normalized)
+    except JsonSchemaError as exc:
+        raise SchemaError(f"{where}: invalid JSON Schema: {exc.message}") from None
+    return normalized
+
+
+def schema_hash(
+    name: str, description: str, input_schema: Mapping[str, Any], annotations: Mapping[str, Any]
+) -> str:
+    """SHA-256 over what approval depends on; a change (rug pull) changes the hash."""
+    blob = json.dumps(
+        {
+            "name": name,
+            "description": description,
+            "inputSchema": input_schema,
+            "annotations": annotations,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+        default=str,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """One tool of one server, as the model and the executor see it.
+
+    ``input_schema`` and ``annotations`` are read-only mappings; ``name`` is what the server
+    calls the tool, ``qualified_name`` what the model calls it.
+    """
+
+    qualified_name: str
+    server: str
+    name: str
+    description: str
+    input_schema: Mapping[str, Any] = field(hash=False)
+    required: tuple[str, ...]
+    optional: tuple[str, ...]
+    annotations: Mapping[str, Any] = field(hash=False)
+    read_only: bool
+    trusted: bool
+    schema_hash: str
+    title: str | None = None
+
+    def schema_dict(self) -> dict[str, Any]:
+        """A mutable deep copy of the input schema (for grammar builders and JSON output)."""
+        return _thaw(self.input_schema)
+
+
+@dataclass(frozen=True, slots=True)
+class OmittedTool:
+    """A tool left out of the catalog, and why."""
+
+    server: str
+    name: str
+    reason: str
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    return value
+
+
+def _sanitize(name: str) -> str:
+    return (_NAME_BAD.sub("_", name) or "_")[:_MAX_NAME]
+
+
+def qualify_names(pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """Map each ``(server, tool)`` to a unique model-facing name, deterministically.
+
+    A tool name offered by one server stays as it is (sanitised); one offered by several gets
+    ``<server>_<tool>`` for every server offering it; any remaining clash gets ``_2``, ``_3`` …
+    in sorted ``(server, tool)`` order.
+    """
+    ordered = sorted(set(pairs))
+    counts: dict[str, int] = {}
+    for _, tool in ordered:
+        counts[_sanitize(tool)] = counts.get(_sanitize(tool), 0) + 1
+    names: dict[tuple[str, str], str] = {}
+    used: set[str] = set()
+    for server, tool in ordered:
+        base = _sanitize(tool)
+        if counts[base] > 1:
+            base = _sanitize(f"{server}_{tool}")
+        candidate, n = base, 1
+        while candidate in used:
+            n += 1
+            suffix = f"_{n}"
+            candidate = base[: _MAX_NAME - len(suffix)] + suffix
+        used.add(candidate)
+        names[(server, tool)] = candidate
+    return names
+
+
+# --------------------------------------------------------------------------- catalog
+
+
+class Catalog:
+    """All usable tools of all servers, plus the ones left out and why.
+
+    Build it with :meth:`from_listings` from raw ``tools/list`` entries (dicts as they came over
+    the wire, so a hint of ``"true"`` is not mistaken for ``true``), or :meth:`load` from a live
+    :class:`~weavehost.servers.ServerPool`. :meth:`refresh` re-lists one server (on
+    ``notifications/tools/list_changed``) and bumps :attr:`version`.
+    """
+
+    def __init__(self, config: HostConfig | None = None) -> None:
+        self._config = config or HostConfig()
+        self._listings: dict[str, list[dict[str, Any]]] = {}
+        self._specs: dict[str, ToolSpec] = {}
+        self._validators: dict[str, Draft202012Validator] = {}
+        self.omitted: list[OmittedTool] = []
+        self.version = 0
+
+    @classmethod
+    def from_listings(
+        cls, listings: Mapping[str, Sequence[Mapping[str, Any]]], config: HostConfig | None = None
+    ) -> Catalog:
+        catalog = cls(config)
+        for server, tools in listings.items():
+            catalog._listings[server] = [dict(t) for t in tools]
+        catalog._rebuild()
+        return catalog
+
+    @classmethod
+    async def load(cls, pool: Any, config: HostConfig | None = None) -> Catalog:
+        """List every running server of ``pool`` and build the catalog; subscribe to changes."""
+        catalog = cls(config or pool.config)
+        for server in pool.running():
+            catalog._listings[server] = await pool.list_tools(server)
+        catalog._rebuild()
+        pool.on_tools_changed(catalog.refresh_from(pool))
+        return catalog
+
+    def refresh_from(self, pool: Any) -> Any:
+        async def on_changed(server: str) -> None:
+            await self.refresh(pool, server)
+
+        return on_changed
+
+    async def refresh(self, pool: Any, server: str) -> None:
+        """Re-list one server's tools and rebuild; a failed listing drops that server's tools."""
+        try:
+            self._listings[server] = await pool.list_tools(server)
+        except Exception as exc:  # boundary: any server failure means "no tools from it"
+            logger.warning("re-listing tools of server %r failed: %s", server, exc)
+            self._listings[server] = []
+        self._rebuild()
+
+    def replace_listing(self, server: str, tools: Sequence[Mapping[str, Any]]) -> None:
+        self._listings[server] = [dict(t) for t in tools]
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        limits = self._config.limits
+        candidates: list[tuple[str, str, dict[str, Any]]] = []
+        omitted: list[OmittedTool] = []
+        for server in sorted(self._listings):
+            seen: set[str] = set()
+            for raw in self._listings[server]:
+                name = raw.get("name")
+                if not isinstance(name, str) or not name:
+                    omitted.append(OmittedTool(server, repr(name), "tool has no name"))
+                    continue
+                if name in seen:
+                    omitted.append(OmittedTool(server, name, "listed twice by the same server"))
+                    continue
+                seen.add(name)
+                candidates.append((server, name, raw))
+        names = qualify_names([(s, n) for s, n, _ in candidates])
+        specs: dict[str, ToolSpec] = {}
+        validators: dict[str, Draft202012Validator] = {}
+        for server, name, raw in candidates:
+            qualified = names[(server, name)]
+            try:
+                spec = self._make_spec(qualified, server, name, raw, limits)
+            except SchemaError as exc:
+                omitted.append(OmittedTool(server, name, str(exc)))
+                continue
+            specs[qualified] = spec
+            # An empty Registry: a $ref that survived normalisation could never be retrieved.
+            validators[qualified] = Draft202012Validator(spec.schema_dict(), registry=Registry())
+        for item in omitted:
+            logger.warning("tool %r of server %r left out: %s", item.name, item.server, item.reason)
+        self._specs, self._validators, self.omitted = specs, validators, omitted
+        self.version += 1
+
+    def _make_spec(
+        self, qualified: str, server: str, name: str, raw: Mapping[str, Any], limits: Limits
+    ) -> ToolSpec:
+        where = f"tool {name!r} of server {server!r}"
+        schema = normalize_schema(raw.get("inputSchema"), limits=limits, where=where)
+        if schema.get("type") != "object":
+            raise SchemaError(
+                f"{where}: input schema must have type 'object', got {schema.get('type')!r}"
+            )
+        properties = schema.get("properties", {})
+        required_raw = schema.get("required", [])
+        missing = [r for r in required_raw if r not in properties]
+        if missing and schema.get("additionalProperties") is False:
+            raise SchemaError(f"{where}: required {missing} not among the properties")
+        annotations = raw.get("annotations")
+        annotations = dict(annotations) if isinstance(annotations, dict) else {}
+        description = raw.get("description")
+        description = description if isinstance(description, str) else ""
+        if len(description) > limits.max_description_chars:
+            description = description[: limits.max_description_chars] + " …[description truncated]"
+        title = raw.get("title") if isinstance(raw.get("title"), str) else annotations.get("title")
+        return ToolSpec(
+            qualified_name=qualified,
+            server=server,
+            name=name,
+            description=description,
+            input_schema=_freeze(schema),
+            required=tuple(r for r in required_raw if isinstance(r, str)),
+            optional=tuple(p for p in properties if p not in required_raw),
+            annotations=_freeze(annotations),
+            read_only=annotations.get("readOnlyHint") is True,
+            trusted=self._config.is_trusted(server),
+            schema_hash=schema_hash(name, description, schema, annotations),
+            title=title if isinstance(title, str) else None,
+        )
+
+    # ----------------------------------------------------------------------- lookups
+
+    def __iter__(self) -> Iterator[ToolSpec]:
+        return iter(self._specs.values())
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def __contains__(self, qualified_name: object) -> bool:
+        return qualified_name in self._specs
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._specs)
+
+    def get(self, qualified_name: str) -> ToolSpec:
+        try:
+            return self._specs[qualified_name]
+        except KeyError:
+            known = ", ".join(sorted(self._specs)) or "-"
+            raise UnknownToolError(f"no tool named {qualified_name!r}; known: {known}") from None
+
+    def by_server(self, server: str) -> tuple[ToolSpec, ...]:
+        return tuple(s for s in self._specs.values() if s.server == server)
+
+    def validate_arguments(self, qualified_name: str, arguments: Any) -> None:
+        """Raise ArgumentValidationError unless ``arguments`` fit the tool's schema."""
+        spec = self.get(qualified_name)
+        if not isinstance(arguments, dict):
+            raise ArgumentValidationError(
+                f"{qualified_name}: arguments must be a JSON object, got {type(arguments).__name__}"
+            )
+        limit = self._config.limits.max_argument_depth
+        if json_depth(arguments, limit) > limit:
+            raise ArgumentValidationError(
+                f"{qualified_name}: arguments nested deeper than {limit} levels"
+            )
+        errors = sorted(
+            self._validators[spec.qualified_name].iter_errors(arguments), key=lambda e: e.path
+        )
+        if errors:
+            problems = "; ".join(
+                f"{'/'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}"
+                for e in errors[:5]
+            )
+            raise ArgumentValidationError(f"{qualified_name}: invalid arguments: {problems}")
+
+    def to_json(self) -> list[dict[str, Any]]:
+        """A plain-JSON view (for ``weavehost tools --json``)."""
+        return [
+            {
+                "name": s.qualified_name,
+                "server": s.server,
+                "tool": s.name,
+                "description": s.description,
+                "required": list(s.required),
+                "optional": list(s.optional),
+                "read_only": s.read_only,
+                "trusted": s.trusted,
+                "annotations": _thaw(s.annotations),
+                "input_schema": s.schema_dict(),
+                "schema_hash": s.schema_hash,
+            }
+            for s in self._specs.values()
+        ]

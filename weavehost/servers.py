@@ -1,0 +1,458 @@
+"""ServerPool: one ``mcp.Client`` per configured MCP server, owned by one async context manager.
+
+Stage: servers (the host's only contact with MCP servers; the catalog lists through it and the
+executor calls through it).
+
+Invariants:
+
+* Every connection lives in its own task inside the pool's task group, so it is entered and left
+  in one task (anyio cancel scopes demand that) and the pool cannot exit while one is open.
+* Every request has a named bound from :class:`~weavehost.config.Timeouts` (``startup``,
+  ``list_tools``, ``call``, ``ping``); a timed-out request is cancelled on the server
+  (``notifications/cancelled``) and the session stays usable.
+* A stdio server that dies fails its in-flight requests at once with
+  :class:`~weavehost.errors.ServerDiedError` (the transport watches the process, not just the
+  pipe), its process group is reaped, and the other servers go on. The next request to it
+  respawns it after a bounded, growing delay; after ``MAX_CONSECUTIVE_RESTARTS`` failures in a
+  row it stays down.
+* Errors from the SDK (``MCPError``, pydantic, OS) are converted here, once, into the
+  ``ServerError`` family, naming the server and the request.
+* ``list_tools`` returns the raw wire dicts (after the SDK's schema check), so the catalog sees
+  ``"readOnlyHint": "true"`` as the string it is, not as a coerced ``True``.
+* The pool speaks the handshake-era protocol (``mode="legacy"``: ``initialize``, ``ping``,
+  ``notifications/tools/list_changed``), which every deployed server understands.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+import anyio.abc
+import mcp_types as types
+from anyio import AsyncContextManagerMixin
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from pydantic import TypeAdapter, ValidationError
+
+from weavehost import __version__
+from weavehost.config import HostConfig, ServerConfig, resolve_command
+from weavehost.errors import (
+    MessageTooLargeError,
+    ServerDiedError,
+    ServerError,
+    ServerStartError,
+    ServerTimeoutError,
+)
+from weavehost.transport import MESSAGE_TOO_LARGE, ProcessInfo, StdioSpec, stdio_transport
+
+__all__ = ["ServerPool", "ServerStatus"]
+
+logger = logging.getLogger(__name__)
+
+RESTART_BACKOFF_BASE = 0.25  # seconds before the first respawn; doubles per consecutive failure
+RESTART_BACKOFF_MAX = 8.0
+MAX_CONSECUTIVE_RESTARTS = 5
+MAX_LIST_PAGES = 100  # a paginator that never ends cannot hang tools/list
+TIMEOUT_BACKSTOP = 0.5  # a hard bound past the SDK's own request timeout (progress resets it)
+EXIT_REPORT_WAIT = 0.2  # time to let the exit watcher record an exit code for the message
+
+_RAW = TypeAdapter(dict[str, Any])
+ToolsChanged = Callable[[str], Awaitable[None]]
+State = Literal["starting", "running", "dead", "stopped"]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerStatus:
+    """A snapshot of one server's connection."""
+
+    name: str
+    transport: Literal["stdio", "http", "inproc"]
+    state: State
+    pid: int | None
+    restarts: int
+    last_error: str | None
+
+
+@dataclass(slots=True)
+class _Slot:
+    """Mutable per-server state; only the pool touches it."""
+
+    config: ServerConfig
+    inproc: Any = None
+    client: Client | None = None
+    process: ProcessInfo | None = None
+    state: State = "stopped"
+    wake: anyio.Event = field(default_factory=anyio.Event)
+    exited: anyio.Event = field(default_factory=anyio.Event)
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    failures: int = 0
+    restarts: int = 0
+    died_at: float = -math.inf
+    last_error: str | None = None
+
+
+class ServerPool(AsyncContextManagerMixin):
+    """All configured servers, started on entry and stopped (no orphans) on exit.
+
+    ``strict`` makes entry fail with :class:`ServerStartError` if any server cannot start;
+    otherwise failed servers are left out (see :meth:`status`) and retried on their next use.
+    ``inproc`` maps server names to in-process ``MCPServer``/``Server`` objects (tests, embedding).
+    """
+
+    def __init__(
+        self,
+        config: HostConfig,
+        *,
+        strict: bool = True,
+        inproc: Mapping[str, Any] | None = None,
+        restart_backoff: float = RESTART_BACKOFF_BASE,
+    ) -> None:
+        self.config = config
+        self.strict = strict
+        self.restart_backoff = restart_backoff
+        inproc = dict(inproc or {})
+        self._slots: dict[str, _Slot] = {
+            s.name: _Slot(s, inproc.pop(s.name, None)) for s in config.servers
+        }
+        for name, server in inproc.items():
+            self._slots[name] = _Slot(ServerConfig(name=name, command="<in-process>"), server)
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._listeners: list[ToolsChanged] = []
+        self._closing = False
+
+    @asynccontextmanager
+    async def __asynccontextmanager__(self) -> AsyncIterator[ServerPool]:
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            try:
+                async with anyio.create_task_group() as starters:
+                    for slot in self._slots.values():
+                        starters.start_soon(self._start_quietly, slot)
+                failed = [s for s in self._slots.values() if s.state != "running"]
+                if self.strict and failed:
+                    raise ServerStartError("; ".join(s.last_error or s.config.name for s in failed))
+                yield self
+            finally:
+                self._closing = True
+                for slot in self._slots.values():
+                    slot.wake.set()
+        self._tg = None
+
+    # ----------------------------------------------------------------------- public API
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._slots)
+
+    def running(self) -> tuple[str, ...]:
+        return tuple(name for name, slot in self._slots.items() if slot.state == "running")
+
+    def status(self) -> dict[str, ServerStatus]:
+        return {
+            name: ServerStatus(
+                name=name,
+                transport="inproc" if slot.inproc is not None else slot.config.transport,
+                state=slot.state,
+                pid=slot.process.pid if slot.process else None,
+                restarts=slot.restarts,
+                last_error=slot.last_error,
+            )
+            for name, slot in self._slots.items()
+        }
+
+    def on_tools_changed(self, callback: ToolsChanged) -> None:
+        """Call ``callback(server)`` (in a pool task) when a server sends tools/list_changed."""
+        self._listeners.append(callback)
+
+    async def list_tools(self, server: str) -> list[dict[str, Any]]:
+        """Every tool of ``server`` as the raw dict it sent, all pages, within one bound."""
+        slot = self._slot(server)
+        bound = self.config.timeouts.list_tools
+        tools: list[dict[str, Any]] = []
+        cursor: str | None = None
+        async with self._request(slot, "tools/list", bound) as client:
+            for _ in range(MAX_LIST_PAGES):
+                params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                raw = await client.session.send_request(
+                    types.ListToolsRequest(params=params), _RAW, request_read_timeout_seconds=bound
+                )
+                page = raw.get("tools")
+                if not isinstance(page, list):
+                    raise ServerError(f"server {server!r}: tools/list result has no 'tools' list")
+                tools.extend(t for t in page if isinstance(t, dict))
+                cursor = raw.get("nextCursor")
+                if not isinstance(cursor, str) or not cursor:
+                    break
+            else:
+                logger.warning(
+                    "server %r: tools/list still paginating after %d pages", server, MAX_LIST_PAGES
+                )
+        return tools
+
+    async def call_tool(
+        self,
+        server: str,
+        tool: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - a per-call override of timeouts.call
+    ) -> types.CallToolResult:
+        """Send one tools/call; an ``isError`` result is returned, not raised."""
+        slot = self._slot(server)
+        bound = timeout if timeout is not None else self.config.timeouts.call
+        async with self._request(slot, f"tools/call {tool!r}", bound) as client:
+            result = await client.call_tool(tool, dict(arguments or {}), read_timeout_seconds=bound)
+        slot.failures = 0
+        return result
+
+    async def ping(self, server: str) -> None:
+        slot = self._slot(server)
+        bound = self.config.timeouts.ping
+        async with self._request(slot, "ping", bound) as client:
+            await client.session.send_request(
+                types.PingRequest(), types.EmptyResult, request_read_timeout_seconds=bound
+            )
+
+    # ----------------------------------------------------------------------- requests
+
+    def _slot(self, server: str) -> _Slot:
+        try:
+            return self._slots[server]
+        except KeyError:
+            raise ServerError(
+                f"no server named {server!r}; have: {', '.join(self._slots) or '-'}"
+            ) from None
+
+    @asynccontextmanager
+    async def _request(self, slot: _Slot, what: str, bound: float) -> AsyncIterator[Client]:
+        """Yield a live client; convert whatever the request raises into a ServerError."""
+        name = slot.config.name
+        client = await self._ensure(slot)
+        try:
+            with anyio.fail_after(bound + TIMEOUT_BACKSTOP):
+                yield client
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED:
+                raise await self._died(slot, what) from None
+            if exc.code == types.REQUEST_TIMEOUT:
+                raise ServerTimeoutError(
+                    f"server {name!r} did not answer {what} within {bound:g} s"
+                ) from None
+            if exc.code == MESSAGE_TOO_LARGE:
+                raise MessageTooLargeError(f"server {name!r}: {what}: {exc.message}") from None
+            raise ServerError(f"server {name!r} rejected {what}: {exc.message}") from exc
+        except TimeoutError:
+            raise ServerTimeoutError(
+                f"server {name!r} did not answer {what} within {bound:g} s"
+            ) from None
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            raise await self._died(slot, what) from None
+        except ValidationError as exc:
+            raise ServerError(
+                f"server {name!r} sent an invalid reply to {what}: {exc.errors()[0]['msg']}"
+            ) from None
+        except RuntimeError as exc:  # the SDK's output-schema check raises RuntimeError
+            raise ServerError(f"server {name!r}: {what}: {exc}") from None
+
+    async def _died(self, slot: _Slot, what: str) -> ServerDiedError:
+        if slot.process is not None:
+            with anyio.move_on_after(EXIT_REPORT_WAIT):
+                await slot.exited.wait()
+        detail = slot.process.describe_exit() if slot.process else "connection closed"
+        self._mark_dead(slot, f"server {slot.config.name!r} died during {what}: {detail}")
+        return ServerDiedError(slot.last_error or detail)
+
+    def _mark_dead(self, slot: _Slot, reason: str) -> None:
+        if slot.state == "running":
+            slot.state = "dead"
+            slot.died_at = anyio.current_time()
+            slot.failures += 1
+        slot.last_error = reason
+        slot.client = None
+        slot.wake.set()  # the runner leaves its Client, which reaps the process
+
+    async def _ensure(self, slot: _Slot) -> Client:
+        async with slot.lock:
+            if slot.state == "running" and slot.client is not None:
+                return slot.client
+            name = slot.config.name
+            if self._closing or self._tg is None:
+                raise ServerDiedError(f"server {name!r} is not running (the pool is closed)")
+            if slot.failures >= MAX_CONSECUTIVE_RESTARTS:
+                raise ServerDiedError(
+                    f"server {name!r} failed {slot.failures} times in a row; not restarting. "
+                    f"Last: {slot.last_error}"
+                )
+            delay = min(self.restart_backoff * 2 ** max(slot.failures - 1, 0), RESTART_BACKOFF_MAX)
+            wait = slot.died_at + delay - anyio.current_time()
+            if wait > 0:
+                await anyio.sleep(wait)
+            if slot.died_at > -math.inf:
+                slot.restarts += 1
+                logger.info("restarting server %r (restart %d)", name, slot.restarts)
+            await self._start(slot)
+            assert slot.client is not None  # _start raises otherwise
+            return slot.client
+
+    # ----------------------------------------------------------------------- lifecycle
+
+    async def _start_quietly(self, slot: _Slot) -> None:
+        try:
+            await self._start(slot)
+        except ServerStartError as exc:
+            logger.warning("%s", exc)
+
+    async def _start(self, slot: _Slot) -> None:
+        assert self._tg is not None
+        try:
+            await self._tg.start(self._run, slot)
+        except ServerStartError as exc:
+            slot.state, slot.last_error = "dead", str(exc)
+            slot.failures += 1
+            slot.died_at = anyio.current_time()
+            raise
+
+    async def _run(self, slot: _Slot, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Own one connection from spawn to reaping; runs as a task of the pool."""
+        name, timeouts = slot.config.name, self.config.timeouts
+        slot.wake, slot.exited, slot.process, slot.state = (
+            anyio.Event(),
+            anyio.Event(),
+            None,
+            "starting",
+        )
+        started = False
+        try:
+            with anyio.CancelScope(deadline=anyio.current_time() + timeouts.startup) as startup:
+                async with AsyncExitStack() as stack:
+                    client = Client(
+                        self._transport(slot),
+                        mode="legacy",
+                        read_timeout_seconds=timeouts.call,
+                        message_handler=self._message_handler(name),
+                        client_info=types.Implementation(name="weavehost", version=__version__),
+                        cache=None,
+                    )
+                    await stack.enter_async_context(client)
+                    startup.deadline = math.inf
+                    slot.client, slot.state, started = client, "running", True
+                    task_status.started()
+                    await slot.wake.wait()
+            if not started:
+                detail = f"; {slot.process.describe_exit()}" if slot.process else ""
+                raise ServerStartError(
+                    f"server {name!r} ({slot.config.describe()}) did not finish initialising "
+                    f"within {timeouts.startup:g} s{detail}"
+                )
+        except ServerStartError:
+            raise
+        except Exception as exc:  # boundary: SDK, OS and pydantic errors from one connection
+            if not started:
+                leaf = _first_error(exc)
+                if isinstance(leaf, ServerStartError):
+                    raise leaf from None
+                raise ServerStartError(self._start_failure(slot, exc)) from exc
+            logger.warning("server %r connection ended with an error: %s", name, _first_error(exc))
+        finally:
+            slot.client = None
+            if slot.state in ("running", "starting"):
+                slot.state = "stopped" if self._closing else "dead"
+
+    def _start_failure(self, slot: _Slot, exc: BaseException) -> str:
+        reason = _first_error(exc)
+        if isinstance(reason, MCPError) and reason.code == types.CONNECTION_CLOSED and slot.process:
+            reason = slot.process.describe_exit()
+        return f"server {slot.config.name!r} ({slot.config.describe()}) failed to start: {reason}"
+
+    def _transport(self, slot: _Slot) -> Any:
+        if slot.inproc is not None:
+            return slot.inproc
+        server, limits, timeouts = slot.config, self.config.limits, self.config.timeouts
+        if server.url is not None:
+            if server.headers:
+                return _http_with_headers(
+                    server.url, dict(server.headers), limits.max_message_bytes
+                )
+            return streamable_http_client(server.url, max_sse_event_size=limits.max_message_bytes)
+        spec = StdioSpec(
+            command=resolve_command(server),
+            args=server.args,
+            env=server.env,
+            cwd=server.cwd,
+            max_message_bytes=limits.max_message_bytes,
+            shutdown_grace=timeouts.shutdown_grace,
+            kill_grace=timeouts.kill_grace,
+            label=f"server {server.name!r}",
+        )
+        return _SpawnedTransport(spec, slot, self)
+
+    def _on_exit(self, slot: _Slot, info: ProcessInfo) -> None:
+        slot.exited.set()
+        if not self._closing and slot.state == "running":
+            self._mark_dead(slot, f"server {slot.config.name!r} {info.describe_exit()}")
+
+    def _message_handler(self, name: str) -> Callable[[Any], Awaitable[None]]:
+        async def handle(message: Any) -> None:
+            if isinstance(message, types.ToolListChangedNotification) and self._tg is not None:
+                for listener in self._listeners:
+                    self._tg.start_soon(listener, name)
+            elif isinstance(message, Exception):
+                logger.debug("server %r transport fault: %s", name, message)
+
+        return handle
+
+
+class _SpawnedTransport:
+    """Adapts :func:`stdio_transport` to the SDK's ``Transport`` protocol, recording the process."""
+
+    def __init__(self, spec: StdioSpec, slot: _Slot, pool: ServerPool) -> None:
+        self._spec, self._slot, self._pool = spec, slot, pool
+        self._cm: Any = None
+
+    async def __aenter__(self) -> Any:
+        def on_spawn(info: ProcessInfo) -> None:
+            self._slot.process = info
+
+        def on_exit(info: ProcessInfo) -> None:
+            self._pool._on_exit(self._slot, info)
+
+        self._cm = stdio_transport(self._spec, on_spawn=on_spawn, on_exit=on_exit)
+        try:
+            streams = await self._cm.__aenter__()
+        except OSError as exc:
+            raise ServerStartError(
+                f"server {self._slot.config.name!r}: cannot run {self._spec.command!r}: "
+                f"{exc.strerror or exc}"
+            ) from exc
+        return streams
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return await self._cm.__aexit__(*exc)
+
+
+def _http_with_headers(url: str, headers: dict[str, str], cap: int) -> Any:
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    @asynccontextmanager
+    async def transport() -> AsyncIterator[Any]:
+        async with create_mcp_http_client(headers=headers) as http:
+            async with streamable_http_client(
+                url, http_client=http, max_sse_event_size=cap
+            ) as streams:
+                yield streams
+
+    return transport()
+
+
+def _first_error(exc: BaseException) -> BaseException:
+    """The first leaf of an exception group (anyio wraps task failures in groups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
