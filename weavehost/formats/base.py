@@ -268,11 +268,13 @@ def render_chat_template(
     bos_token: str = "",
     eos_token: str = "",
     extra: Mapping[str, Any] | None = None,
+    filters: Mapping[str, Any] | None = None,
 ) -> list[Segment]:
     """Render a GGUF chat template in the sandbox, keeping untrusted text out of special parsing.
 
-    Message contents and all string values inside tool definitions and tool-call arguments are
-    replaced by placeholders before rendering and put back as non-special segments afterwards.
+    Message contents, the free text of tool definitions and the string values of tool-call
+    arguments are replaced by placeholders before rendering and put back as non-special segments
+    afterwards. ``filters`` adds Jinja filters a format's own template needs.
     """
     untrusted = _Untrusted()
     safe_messages = []
@@ -296,7 +298,11 @@ def render_chat_template(
         safe_messages.append(safe)
     safe_tools = [untrusted.hide_descriptions(tool) for tool in tools] if tools else None
     try:
-        compiled = _ENV.from_string(template)
+        env = _ENV
+        if filters:
+            env = _ENV.overlay()
+            env.filters.update(filters)
+        compiled = env.from_string(template)
         rendered = compiled.render(
             messages=safe_messages,
             tools=safe_tools,

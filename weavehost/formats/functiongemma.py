@@ -40,7 +40,7 @@ You are a model that can do function calling with the following functions{% endi
 {%- elif message.role == 'assistant' %}<start_of_turn>model
 {% if message.content %}{{ message.content }}{% endif %}
 {%- for call in message.tool_calls or [] %}<start_function_call>call:{{ call.function.name }}\
-{{ call.function.arguments | tojson }}<end_function_call>{% endfor %}<end_of_turn>
+{{ call.function.arguments | gemma_value }}<end_function_call>{% endfor %}<end_of_turn>
 {% elif message.role == 'tool' %}<start_function_response>response:{{ message.name or 'tool' }}\
 {value:{{ message.content }}}<end_function_response>
 {% else %}<start_of_turn>{{ message.role }}
@@ -154,6 +154,7 @@ class FunctionGemmaFormat:
             tools,
             add_generation_prompt=add_generation_prompt,
             bos_token="<bos>",
+            filters={"gemma_value": encode_gemma_value},
         )
 
     def encode_value(self, value: Any) -> str:
