@@ -65,3 +65,73 @@ def models(model: str | None, format_name: str | None, as_json: bool) -> None:
     click.echo(f"name:         {info['name']}")
     click.echo(f"format:       {info['format']} ({info['format_reason']})")
     click.echo(f"context:      {info['context_length']} tokens (trained)")
+
+
+@main.command()
+@click.option(
+    "--server",
+    "servers",
+    multiple=True,
+    metavar="PATH_OR_COMMAND_OR_URL",
+    help="An MCP server: a .py file (run with this Python), a command line, or an http(s) URL. "
+    "Repeatable.",
+)
+@click.option("--config", "config_path", type=str, default=None, help="A host config (JSON).")
+@click.option("--trust", multiple=True, metavar="SERVER", help="Trust this server (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print the catalog as JSON.")
+@handle_errors
+def tools(
+    servers: tuple[str, ...], config_path: str | None, trust: tuple[str, ...], as_json: bool
+) -> None:
+    """List the tools of the given MCP servers: name, server, arguments, read-only and trust."""
+    import anyio
+
+    from weavehost.catalog import Catalog
+    from weavehost.config import build_config
+    from weavehost.errors import ConfigError
+    from weavehost.executor import may_run_provisionally
+    from weavehost.servers import ServerPool
+
+    config = build_config(config_path, servers, trust=trust)
+    if not config.servers:
+        raise ConfigError("no servers: pass --server PATH_OR_COMMAND_OR_URL or --config FILE")
+
+    async def load() -> Catalog:
+        async with ServerPool(config) as pool:
+            return await Catalog.load(pool)
+
+    catalog = anyio.run(load)
+    for item in catalog.omitted:
+        click.echo(
+            f"warning: left out tool {item.name!r} of server {item.server!r}: {item.reason}",
+            err=True,
+        )
+    if as_json:
+        payload = {
+            "servers": {s.name: s.describe() for s in config.servers},
+            "tools": catalog.to_json(),
+        }
+        payload["omitted"] = [
+            {"server": o.server, "name": o.name, "reason": o.reason} for o in catalog.omitted
+        ]
+        click.echo(json.dumps(payload, indent=2, ensure_ascii=False))
+        return
+    rows = [("TOOL", "SERVER", "ARGUMENTS (* required)", "READ-ONLY", "TRUSTED", "PROVISIONAL")]
+    for spec in catalog:
+        args = ", ".join([f"{a}*" for a in spec.required] + list(spec.optional)) or "-"
+        flags = ("yes" if spec.read_only else "no", "yes" if spec.trusted else "no")
+        rows.append(
+            (
+                spec.qualified_name,
+                spec.server,
+                args,
+                *flags,
+                "yes" if may_run_provisionally(spec) else "no",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        click.echo(
+            "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1]
+        )
+    click.echo(f"\n{len(catalog)} tools from {len(config.servers)} servers", err=True)

@@ -1,0 +1,344 @@
+"""Executor: decide whether a call may run, run it through the ServerPool, turn the reply into text.
+
+Stage: execution (after the decoder has a call, before the agent loop appends its result).
+
+Invariants:
+
+* A call runs **provisionally** only if the tool's raw ``readOnlyHint`` is exactly ``true`` and
+  the user trusts its server in config (:func:`may_run_provisionally`). Annotations from an
+  untrusted server are hints and decide nothing (MCP spec, ToolAnnotations).
+* Every other call needs approval under the config's policy: ``ask`` (the :class:`Approver`
+  decides; with no approver it is refused), ``always`` (approved), ``never`` (refused). A refused
+  call, an unknown tool and invalid arguments never reach a server.
+* Outcomes the model caused or should read are data: a :class:`ToolResult` with a ``status``;
+  :meth:`ToolResult.raise_for_status` turns one into the matching error for callers that want
+  exceptions.
+* Result text is capped at ``limits.max_result_chars`` with a visible marker, and chat-control
+  markers in it (``<|im_end|>``, ``<|start_header_id|>``, ``<end_of_turn>`` …) are broken with a
+  zero-width space. The engine also tokenizes tool text with special-token parsing off, so a
+  result can never open a new chat turn; the neutralising here is a second, independent fence.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import mcp_types as types
+
+from weavehost.catalog import Catalog, ToolSpec
+from weavehost.config import HostConfig
+from weavehost.errors import (
+    ApprovalDeniedError,
+    ArgumentValidationError,
+    ServerError,
+    ServerTimeoutError,
+    UnknownToolError,
+)
+
+__all__ = [
+    "ApprovalRequest",
+    "Approver",
+    "Executor",
+    "ProvisionalPolicy",
+    "StaticApprover",
+    "ToolCaller",
+    "ToolResult",
+    "may_run_provisionally",
+    "needs_approval",
+    "neutralize_control_markers",
+    "result_text",
+    "truncate_text",
+]
+
+logger = logging.getLogger(__name__)
+
+Status = Literal[
+    "ok",  # the tool ran and succeeded
+    "tool_error",  # the tool ran and returned isError: the model reads it
+    "denied",  # approval refused; nothing was sent
+    "not_provisional",  # a provisional run was asked for a tool that may not run early
+    "unknown_tool",  # no such tool in the catalog; nothing was sent
+    "invalid_arguments",  # arguments failed the schema; nothing was sent
+    "timeout",  # the server did not answer in time (the request was cancelled)
+    "server_error",  # the server died, or sent something unusable
+]
+_SENT: frozenset[str] = frozenset({"ok", "tool_error", "timeout", "server_error"})
+TRUNCATION_MARKER = "\n…[truncated by weavehost: showing {shown} of {total} characters]"
+_ZWSP = "\u200b"
+# Chat-control markers of the families weavehost renders (ChatML/Qwen, Llama 3, Gemma, Mistral).
+_CONTROL = re.compile(
+    r"<\|(?:im_start|im_end|endoftext|eot_id|start_header_id|end_header_id|begin_of_text|"
+    r"end_of_text|eom_id|python_tag)\|>"
+    r"|<(?:start|end)_of_turn>"
+)
+
+
+# --------------------------------------------------------------------------- policy
+
+
+def may_run_provisionally(spec: ToolSpec, config: HostConfig | None = None) -> bool:
+    """True only for ``readOnlyHint`` exactly ``true`` from a server the user trusts.
+
+    ``config`` (when given) is consulted again, so a trust list changed after the catalog was
+    built takes effect at once; trust can only be narrowed this way, never widened.
+    """
+    if spec.annotations.get("readOnlyHint") is not True or not spec.read_only or not spec.trusted:
+        return False
+    return config is None or config.is_trusted(spec.server)
+
+
+def needs_approval(spec: ToolSpec, config: HostConfig | None = None) -> bool:
+    """Every call that could not run provisionally needs approval (a read-only claim from an
+    untrusted server is only a hint, so it needs approval too)."""
+    return not may_run_provisionally(spec, config)
+
+
+@dataclass(frozen=True, slots=True)
+class ProvisionalPolicy:
+    """The provisional-call rule bound to one config, for the decoder and agent loop."""
+
+    config: HostConfig
+
+    def allows(self, spec: ToolSpec) -> bool:
+        return may_run_provisionally(spec, self.config)
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    """What an approver is shown: the tool's full description, schema hash and the arguments."""
+
+    spec: ToolSpec
+    arguments: Mapping[str, Any]
+
+    def describe(self) -> str:
+        hint = "read-only (hint)" if self.spec.read_only else "may change things"
+        trust = "trusted server" if self.spec.trusted else "untrusted server"
+        return (
+            f"{self.spec.qualified_name} on {self.spec.server} ({hint}, {trust})\n"
+            f"  description: {self.spec.description}\n"
+            f"  arguments:   {json.dumps(dict(self.arguments), ensure_ascii=False)}\n"
+            f"  schema hash: {self.spec.schema_hash[:16]}"
+        )
+
+
+class Approver(Protocol):
+    """The seam the CLI implements with a prompt; returns True to approve."""
+
+    async def approve(self, request: ApprovalRequest) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class StaticApprover:
+    """An approver that always answers the same (tests, scripted runs)."""
+
+    answer: bool
+    seen: list[ApprovalRequest] = field(default_factory=list, compare=False)
+
+    async def approve(self, request: ApprovalRequest) -> bool:
+        self.seen.append(request)
+        return self.answer
+
+
+class ToolCaller(Protocol):
+    """What the executor needs from a pool (``ServerPool`` satisfies it)."""
+
+    async def call_tool(
+        self,
+        server: str,
+        tool: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - mirrors ServerPool.call_tool
+    ) -> types.CallToolResult: ...
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """One call's outcome as data; ``text`` is what the model reads."""
+
+    name: str
+    server: str | None
+    arguments: Mapping[str, Any]
+    status: Status
+    text: str
+    truncated: bool = False
+    total_chars: int = 0
+    structured: Any = None
+    duration_s: float = 0.0
+    provisional: bool = False
+
+    @property
+    def is_error(self) -> bool:
+        return self.status != "ok"
+
+    @property
+    def reached_server(self) -> bool:
+        return self.status in _SENT
+
+    def raise_for_status(self) -> ToolResult:
+        """Return self when ok or a tool error (both are results); raise for the rest."""
+        errors: dict[str, type[Exception]] = {
+            "denied": ApprovalDeniedError,
+            "not_provisional": ApprovalDeniedError,
+            "unknown_tool": UnknownToolError,
+            "invalid_arguments": ArgumentValidationError,
+            "timeout": ServerTimeoutError,
+            "server_error": ServerError,
+        }
+        if self.status in errors:
+            raise errors[self.status](self.text)
+        return self
+
+
+def neutralize_control_markers(text: str) -> str:
+    """Break chat-control markers with a zero-width space; other text is left byte-identical."""
+    return _CONTROL.sub(lambda m: m.group(0)[0] + _ZWSP + m.group(0)[1:], text)
+
+
+def truncate_text(text: str, cap: int) -> tuple[str, bool]:
+    """Cut ``text`` to at most ``cap`` characters including a marker saying how much was cut."""
+    if len(text) <= cap:
+        return text, False
+    keep = max(cap - len(TRUNCATION_MARKER.format(shown=cap, total=len(text))), 0)
+    return text[:keep] + TRUNCATION_MARKER.format(shown=keep, total=len(text)), True
+
+
+def _block_text(block: Any) -> str:
+    kind = getattr(block, "type", None)
+    if kind == "text":
+        return block.text
+    if kind in ("image", "audio"):
+        return f"[{kind}: {block.mime_type}, {len(block.data) * 3 // 4} bytes]"
+    if kind == "resource":
+        resource = block.resource
+        body = getattr(resource, "text", None)
+        return body if body is not None else f"[resource {resource.uri}: binary]"
+    if kind == "resource_link":
+        return f"[resource link: {block.uri}]"
+    return f"[{kind or type(block).__name__} content]"
+
+
+def result_text(result: types.CallToolResult) -> str:
+    """All content blocks as one text; structured content when there is no text."""
+    parts = [_block_text(b) for b in result.content]
+    if not any(parts) and result.structured_content is not None:
+        parts = [json.dumps(result.structured_content, ensure_ascii=False, sort_keys=True)]
+    return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------- executor
+
+
+class Executor:
+    """Validate, approve and run calls; every return is a :class:`ToolResult`."""
+
+    def __init__(
+        self,
+        pool: ToolCaller,
+        catalog: Catalog,
+        config: HostConfig,
+        approver: Approver | None = None,
+    ) -> None:
+        self.pool, self.catalog, self.config, self.approver = pool, catalog, config, approver
+        self.policy = ProvisionalPolicy(config)
+
+    async def run(self, name: str, arguments: Any, *, provisional: bool = False) -> ToolResult:
+        """Run one call by its qualified name.
+
+        ``provisional=True`` runs it only if :func:`may_run_provisionally` allows, and never
+        asks for approval (an early call must not block on the user).
+        """
+        args = arguments if isinstance(arguments, Mapping) else {}
+        try:
+            spec = self.catalog.get(name)
+            self.catalog.validate_arguments(name, arguments)
+        except (UnknownToolError, ArgumentValidationError) as exc:
+            status: Status = (
+                "unknown_tool" if isinstance(exc, UnknownToolError) else "invalid_arguments"
+            )
+            return self._local(name, None, args, status, str(exc), provisional)
+        if provisional and not self.policy.allows(spec):
+            reason = "untrusted server" if not spec.trusted else "not marked readOnlyHint: true"
+            text = f"{name} may not run provisionally ({reason})"
+            return self._local(name, spec.server, args, "not_provisional", text, provisional)
+        if not provisional and needs_approval(spec, self.config):
+            refusal = await self._approve(spec, args)
+            if refusal is not None:
+                return self._local(name, spec.server, args, "denied", refusal, provisional)
+        return await self._call(spec, args, provisional)
+
+    async def _approve(self, spec: ToolSpec, args: Mapping[str, Any]) -> str | None:
+        """None when approved, else the refusal text the model reads."""
+        policy = self.config.approval
+        if policy == "always":
+            return None
+        if policy == "never":
+            return f"the user's approval policy refuses {spec.qualified_name} (approval: never)"
+        if self.approver is None:
+            return f"{spec.qualified_name} needs approval and no one can be asked"
+        try:
+            approved = await self.approver.approve(ApprovalRequest(spec, dict(args)))
+        except Exception as exc:  # boundary: an approver that fails must fail closed
+            logger.warning("approver failed for %s: %s", spec.qualified_name, exc)
+            approved = False
+        return None if approved is True else f"the user declined {spec.qualified_name}"
+
+    async def _call(self, spec: ToolSpec, args: Mapping[str, Any], provisional: bool) -> ToolResult:
+        started = time.perf_counter()
+        try:
+            reply = await self.pool.call_tool(spec.server, spec.name, dict(args))
+        except ServerTimeoutError as exc:
+            return self._local(
+                spec.qualified_name, spec.server, args, "timeout", str(exc), provisional
+            )
+        except ServerError as exc:
+            text = str(exc)
+            return self._local(
+                spec.qualified_name, spec.server, args, "server_error", text, provisional
+            )
+        raw = result_text(reply)
+        text, truncated = truncate_text(raw, self.config.limits.max_result_chars)
+        return ToolResult(
+            name=spec.qualified_name,
+            server=spec.server,
+            arguments=dict(args),
+            status="tool_error" if reply.is_error else "ok",
+            text=neutralize_control_markers(text),
+            truncated=truncated,
+            total_chars=len(raw),
+            structured=reply.structured_content,
+            duration_s=time.perf_counter() - started,
+            provisional=provisional,
+        )
+
+    def _local(
+        self,
+        name: str,
+        server: str | None,
+        args: Mapping[str, Any],
+        status: Status,
+        text: str,
+        provisional: bool,
+    ) -> ToolResult:
+        if status in ("denied", "not_provisional", "unknown_tool", "invalid_arguments"):
+            logger.info("call %s not sent: %s", name, text)
+        text, truncated = truncate_text(text, self.config.limits.max_result_chars)
+        return ToolResult(
+            name=name,
+            server=server,
+            arguments=dict(args),
+            status=status,
+            text=neutralize_control_markers(text),
+            truncated=truncated,
+            total_chars=len(text),
+            provisional=provisional,
+        )
