@@ -136,6 +136,8 @@ class Engine:
         self._lock = threading.RLock()
         self._abort = threading.Event()
         self._pieces: dict[int, bytes] = {}
+        # Logits predicting each sequence's next token, when its last row asked for them.
+        self._next_logits: dict[int, np.ndarray] = {}
         self._eog = frozenset(
             t for t in range(self.n_vocab) if llama_cpp.llama_vocab_is_eog(handles.vocab, t)
         )
@@ -256,6 +258,10 @@ class Engine:
             llama_cpp.llama_memory_seq_rm(self._h.memory, dst, -1, -1)
             llama_cpp.llama_memory_seq_cp(self._h.memory, src, dst, -1, -1)
             self._lengths[dst] = self.seq_len(src)
+            if src in self._next_logits:
+                self._next_logits[dst] = self._next_logits[src]
+            else:
+                self._next_logits.pop(dst, None)
 
     def drop(self, seq: int, from_pos: int = 0) -> None:
         """Remove sequence ``seq``'s tokens from position ``from_pos`` on."""
@@ -264,6 +270,8 @@ class Engine:
         with self._lock:
             if not llama_cpp.llama_memory_seq_rm(self._h.memory, seq, from_pos, -1):
                 raise EngineError(f"llama.cpp could not remove sequence {seq} from {from_pos}")
+            if from_pos < self.seq_len(seq):
+                self._next_logits.pop(seq, None)
             self._lengths[seq] = from_pos
 
     def clear(self) -> None:
@@ -271,6 +279,7 @@ class Engine:
         with self._lock:
             llama_cpp.llama_memory_clear(self._h.memory, True)
             self._lengths.clear()
+            self._next_logits.clear()
 
     # -- passes ---------------------------------------------------------------------------------
 
@@ -341,8 +350,25 @@ class Engine:
                 ).copy()
                 for i in wanted
             ]
+            by_row = dict(zip(wanted, out, strict=True))
+            for i, row in enumerate(rows):
+                for seq in row.seqs:
+                    if i in by_row:
+                        self._next_logits[seq] = by_row[i]
+                    else:
+                        self._next_logits.pop(seq, None)
         self._count(rows, kind, elapsed)
         return out
+
+    def last_logits(self, seq: int) -> np.ndarray:
+        """The logits predicting ``seq``'s next token, from the pass that added its last token."""
+        try:
+            return self._next_logits[seq]
+        except KeyError:
+            raise EngineError(
+                f"sequence {seq} has no logits for its next token (its last token was read "
+                "without them, or it was changed since)"
+            ) from None
 
     def _count(self, rows: Sequence[Row], kind: str, elapsed: float) -> None:
         stats = self.stats

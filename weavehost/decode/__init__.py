@@ -1,0 +1,75 @@
+"""Decoding strategies behind one interface, and :func:`run_case` to run one on one request.
+
+``STRATEGIES`` lists them in one literal dict: ``serial`` (no grammar), ``constrained``,
+``jump_forward`` and ``weave`` (SchemaWeaver). All run greedily on the same engine.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from weavehost.decode.base import CallRequest, CallResult, DecodeStrategy, ToolSchema
+from weavehost.decode.serial import SerialStrategy
+from weavehost.engine import Engine
+from weavehost.errors import BenchError
+from weavehost.formats.base import ModelFormat, tool_to_openai
+
+__all__ = [
+    "STRATEGIES",
+    "CallRequest",
+    "CallResult",
+    "CaseOutcome",
+    "DecodeStrategy",
+    "ToolSchema",
+    "get_strategy",
+    "run_case",
+]
+
+STRATEGIES: dict[str, DecodeStrategy] = {
+    "serial": SerialStrategy(),
+}
+
+
+def get_strategy(name: str) -> DecodeStrategy:
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        known = ", ".join(STRATEGIES)
+        raise BenchError(f"unknown strategy {name!r}; known strategies: {known}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class CaseOutcome:
+    """One strategy's call for one conversation, with the prompt's prefill time apart."""
+
+    result: CallResult
+    prompt_tokens: int
+    prompt_prefill_s: float
+
+
+def run_case(
+    engine: Engine,
+    fmt: ModelFormat,
+    strategy: str | DecodeStrategy,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[ToolSchema],
+    *,
+    chat_template: str | None = None,
+    max_tokens: int = 256,
+) -> CaseOutcome:
+    """Render and prefill the prompt on an empty KV cache, then let ``strategy`` write a call."""
+    chosen = get_strategy(strategy) if isinstance(strategy, str) else strategy
+    engine.clear()
+    offered = [tool_to_openai(t.name, t.description, t.parameters) for t in tools]
+    segments = fmt.render_prompt(messages, offered, chat_template=chat_template)
+    prompt = engine.tokenize_segments(segments)
+    started = time.perf_counter()
+    engine.prefill(0, prompt)
+    prefill_s = time.perf_counter() - started
+    result = chosen.run(
+        CallRequest(engine=engine, format=fmt, tools=tools, max_tokens=max_tokens)
+    )
+    return CaseOutcome(result=result, prompt_tokens=len(prompt), prompt_prefill_s=prefill_s)
