@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+import anyio
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError as JsonSchemaError
 from referencing import Registry
@@ -357,6 +358,7 @@ class Catalog:
         self._validators: dict[str, Draft202012Validator] = {}
         self.omitted: list[OmittedTool] = []
         self.version = 0
+        self._changed: anyio.Event | None = None
 
     @classmethod
     def from_listings(
@@ -430,6 +432,16 @@ class Catalog:
             logger.warning("tool %r of server %r left out: %s", item.name, item.server, item.reason)
         self._specs, self._validators, self.omitted = specs, validators, omitted
         self.version += 1
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    async def wait_for_version(self, version: int) -> None:
+        """Return once :attr:`version` reaches ``version`` (bound it with ``anyio.fail_after``)."""
+        while self.version < version:
+            if self._changed is None:
+                self._changed = anyio.Event()
+            await self._changed.wait()
 
     def _make_spec(
         self, qualified: str, server: str, name: str, raw: Mapping[str, Any], limits: Limits

@@ -129,21 +129,30 @@ class ServerPool(AsyncContextManagerMixin):
 
     @asynccontextmanager
     async def __asynccontextmanager__(self) -> AsyncIterator[ServerPool]:
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
-            try:
-                async with anyio.create_task_group() as starters:
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                try:
+                    async with anyio.create_task_group() as starters:
+                        for slot in self._slots.values():
+                            starters.start_soon(self._start_quietly, slot)
+                    failed = [s for s in self._slots.values() if s.state != "running"]
+                    if self.strict and failed:
+                        raise ServerStartError(
+                            "; ".join(s.last_error or s.config.name for s in failed)
+                        )
+                    yield self
+                finally:
+                    self._closing = True
                     for slot in self._slots.values():
-                        starters.start_soon(self._start_quietly, slot)
-                failed = [s for s in self._slots.values() if s.state != "running"]
-                if self.strict and failed:
-                    raise ServerStartError("; ".join(s.last_error or s.config.name for s in failed))
-                yield self
-            finally:
-                self._closing = True
-                for slot in self._slots.values():
-                    slot.wake.set()
-        self._tg = None
+                        slot.wake.set()
+        except BaseExceptionGroup as group:
+            # The task group wraps whatever the body raised; hand callers the error itself.
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from group.exceptions[0].__cause__
+            raise
+        finally:
+            self._tg = None
 
     # ----------------------------------------------------------------------- public API
 
