@@ -1,0 +1,235 @@
+"""ServerPool over real subprocesses (the scriptable raw fixture server, stdio).
+
+RELIABILITY rows 1 (crash mid-call), 3 (timeout, cancel sent, ping after), 6 (garbage on
+stdout), 7 (50 MB line), 8 (stubborn process tree), 10 and 19 end to end (a recording server
+sees no early or invalid tools/call), 13 (same tool name on two servers, routed right), and
+tools/list_changed refreshing the catalog.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from weavehost.catalog import Catalog
+from weavehost.config import HostConfig, ServerConfig, Timeouts
+from weavehost.errors import (
+    MessageTooLargeError,
+    ServerDiedError,
+    ServerStartError,
+    ServerTimeoutError,
+)
+from weavehost.executor import Executor
+from weavehost.servers import ServerPool
+from weavehost.transport import group_alive
+
+RAW = str(Path(__file__).parent / "host_fixtures" / "raw_server.py")
+FAST = Timeouts(startup=10, list_tools=5, call=5, ping=5, shutdown_grace=0.5, kill_grace=0.5)
+
+
+def raw(name: str, *args: str) -> ServerConfig:
+    return ServerConfig(name=name, command=sys.executable, args=(RAW, "--name", name, *args))
+
+
+def config(*servers: ServerConfig, trusted: tuple[str, ...] = ()) -> HostConfig:
+    return HostConfig(servers=servers, timeouts=FAST, trusted_servers=frozenset(trusted))
+
+
+def recorded(path: Path, method: str) -> list[dict]:
+    if not path.exists():
+        return []
+    return [m for m in map(json.loads, path.read_text().splitlines()) if m.get("method") == method]
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.anyio
+async def test_a_server_that_crashes_mid_call_fails_the_call_at_once_and_the_others_keep_working() -> (
+    None
+):
+    async with ServerPool(config(raw("a"), raw("b")), restart_backoff=0) as pool:
+        pid = pool.status()["a"].pid
+        assert pid is not None
+        with anyio.fail_after(5):
+            started = anyio.current_time()
+            with pytest.raises(
+                ServerDiedError,
+                match=r"server 'a' died during tools/call 'crash': exited with code 1",
+            ):
+                await pool.call_tool("a", "crash", {})
+            assert anyio.current_time() - started < 1.0
+            while pid_alive(pid):  # the runner reaps it; bounded by fail_after
+                await anyio.lowlevel.checkpoint()
+            reply = await pool.call_tool("b", "echo", {"text": "still here"})
+            assert json.loads(reply.content[0].text)["server"] == "b"
+            again = await pool.call_tool("a", "echo", {"text": "respawned"})
+    assert json.loads(again.content[0].text)["arguments"] == {"text": "respawned"}
+    assert pool.status()["a"].restarts == 1
+
+
+@pytest.mark.anyio
+async def test_a_server_that_never_answers_times_out_is_cancelled_and_still_answers_ping(
+    tmp_path: Path,
+) -> None:
+    record = tmp_path / "record.jsonl"
+    async with ServerPool(config(raw("slow", "--record", str(record)))) as pool:
+        with anyio.fail_after(5):
+            with pytest.raises(
+                ServerTimeoutError,
+                match=r"server 'slow' did not answer tools/call 'hang' within 0.3 s",
+            ):
+                await pool.call_tool("slow", "hang", {}, timeout=0.3)
+            await pool.ping("slow")
+    [cancel] = recorded(record, "notifications/cancelled")
+    [call] = recorded(record, "tools/call")
+    assert cancel["params"]["requestId"] == call["id"]
+
+
+@pytest.mark.anyio
+async def test_garbage_and_split_frames_on_stdout_are_skipped_and_the_session_goes_on() -> None:
+    async with ServerPool(config(raw("noisy"))) as pool:
+        with anyio.fail_after(5):
+            reply = await pool.call_tool("noisy", "garbage", {})
+            assert reply.content[0].text == "after garbage"
+            await pool.ping("noisy")
+
+
+@pytest.mark.anyio
+async def test_a_50_mb_line_becomes_an_error_without_the_host_holding_it() -> None:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    async with ServerPool(config(raw("big"))) as pool:
+        with anyio.fail_after(30):
+            with pytest.raises(MessageTooLargeError, match="exceeds the 4194304-byte cap"):
+                await pool.call_tool("big", "huge", {"size": 50 * 1024 * 1024})
+            reply = await pool.call_tool("big", "echo", {"text": "after"})
+    assert "after" in reply.content[0].text
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mib < 30
+
+
+@pytest.mark.anyio
+async def test_a_stubborn_server_and_its_children_are_killed_with_no_orphans(
+    tmp_path: Path,
+) -> None:
+    pidfile = tmp_path / "children"
+    with anyio.fail_after(10):
+        async with ServerPool(config(raw("stubborn", "--stubborn", str(pidfile)))) as pool:
+            pgid = pool.status()["stubborn"].pid
+            await pool.ping("stubborn")
+            children = [int(p) for p in pidfile.read_text().split()]
+            assert pgid is not None and all(pid_alive(c) for c in children)
+    assert not group_alive(pgid)
+    assert not any(pid_alive(c) for c in children)
+
+
+@pytest.mark.anyio
+async def test_a_server_that_exits_at_start_is_a_start_error_naming_it_and_its_exit_code() -> None:
+    broken = ServerConfig(
+        name="broken", command=sys.executable, args=("-c", "import sys; sys.exit(7)")
+    )
+    with anyio.fail_after(10):
+        with pytest.raises(
+            ServerStartError, match=r"server 'broken' .* failed to start: exited with code 7"
+        ):
+            async with ServerPool(config(broken, raw("fine"))):
+                pass
+
+
+@pytest.mark.anyio
+async def test_a_lenient_pool_runs_the_servers_that_started() -> None:
+    missing = ServerConfig(name="missing", command="/nonexistent/program")
+    with anyio.fail_after(10):
+        async with ServerPool(config(missing, raw("fine")), strict=False) as pool:
+            assert pool.running() == ("fine",)
+            assert "cannot run '/nonexistent/program'" in (
+                pool.status()["missing"].last_error or ""
+            )
+            await pool.ping("fine")
+
+
+@pytest.mark.anyio
+async def test_the_same_tool_name_on_two_servers_is_prefixed_and_routed_to_the_right_server(
+    tmp_path: Path,
+) -> None:
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps([{"name": "search", "inputSchema": {"type": "object"},
+                                  "annotations": {"readOnlyHint": True}}]))  # fmt: skip
+    cfg = config(raw("alpha", "--tools-json", str(tools)), raw("beta", "--tools-json", str(tools)),
+                 trusted=("alpha", "beta"))  # fmt: skip
+    with anyio.fail_after(10):
+        async with ServerPool(cfg) as pool:
+            catalog = await Catalog.load(pool)
+            executor = Executor(pool, catalog, cfg)
+            assert sorted(catalog.names) == ["alpha_search", "beta_search"]
+            a = await executor.run("alpha_search", {})
+            b = await executor.run("beta_search", {})
+    assert json.loads(a.text) == {"server": "alpha", "tool": "search", "arguments": {}}
+    assert json.loads(b.text)["server"] == "beta"
+
+
+@pytest.mark.anyio
+async def test_a_recording_server_sees_no_early_call_for_a_destructive_tool_and_no_invalid_call(
+    tmp_path: Path,
+) -> None:
+    record = tmp_path / "record.jsonl"
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps([
+        {"name": "delete_all", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": "true"}},
+        {"name": "lookup", "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}},
+                                           "required": ["n"]}, "annotations": {"readOnlyHint": True}},
+    ]))  # fmt: skip
+    cfg = config(raw("rec", "--tools-json", str(tools), "--record", str(record)), trusted=("rec",))
+    with anyio.fail_after(10):
+        async with ServerPool(cfg) as pool:
+            catalog = await Catalog.load(pool)
+            executor = Executor(pool, catalog, cfg)
+            early = await executor.run("delete_all", {}, provisional=True)
+            invalid = await executor.run("lookup", {"n": "three"}, provisional=True)
+            assert recorded(record, "tools/call") == []
+            fine = await executor.run("lookup", {"n": 3}, provisional=True)
+    assert (early.status, invalid.status, fine.status) == (
+        "not_provisional",
+        "invalid_arguments",
+        "ok",
+    )
+    assert [c["params"]["name"] for c in recorded(record, "tools/call")] == ["lookup"]
+
+
+@pytest.mark.anyio
+async def test_tools_list_changed_refreshes_the_catalog() -> None:
+    cfg = config(raw("shifty"), trusted=("shifty",))
+    with anyio.fail_after(10):
+        async with ServerPool(cfg) as pool:
+            catalog = await Catalog.load(pool)
+            before = catalog.get("echo")
+            assert before.read_only
+            version = catalog.version
+            await pool.call_tool("shifty", "flip", {})
+            await catalog.wait_for_version(version + 1)
+            after = catalog.get("echo")
+    assert (after.description, after.read_only) == ("changed", False)
+    assert after.schema_hash != before.schema_hash
+
+
+@pytest.mark.anyio
+async def test_list_tools_returns_raw_hints_so_a_string_true_is_not_read_only(
+    tmp_path: Path,
+) -> None:
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps([{"name": "t", "inputSchema": {"type": "object"},
+                                  "annotations": {"readOnlyHint": "true"}}]))  # fmt: skip
+    async with ServerPool(config(raw("s", "--tools-json", str(tools)))) as pool:
+        with anyio.fail_after(5):
+            [listed] = await pool.list_tools("s")
+    assert listed["annotations"] == {"readOnlyHint": "true"}
