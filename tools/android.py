@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
@@ -123,7 +124,7 @@ def build_server(device: Device | None = None) -> MCPServer:
         """Open an installed app."""
         name = app_name.strip().lower()
         if name not in APPS:
-            raise ValueError(f"no app named {app_name!r}; installed: {', '.join(APPS)}")
+            raise ToolError(f"no app named {app_name!r}; installed: {', '.join(APPS)}")
         phone.foreground_app = name
         return f"{name} opened"
 

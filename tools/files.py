@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
@@ -34,7 +35,7 @@ def build_server(root: str | os.PathLike[str]) -> MCPServer:
     def inside(path: str) -> Path:
         target = (base / path).resolve()
         if target != base and base not in target.parents:
-            raise ValueError(f"{path!r} is outside the shared directory")
+            raise ToolError(f"{path!r} is outside the shared directory")
         return target
 
     @server.tool(annotations=READ_ONLY)
@@ -45,7 +46,7 @@ def build_server(root: str | os.PathLike[str]) -> MCPServer:
         """List files and directories under a directory of the shared root."""
         directory = inside(path)
         if not directory.is_dir():
-            raise ValueError(f"{path!r} is not a directory")
+            raise ToolError(f"{path!r} is not a directory")
         names = sorted(
             p.name + ("/" if p.is_dir() else "")
             for p in directory.iterdir()
@@ -63,7 +64,7 @@ def build_server(root: str | os.PathLike[str]) -> MCPServer:
         """Read a text file from the shared root."""
         target = inside(path)
         if not target.is_file():
-            raise ValueError(f"{path!r} is not a file")
+            raise ToolError(f"{path!r} is not a file")
         with target.open("rb") as fh:
             data = fh.read(max_bytes + 1)
         text = data[:max_bytes].decode("utf-8", errors="replace")
