@@ -5,6 +5,8 @@ RELIABILITY rows 13 (name collision), 14 ($ref loop, allOf:[$ref:#], deep nestin
 19 (invalid arguments rejected before any call; see also test_executor).
 """
 
+# ruff: noqa: E501 - test names are sentences and fault tables read best one row a line
+
 from __future__ import annotations
 
 import dataclasses

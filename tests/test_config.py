@@ -1,6 +1,8 @@
 """Config: the Claude Desktop format unchanged, weavehost's own settings, --server flags, and
 errors that name the file, the key and the problem."""
 
+# ruff: noqa: E501 - test names are sentences and fault tables read best one row a line
+
 from __future__ import annotations
 
 import json

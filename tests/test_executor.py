@@ -5,6 +5,8 @@ trust, with a recording caller that must see no early call), 19 (invalid argumen
 a property test), 7 (the model sees at most the cap), 25 (chat-control markers stay text).
 """
 
+# ruff: noqa: E501 - test names are sentences and fault tables read best one row a line
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -63,7 +65,7 @@ class RecordingCaller:
         tool: str,
         arguments: Mapping[str, Any] | None = None,
         *,
-        timeout: float | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - mirrors ServerPool.call_tool
     ) -> types.CallToolResult:
         self.calls.append((server, tool, dict(arguments or {})))
         if self.error is not None:

@@ -6,6 +6,8 @@ sees no early or invalid tools/call), 13 (same tool name on two servers, routed 
 tools/list_changed refreshing the catalog.
 """
 
+# ruff: noqa: E501 - test names are sentences and fault tables read best one row a line
+
 from __future__ import annotations
 
 import json

@@ -1,5 +1,7 @@
 """The example servers in tools/: in-process logic, real stdio end to end, and `weavehost tools`."""
 
+# ruff: noqa: E501 - test names are sentences and fault tables read best one row a line
+
 from __future__ import annotations
 
 import json
