@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from weavehost.engine import PASS_PREFILL, Engine, Row
+from weavehost.engine import Engine, Row
 from weavehost.errors import (
     AbortedError,
     ContextOverflowError,
@@ -115,15 +115,16 @@ def test_pass_and_token_counters_match_what_was_run(embedded_model_path):
         engine.run_pass([Row(42, (0,), logits=True), Row(43, (1,), logits=True)])
         engine.decode_one(0, 44)
         engine.run_pass([Row(45, (1,)), Row(46, (2,), padding=True)])
+        engine.run_pass([Row(47, (1,), forced=True), Row(48, (1,), logits=True)])
         stats = engine.stats
         prefill_passes = -(-len(prompt) // 8)
         assert stats.prefill_passes == prefill_passes
-        assert stats.prefilled_tokens == len(prompt)
-        assert stats.decode_passes == 3
-        assert stats.passes == prefill_passes + 3
-        assert stats.decoded_tokens == 2 + 1 + 1
+        assert stats.decode_passes == 4
+        assert stats.passes == prefill_passes + 4
+        assert stats.decoded_tokens == 2 + 1 + 1 + 1
+        assert stats.prefilled_tokens == len(prompt) + 1
         assert stats.padded_tokens == 1
-        assert stats.width_counts == {2: 2, 1: 1}
+        assert stats.width_counts == {2: 3, 1: 1}
         assert stats.decode_s > 0 and stats.prefill_s > 0
 
 
@@ -164,7 +165,7 @@ def test_sequences_of_different_lengths_cannot_share_a_token(fresh_engine: Engin
     engine = fresh_engine
     engine.prefill(0, engine.tokenize("hello there"))
     with pytest.raises(EngineError, match="differ in length"):
-        engine.run_pass([Row(42, (0, 1))], kind=PASS_PREFILL)
+        engine.run_pass([Row(42, (0, 1), forced=True)])
 
 
 def test_special_token_text_is_plain_text_unless_asked(fresh_engine: Engine):

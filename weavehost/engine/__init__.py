@@ -3,8 +3,6 @@
 from weavehost.engine.engine import (
     DEFAULT_N_CTX,
     DEFAULT_N_SEQ_MAX,
-    PASS_DECODE,
-    PASS_PREFILL,
     Engine,
     EngineStats,
     Row,
@@ -14,8 +12,6 @@ from weavehost.engine.engine import (
 __all__ = [
     "DEFAULT_N_CTX",
     "DEFAULT_N_SEQ_MAX",
-    "PASS_DECODE",
-    "PASS_PREFILL",
     "Engine",
     "EngineStats",
     "Row",

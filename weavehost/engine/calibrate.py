@@ -12,7 +12,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from weavehost.engine.engine import PASS_PREFILL, Engine, Row
+from weavehost.engine.engine import Engine, Row
 from weavehost.errors import EngineError
 
 __all__ = ["PassCosts", "measure_pass_costs"]
@@ -72,9 +72,11 @@ def measure_pass_costs(
     prefill_samples = []
     for attempt in range(max(5, repeats // 3) + 1):
         engine.drop(0, base)
-        rows = [Row(t, (0,), logits=i == len(filler) - 1) for i, t in enumerate(filler)]
+        rows = [
+            Row(t, (0,), logits=i == len(filler) - 1, forced=True) for i, t in enumerate(filler)
+        ]
         started = time.perf_counter()
-        engine.run_pass(rows, kind=PASS_PREFILL)
+        engine.run_pass(rows)
         if attempt:
             prefill_samples.append((time.perf_counter() - started) / len(filler))
     engine.clear()

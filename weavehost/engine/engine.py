@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import threading
 import time
@@ -51,8 +52,6 @@ DEFAULT_N_BATCH = 512
 # Parallel value sequences of the widest BFCL call plus padding, with room to spare.
 DEFAULT_N_SEQ_MAX = 16
 ggml_abort = llama_cpp.ggml_abort_callback
-PASS_DECODE = "decode"
-PASS_PREFILL = "prefill"
 
 
 def default_threads() -> int:
@@ -67,13 +66,15 @@ def default_threads() -> int:
 class Row:
     """One token of a pass: the token, the sequences it joins, whether to keep its logits.
 
-    ``padding`` marks a placeholder row added only to reach a cheaper batch width; it is
-    counted apart from decoded tokens.
+    ``forced`` marks a token that was known before the pass (prompt, skeleton, jump-forward):
+    it is counted as prefilled, not decoded. ``padding`` marks a placeholder row added only to
+    reach a cheaper batch width; it is counted apart from both.
     """
 
     token: int
     seqs: tuple[int, ...]
     logits: bool = False
+    forced: bool = False
     padding: bool = False
 
 
@@ -197,6 +198,26 @@ class Engine:
     def is_end_of_generation(self, token: int) -> bool:
         return token in self._eog
 
+    @property
+    def vocab_handle(self) -> llama_cpp.llama_vocab_p:
+        """The raw vocabulary handle, for constraint libraries that read it (llguidance)."""
+        return self._h.vocab
+
+    @functools.cached_property
+    def special_texts(self) -> frozenset[str]:
+        """Texts of the tokens that are only reachable as special tokens (control tokens, and
+        user-defined ones written like ``<tool_call>``)."""
+        out = set()
+        for token in range(self.n_vocab):
+            attr = llama_cpp.llama_vocab_get_attr(self._h.vocab, token)
+            if attr & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL or (
+                attr & llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
+            ):
+                text = self.token_bytes(token).decode("utf-8", errors="replace")
+                if text.startswith("<") and text.endswith(">") and len(text) > 2:
+                    out.add(text)
+        return frozenset(out)
+
     # -- tokenizer ------------------------------------------------------------------------------
 
     def tokenize(self, text: str, *, special: bool = False, add_bos: bool = False) -> list[int]:
@@ -290,11 +311,12 @@ class Engine:
     def clear_abort(self) -> None:
         self._abort.clear()
 
-    def run_pass(self, rows: Sequence[Row], *, kind: str = PASS_DECODE) -> list[np.ndarray]:
+    def run_pass(self, rows: Sequence[Row]) -> list[np.ndarray]:
         """Run one ``llama_decode`` over ``rows``; return the logits of rows that asked.
 
-        ``kind`` is ``"decode"`` (each row is a token being generated) or ``"prefill"`` (known
-        tokens being read); it decides which counter the tokens go to.
+        A pass whose rows are all forced (or padding) counts as a prefill pass; a pass with at
+        least one generated token counts as a decode pass, and its width (rows, padding
+        included) is recorded.
         """
         if not rows:
             return []
@@ -357,7 +379,7 @@ class Engine:
                         self._next_logits[seq] = by_row[i]
                     else:
                         self._next_logits.pop(seq, None)
-        self._count(rows, kind, elapsed)
+        self._count(rows, elapsed)
         return out
 
     def last_logits(self, seq: int) -> np.ndarray:
@@ -370,19 +392,21 @@ class Engine:
                 "without them, or it was changed since)"
             ) from None
 
-    def _count(self, rows: Sequence[Row], kind: str, elapsed: float) -> None:
+    def _count(self, rows: Sequence[Row], elapsed: float) -> None:
         stats = self.stats
         padding = sum(1 for row in rows if row.padding)
+        forced = sum(1 for row in rows if row.forced and not row.padding)
+        decoded = len(rows) - padding - forced
         stats.passes += 1
         stats.padded_tokens += padding
-        if kind == PASS_DECODE:
+        stats.prefilled_tokens += forced
+        stats.decoded_tokens += decoded
+        if decoded:
             stats.decode_passes += 1
-            stats.decoded_tokens += len(rows) - padding
             stats.decode_s += elapsed
             stats.width_counts[len(rows)] = stats.width_counts.get(len(rows), 0) + 1
         else:
             stats.prefill_passes += 1
-            stats.prefilled_tokens += len(rows) - padding
             stats.prefill_s += elapsed
 
     def _resync(self, rows: Sequence[Row]) -> None:
@@ -420,10 +444,10 @@ class Engine:
             chunk = tokens[start : start + self.n_batch]
             last_chunk = start + self.n_batch >= len(tokens)
             rows = [
-                Row(t, seqs, logits=logits_last and last_chunk and i == len(chunk) - 1)
+                Row(t, seqs, logits=logits_last and last_chunk and i == len(chunk) - 1, forced=True)
                 for i, t in enumerate(chunk)
             ]
-            out = self.run_pass(rows, kind=PASS_PREFILL)
+            out = self.run_pass(rows)
             if out:
                 result = out[-1]
         return result
