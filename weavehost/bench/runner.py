@@ -1,0 +1,355 @@
+"""The benchmark runner: every case under every requested strategy, one process, one engine.
+
+Stage: benchmark. Guarantees:
+
+- **Same conditions for all.** One :class:`Engine` (and, when ``llama_cpp_python`` is asked for,
+  one stock ``Llama`` on the same file with the same threads, context and batch size) serves
+  every case. Strategies are interleaved per case (case 1 under all strategies, then case 2…),
+  and the order rotates by one each case, so machine noise and cache warmth hit all alike.
+- **The contract of DESIGN.md.** ``DIR/results.jsonl`` gets one line per case and strategy,
+  written and flushed as soon as it is known, with ``id``, ``strategy``, ``calls``,
+  ``provisional``, ``forward_passes``, ``decoded_tokens``, ``prefilled_tokens``,
+  ``tool_latency_s``, ``final_latency_s``, ``prompt_prefill_s`` and ``correct`` (null without an
+  answer), plus ``error``, ``check_error``, ``phases``, ``padded_tokens``, ``prompt_tokens`` and
+  ``text``. ``DIR/run.json`` records the setup, ``DIR/summary.json`` and ``DIR/summary.svg``
+  the summary (:mod:`weavehost.bench.report`).
+- **Expected failures are data.** A call that does not parse is a line with ``calls: []`` and an
+  ``error``; a :class:`WeavehostError` raised while running one case (a prompt longer than the
+  context, a schema a strategy cannot constrain) is a line with ``error`` and null latencies, and
+  the run goes on. Bad inputs (case file, answers, strategy names) fail before the model loads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import platform
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any, TextIO
+
+from weavehost.bench.answers import check_calls
+from weavehost.bench.cases import AnswerSet, BenchCase, load_answers, load_cases
+from weavehost.bench.peer import PEER_NAME, LlamaCppPythonPeer
+from weavehost.bench.report import summarize, write_summary
+from weavehost.decode import STRATEGIES, CaseOutcome, run_case
+from weavehost.engine import DEFAULT_N_CTX, Engine, default_threads
+from weavehost.errors import AbortedError, BenchError, WeavehostError
+from weavehost.formats import detect_format
+from weavehost.formats.base import ModelFormat, ToolCall
+from weavehost.gguf import read_metadata
+from weavehost.models import resolve_model
+
+__all__ = [
+    "DEFAULT_STRATEGIES",
+    "RESULT_FIELDS",
+    "BenchConfig",
+    "BenchRun",
+    "known_strategies",
+    "parse_strategies",
+    "run_bench",
+]
+
+DEFAULT_STRATEGIES = ("serial", "constrained", "jump_forward", "weave", PEER_NAME)
+# The fields DESIGN.md's benchmark contract requires on every line of results.jsonl.
+RESULT_FIELDS = (
+    "id",
+    "strategy",
+    "calls",
+    "provisional",
+    "forward_passes",
+    "decoded_tokens",
+    "prefilled_tokens",
+    "tool_latency_s",
+    "final_latency_s",
+    "prompt_prefill_s",
+    "correct",
+)
+DEFAULT_MAX_TOKENS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class BenchConfig:
+    """What ``weavehost bench`` was asked to do."""
+
+    cases: Path
+    out: Path
+    answers: Path | None = None
+    model: str | None = None
+    strategies: tuple[str, ...] = DEFAULT_STRATEGIES
+    limit: int | None = None
+    threads: int | None = None
+    format: str | None = None
+    n_ctx: int = DEFAULT_N_CTX
+    max_tokens: int = DEFAULT_MAX_TOKENS
+
+
+@dataclass(frozen=True, slots=True)
+class BenchRun:
+    """Where a finished run wrote its files, and its summary by strategy."""
+
+    results: Path
+    summary_json: Path
+    summary_svg: Path
+    run_json: Path
+    summary: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def known_strategies() -> list[str]:
+    """The strategies that exist now: the decoders in ``STRATEGIES`` and the stock peer."""
+    return [*STRATEGIES, PEER_NAME]
+
+
+def parse_strategies(text: str | Sequence[str]) -> tuple[str, ...]:
+    """``"a,b,c"`` as names, each known and each once; a clear :class:`BenchError` otherwise."""
+    names = [n.strip() for n in text.split(",")] if isinstance(text, str) else list(text)
+    names = [n for n in names if n]
+    if not names:
+        raise BenchError("no strategy given; known strategies: " + ", ".join(known_strategies()))
+    known = known_strategies()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise BenchError(
+            f"unknown strateg{'y' if len(unknown) == 1 else 'ies'} "
+            f"{', '.join(repr(n) for n in unknown)}; known strategies: {', '.join(known)}"
+        )
+    return tuple(dict.fromkeys(names))
+
+
+def _call_json(call: ToolCall) -> dict[str, Any]:
+    return {"name": call.name, "arguments": dict(call.arguments)}
+
+
+def _record(
+    case: BenchCase, strategy: str, outcome: CaseOutcome, answer: AnswerSet | None
+) -> dict[str, Any]:
+    result = outcome.result
+    correct: bool | None = None
+    check_error: str | None = None
+    if answer is not None:
+        verdict = check_calls(case.functions, result.calls, answer)
+        correct, check_error = verdict.valid, (verdict.error or None)
+    return {
+        "id": case.id,
+        "strategy": strategy,
+        "calls": [_call_json(c) for c in result.calls],
+        "provisional": _call_json(result.provisional) if result.provisional else None,
+        "forward_passes": result.stats.passes,
+        "decoded_tokens": result.stats.decoded_tokens,
+        "prefilled_tokens": result.stats.prefilled_tokens,
+        "tool_latency_s": result.tool_latency_s,
+        "final_latency_s": result.final_latency_s,
+        "prompt_prefill_s": outcome.prompt_prefill_s,
+        "correct": correct,
+        "error": result.error,
+        "check_error": check_error,
+        "padded_tokens": result.stats.padded_tokens,
+        "prompt_tokens": outcome.prompt_tokens,
+        "phases": dict(result.phases),
+        "text": result.text,
+    }
+
+
+def _failure_record(
+    case: BenchCase, strategy: str, error: WeavehostError, answer: AnswerSet | None
+) -> dict[str, Any]:
+    return {
+        "id": case.id,
+        "strategy": strategy,
+        "calls": [],
+        "provisional": None,
+        "forward_passes": None,
+        "decoded_tokens": None,
+        "prefilled_tokens": None,
+        "tool_latency_s": None,
+        "final_latency_s": None,
+        "prompt_prefill_s": None,
+        "correct": False if answer is not None else None,
+        "error": f"{type(error).__name__}: {error}",
+        "check_error": None,
+        "padded_tokens": None,
+        "prompt_tokens": None,
+        "phases": {},
+        "text": "",
+    }
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib_metadata.version(distribution)
+    except importlib_metadata.PackageNotFoundError:
+        return None
+
+
+def _match_answers(
+    cases: Sequence[BenchCase], answers_path: Path | None
+) -> dict[str, AnswerSet] | None:
+    if answers_path is None:
+        return None
+    answers = load_answers(answers_path)
+    if not any(case.id in answers for case in cases):
+        raise BenchError(
+            f"the answer file {answers_path} has no answer for any of the cases "
+            f"(first case id: {cases[0].id!r}); is it the possible_answer file of this case file?"
+        )
+    return answers
+
+
+def _progress_line(
+    index: int, total: int, case: BenchCase, records: Sequence[Mapping[str, Any]], started: float
+) -> str:
+    parts = []
+    for record in records:
+        latency = record["tool_latency_s"]
+        mark = {True: " ok", False: " wrong", None: ""}[record["correct"]]
+        if record["error"] and not record["calls"]:
+            mark = " error"
+        shown = f"{latency * 1000:.0f}ms" if latency is not None else "-"
+        parts.append(f"{record['strategy']} {shown}{mark}")
+    elapsed = time.perf_counter() - started
+    return f"[{index}/{total}] {case.id}: {' | '.join(parts)}  ({elapsed:.1f}s elapsed)"
+
+
+@contextlib.contextmanager
+def _maybe_peer(
+    wanted: bool, path: Path, *, n_ctx: int, n_threads: int, n_batch: int
+) -> Iterator[LlamaCppPythonPeer | None]:
+    if not wanted:
+        yield None
+        return
+    with LlamaCppPythonPeer.open(path, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch) as peer:
+        yield peer
+
+
+def _run_one(
+    engine: Engine,
+    peer: LlamaCppPythonPeer | None,
+    fmt: ModelFormat,
+    strategy: str,
+    case: BenchCase,
+    *,
+    chat_template: str | None,
+    max_tokens: int,
+) -> CaseOutcome:
+    if strategy == PEER_NAME:
+        assert peer is not None
+        return peer.run_case(
+            fmt, case.messages, case.tools, chat_template=chat_template, max_tokens=max_tokens
+        )
+    return run_case(
+        engine,
+        fmt,
+        strategy,
+        case.messages,
+        case.tools,
+        chat_template=chat_template,
+        max_tokens=max_tokens,
+    )
+
+
+def run_bench(
+    config: BenchConfig, *, progress: Callable[[str], None] | None = None
+) -> BenchRun:
+    """Run the benchmark ``config`` describes and write its files under ``config.out``."""
+    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+    strategies = parse_strategies(config.strategies)
+    cases = load_cases(config.cases, limit=config.limit)
+    answers = _match_answers(cases, config.answers)
+    choice = resolve_model(config.model)
+    model_metadata = read_metadata(choice.path, full_arrays=("tokenizer.ggml.tokens",))
+    detection = detect_format(model_metadata, config.format)
+    fmt = detection.format
+    threads = config.threads or default_threads()
+    try:
+        config.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BenchError(f"cannot create the output folder {config.out}: {exc.strerror}") from exc
+    results_path = config.out / "results.jsonl"
+    run_path = config.out / "run.json"
+    run_info = {
+        "cases": str(config.cases),
+        "answers": str(config.answers) if config.answers else None,
+        "n_cases": len(cases),
+        "strategies": list(strategies),
+        "model": str(choice.path),
+        "model_reason": choice.reason,
+        "model_name": model_metadata.name,
+        "format": fmt.name,
+        "format_reason": detection.reason,
+        "threads": threads,
+        "n_ctx": config.n_ctx,
+        "max_tokens": config.max_tokens,
+        "machine": platform.machine(),
+        "processor": platform.processor() or None,
+        "python": platform.python_version(),
+        "weavehost": _version("weavehost"),
+        "llama_cpp_python": _version("llama-cpp-python"),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    run_path.write_text(json.dumps(run_info, indent=2) + "\n", encoding="utf-8")
+    say(
+        f"bench: {len(cases)} cases x {len(strategies)} strategies on {choice.path.name} "
+        f"(format {fmt.name}, {threads} threads, n_ctx {config.n_ctx})"
+    )
+    records: list[dict[str, Any]] = []
+    started = time.perf_counter()
+    with (
+        Engine.open(choice.path, n_ctx=config.n_ctx, n_threads=threads) as engine,
+        _maybe_peer(
+            PEER_NAME in strategies,
+            choice.path,
+            n_ctx=config.n_ctx,
+            n_threads=threads,
+            n_batch=engine.n_batch,
+        ) as peer,
+        results_path.open("w", encoding="utf-8") as results,
+    ):
+        for index, case in enumerate(cases):
+            answer = answers.get(case.id) if answers is not None else None
+            shift = index % len(strategies)
+            order = strategies[shift:] + strategies[:shift]
+            case_records: dict[str, dict[str, Any]] = {}
+            for strategy in order:
+                try:
+                    outcome = _run_one(
+                        engine,
+                        peer,
+                        fmt,
+                        strategy,
+                        case,
+                        chat_template=model_metadata.chat_template,
+                        max_tokens=config.max_tokens,
+                    )
+                    record = _record(case, strategy, outcome, answer)
+                except AbortedError:
+                    raise
+                except WeavehostError as exc:
+                    record = _failure_record(case, strategy, exc, answer)
+                case_records[strategy] = record
+                _write_line(results, record)
+            in_order = [case_records[s] for s in strategies]
+            records.extend(in_order)
+            say(_progress_line(index + 1, len(cases), case, in_order, started))
+    missing = sum(1 for c in cases if answers is not None and c.id not in answers)
+    if missing:
+        say(f"bench: {missing} of {len(cases)} cases have no answer; their 'correct' is null")
+    summary = summarize(records, strategies)
+    summary_json, summary_svg = write_summary(summary, config.out, title=run_title(run_info))
+    return BenchRun(results_path, summary_json, summary_svg, run_path, summary)
+
+
+def run_title(run_info: Mapping[str, Any]) -> str:
+    """One line naming what a run measured (used as the plot's title)."""
+    return (
+        f"{run_info['model_name']} ({run_info['format']}), {run_info['n_cases']} cases, "
+        f"{run_info['threads']} threads"
+    )
+
+
+def _write_line(stream: TextIO, record: Mapping[str, Any]) -> None:
+    stream.write(json.dumps(record, ensure_ascii=False) + "\n")
+    stream.flush()
