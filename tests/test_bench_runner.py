@@ -33,9 +33,9 @@ def bench_run(embedded_model_path: Path, tmp_path_factory: pytest.TempPathFactor
             "--model", str(embedded_model_path),
             "--strategies", ",".join(STRATS),
             "--limit", "2",
-            "--threads", "2",
+            "--threads", "1",
             "--ctx", "2048",
-            "--max-tokens", "64",
+            "--max-tokens", "48",
             "--out", str(out),
         ],
     )
