@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import platform
 import sys
 import time
@@ -70,6 +71,9 @@ RESULT_FIELDS = (
     "correct",
 )
 DEFAULT_MAX_TOKENS = 256
+# Other work is taken to compete with the bench's threads when the 1-minute load average leaves
+# fewer than this many CPUs free per bench thread (what ran just before counts too).
+FREE_CPUS_PER_THREAD = 0.75
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +180,13 @@ def _failure_record(
         "phases": {},
         "text": "",
     }
+
+
+def _load_average() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):  # not on this OS
+        return None
 
 
 def _version(distribution: str) -> str | None:
@@ -289,12 +300,19 @@ def run_bench(
         "weavehost": _version("weavehost"),
         "llama_cpp_python": _version("llama-cpp-python"),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "load_average_at_start": _load_average(),
     }
     run_path.write_text(json.dumps(run_info, indent=2) + "\n", encoding="utf-8")
     say(
         f"bench: {len(cases)} cases x {len(strategies)} strategies on {choice.path.name} "
         f"(format {fmt.name}, {threads} threads, n_ctx {config.n_ctx})"
     )
+    load = run_info["load_average_at_start"]
+    if load is not None and default_threads() - load < FREE_CPUS_PER_THREAD * threads:
+        say(
+            f"bench: warning: the machine is busy (1-minute load {load:.1f}); llama.cpp threads "
+            "that share CPUs slow down many times over, so latencies will be noise"
+        )
     records: list[dict[str, Any]] = []
     started = time.perf_counter()
     with (
