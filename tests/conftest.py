@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+# Tests never read or write the user's cache (calibrations, benchmark assets).
+os.environ["WEAVEHOST_CACHE"] = tempfile.mkdtemp(prefix="weavehost-test-cache-")
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Model formats: calls round-trip, prompts keep untrusted text apart, detection from GGUF metadata."""
+"""Model formats: calls round-trip, untrusted text stays apart, detection from GGUF metadata."""
 
 from __future__ import annotations
 
@@ -171,7 +171,8 @@ def test_the_qwen_gguf_template_renders_tools_and_history():
     segments = FORMATS["qwen"].render_prompt(CONVERSATION, TOOLS, chat_template=meta.chat_template)
     text = "".join(s.text for s in segments)
     assert "<tools>" in text and '"name": "get_weather"' in text
-    assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>' in text
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    assert call in text
     assert text.endswith("<|im_start|>assistant\n")
 
 

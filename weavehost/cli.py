@@ -135,3 +135,43 @@ def tools(
             "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1]
         )
     click.echo(f"\n{len(catalog)} tools from {len(config.servers)} servers", err=True)
+
+
+@main.command()
+@click.option("--model", "model", type=str, default=None, help="Path to a local GGUF file.")
+@click.option("--threads", type=int, default=None, help="Threads (default: available CPUs).")
+@click.option("--repeats", type=int, default=30, show_default=True, help="Passes per width.")
+@click.option("--max-width", type=int, default=8, show_default=True, help="Widest pass measured.")
+@click.option("--json", "as_json", is_flag=True, help="Print the measurement as JSON.")
+@handle_errors
+def calibrate(
+    model: str | None, threads: int | None, repeats: int, max_width: int, as_json: bool
+) -> None:
+    """Measure the cost of a pass of 1..N sequences and store the padding plan `weave` uses."""
+    from weavehost.decode.padding import plan_from_costs, save_plan
+    from weavehost.engine import Engine
+    from weavehost.engine.calibrate import format_table, measure_pass_costs
+    from weavehost.models import resolve_model
+
+    choice = resolve_model(model)
+    with Engine.open(choice.path, n_ctx=2048, n_seq_max=max_width + 1, n_threads=threads) as eng:
+        costs = measure_pass_costs(eng, max_width=max_width, repeats=repeats)
+        plan = plan_from_costs(costs)
+        path = save_plan(eng, costs, plan)
+    if as_json:
+        click.echo(json.dumps(json.loads(path.read_text()), indent=2))
+        return
+    click.echo(f"{choice.path.name}, {costs.threads} threads, medians of {repeats} passes:")
+    click.echo(format_table(costs))
+    padding = ", ".join(f"{n}→{w}" for n, w in sorted(plan.widths.items())) or "none"
+    click.echo(f"padding plan: {padding}")
+    click.echo(f"stored in {path}")
+
+
+def _register_bench() -> None:
+    from weavehost.bench.cli import bench
+
+    main.add_command(bench)
+
+
+_register_bench()

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from weavehost.decode.base import CallRequest, CallResult, DecodeStrategy, ToolSchema
+from weavehost.decode.guided import ConstrainedStrategy, JumpForwardStrategy
 from weavehost.decode.serial import SerialStrategy
+from weavehost.decode.weave import WeaveStrategy
 from weavehost.engine import Engine
 from weavehost.errors import BenchError
 from weavehost.formats.base import ModelFormat, tool_to_openai
@@ -30,6 +32,9 @@ __all__ = [
 
 STRATEGIES: dict[str, DecodeStrategy] = {
     "serial": SerialStrategy(),
+    "constrained": ConstrainedStrategy(),
+    "jump_forward": JumpForwardStrategy(),
+    "weave": WeaveStrategy(),
 }
 
 

@@ -52,7 +52,10 @@ class CallRequest:
     """What a strategy gets: the engine (prompt on sequence 0), format and tools on offer.
 
     ``on_provisional`` is called (from the decoding thread) the moment a provisional call is
-    ready, before write-back; the executor starts read-only tools from it.
+    ready, before write-back; the executor starts read-only tools from it. ``forced`` says a
+    call must be made now (the agent saw the format's opener, or the benchmark asks for a
+    call): the free-writing ``serial`` strategy then starts with the opener prefilled, as the
+    constrained strategies start with it forced by their grammar.
     """
 
     engine: Engine
@@ -60,6 +63,7 @@ class CallRequest:
     tools: Sequence[ToolSchema]
     max_tokens: int = 256
     on_provisional: Callable[[ToolCall], None] | None = None
+    forced: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +79,8 @@ class CallResult:
     final_latency_s: float
     phases: dict[str, float] = field(default_factory=dict)
     error: str | None = None
+    # The call's tokens as sequence 0 now holds them after the prompt.
+    tokens: list[int] = field(default_factory=list)
 
 
 class DecodeStrategy(Protocol):

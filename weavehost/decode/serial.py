@@ -1,7 +1,9 @@
 """``serial``: the model writes the call freely, one token a pass; the format parses it.
 
 The paper's "No Grammar" row. Greedy, no constraint: decoding stops at an end-of-generation
-token, once the format's closer has been written, or after ``max_tokens``.
+token, once the format's closer has been written, or after ``max_tokens``. When the request is
+``forced``, the format's opener (``<tool_call>``) is prefilled first, so the model writes a
+call rather than prose, with nothing else constrained.
 """
 
 from __future__ import annotations
@@ -21,9 +23,13 @@ class SerialStrategy:
         engine, fmt = request.engine, request.format
         before = engine.stats.snapshot()
         started = time.perf_counter()
-        logits = engine.last_logits(0)
         tokens: list[int] = []
         text = b""
+        if request.forced:
+            tokens = engine.tokenize(fmt.layout.opener, special=True)
+            text = fmt.layout.opener.encode()
+            engine.prefill(0, tokens)
+        logits = engine.last_logits(0)
         closer = fmt.layout.closer.encode()
         opened = False
         for _ in range(request.max_tokens):
@@ -53,4 +59,5 @@ class SerialStrategy:
             final_latency_s=elapsed,
             phases={"decode": elapsed},
             error=error,
+            tokens=tokens,
         )

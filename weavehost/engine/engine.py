@@ -198,6 +198,13 @@ class Engine:
     def is_end_of_generation(self, token: int) -> bool:
         return token in self._eog
 
+    def is_control(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_control(self._h.vocab, token))
+
+    @property
+    def eos_token(self) -> int:
+        return int(llama_cpp.llama_vocab_eos(self._h.vocab))
+
     @property
     def vocab_handle(self) -> llama_cpp.llama_vocab_p:
         """The raw vocabulary handle, for constraint libraries that read it (llguidance)."""

@@ -1,0 +1,277 @@
+"""``weave``: SchemaWeaver's schema-guided parallel decoding of one tool call.
+
+Stage: decoding, in the paper's order (sections 4-5):
+
+1. **Selector** — the whole-call constraint on sequence 0, with jump-forward, until exactly one
+   offered tool's head is consistent with the text (no passes at all when one tool is offered).
+2. **Skeleton prefill** — one pass: the rest of the head and every required argument's key,
+   laid out as parallel sequences (:func:`~weavehost.decode.values.prefill_skeleton`).
+3. **Parallel values** — one sequence per required value, batched, padded to the measured
+   cheapest width (:func:`~weavehost.decode.values.decode_values`).
+4. **Provisional call** — the required values spliced into the skeleton with the format's tail;
+   ``on_provisional`` is called *before* write-back starts.
+5. **Write-back** — the value sequences are dropped and the assembled text is prefilled on
+   sequence 0 in one pass, so it then holds exactly ``prompt + call tokens`` (``call_tokens``)
+   and continues as if the call had been decoded serially. Its next-token logits equal those of
+   a serial prefill of the same tokens.
+6. **Optional arguments** — decided after the required values, serially, on the written-back
+   sequence, under a constraint that allows any subset of the optional arguments in schema
+   order and then the tail; forced runs are jumped.
+7. **Final call** — equal to the provisional one (its early result stands) or a corrected call.
+
+``tool_latency_s`` is the time until the call whose result will be used could start: the
+provisional call when the final call equals it, otherwise the final call.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from weavehost.constrain import constraints_for
+from weavehost.decode.base import CallRequest, CallResult, ToolSchema
+from weavehost.decode.guided import guided_decode
+from weavehost.decode.padding import PaddingPlan, load_plan
+from weavehost.decode.values import ValueTask, decode_values, prefill_skeleton
+from weavehost.engine import Engine
+from weavehost.errors import ConstraintError, FormatError
+from weavehost.formats.base import ModelFormat, ToolCall
+
+__all__ = ["WeaveStrategy", "tokenize_call_text"]
+
+
+def tokenize_call_text(engine: Engine, parts: Sequence[tuple[str, bool]]) -> list[int]:
+    """Tokens of call text given as (text, fixed) parts: the model's special tokens are parsed
+    only inside fixed parts; everything else (values) is plain text, tokenized in runs as long
+    as possible so no artificial token boundary appears between a key and its value."""
+    specials = sorted(engine.special_texts, key=len, reverse=True)
+    tokens: list[int] = []
+    plain = ""
+    for text, fixed in parts:
+        if not fixed:
+            plain += text
+            continue
+        cursor = 0
+        while cursor < len(text):
+            hits = [(text.find(s, cursor), s) for s in specials if text.find(s, cursor) >= 0]
+            if not hits:
+                plain += text[cursor:]
+                break
+            at, special = min(hits, key=lambda hit: (hit[0], -len(hit[1])))
+            plain += text[cursor:at]
+            if plain:
+                tokens.extend(engine.tokenize(plain))
+                plain = ""
+            tokens.extend(engine.tokenize(special, special=True))
+            cursor = at + len(special)
+    if plain:
+        tokens.extend(engine.tokenize(plain))
+    return tokens
+
+
+class WeaveStrategy:
+    name = "weave"
+
+    def __init__(self, plan: PaddingPlan | None = None) -> None:
+        self._plan = plan
+
+    def plan_for(self, engine: Engine) -> PaddingPlan:
+        return self._plan if self._plan is not None else load_plan(engine)
+
+    def run(self, request: CallRequest) -> CallResult:
+        engine, fmt = request.engine, request.format
+        factory = constraints_for(engine)  # built once per engine, not part of a call's cost
+        before = engine.stats.snapshot()
+        started = time.perf_counter()
+        phases: dict[str, float] = {}
+        clock = started
+
+        def lap(name: str) -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            phases[name] = now - clock
+            clock = now
+
+        def failed(error: str, text: str = "") -> CallResult:
+            elapsed = time.perf_counter() - started
+            for task_seq in range(1, engine.n_seq_max):
+                if engine.seq_len(task_seq):
+                    engine.drop(task_seq, 0)
+            return CallResult(
+                self.name, [], None, text, engine.stats.since(before), elapsed, elapsed,
+                phases, error, [],
+            )
+
+        grammars = factory.grammars(fmt)
+        # 1. Selector.
+        try:
+            selected = self._select(engine, fmt, request, grammars, factory)
+        except ConstraintError as exc:
+            return failed(str(exc))
+        if isinstance(selected, str):
+            return failed(selected)
+        tool, head_written, head_tokens = selected
+        lap("select")
+        head = fmt.layout.head_for(tool.name)
+        head_rest = head[len(head_written) :]
+        required = list(tool.required)
+        schema = tool.parameters
+        props = schema.get("properties", {})
+        if len(required) + 2 > engine.n_seq_max:
+            return failed(f"{tool.name} has {len(required)} required arguments; too many for "
+                          f"n_seq_max={engine.n_seq_max}")
+
+        # 2. Skeleton prefill, 3. parallel values.
+        try:
+            tasks = [
+                ValueTask(
+                    key=key,
+                    seq=index + 1,
+                    constraint=factory.new(
+                        grammars.value(head_rest + fmt.layout.prefix_for(key, first=True),
+                                       props[key])
+                    ),
+                    lead=head_rest + fmt.layout.prefix_for(key, first=True),
+                )
+                for index, key in enumerate(required)
+            ]
+        except ConstraintError as exc:
+            return failed(str(exc))
+        shared: list[int] = []
+        if tasks:
+            shared = prefill_skeleton(engine, tasks)
+            lap("skeleton")
+            decode_values(
+                engine,
+                fmt,
+                tasks,
+                plan=self.plan_for(engine),
+                scratch_seq=engine.n_seq_max - 1,
+                max_tokens=request.max_tokens,
+            )
+            lap("values")
+            broken = [task.error for task in tasks if task.error]
+            if broken:
+                return failed("; ".join(str(b) for b in broken))
+
+        # 4. Provisional call.
+        pairs: list[tuple[str, bool]] = []
+        for index, task in enumerate(tasks):
+            pairs.append((fmt.layout.prefix_for(task.key, first=index == 0), True))
+            pairs.append((str(task.value), False))
+        required_text = head + "".join(text for text, _ in pairs)
+        try:
+            provisional = _single_call(fmt, required_text + fmt.layout.tail)
+        except FormatError as exc:
+            return failed(f"the assembled call does not parse: {exc}", required_text)
+        provisional_at = time.perf_counter()
+        if request.on_provisional is not None:
+            request.on_provisional(provisional)
+        lap("provisional")
+
+        # 5. Write-back: drop the value sequences, prefill the assembled text on sequence 0.
+        for task in tasks:
+            engine.drop(task.seq, 0)
+        shared_text = b"".join(engine.token_bytes(t) for t in shared).decode("utf-8", "replace")
+        parts = _drop_prefix([(head, True), *pairs], len(head_written + shared_text))
+        has_optional = bool(tool.optional)
+        if not has_optional:
+            parts.append((fmt.layout.tail, True))
+        writeback = tokenize_call_text(engine, parts)
+        engine.prefill(0, writeback, logits_last=has_optional)
+        call_tokens = head_tokens + shared + writeback
+        lap("writeback")
+
+        # 6. Optional arguments, 7. final call.
+        final_text = required_text
+        final_at = provisional_at
+        if has_optional:
+            try:
+                rest = guided_decode(
+                    engine,
+                    factory.new(grammars.optional(schema)),
+                    jump_forward=True,
+                    max_tokens=request.max_tokens,
+                )
+            except ConstraintError as exc:
+                return failed(str(exc), required_text)
+            call_tokens += rest.tokens
+            final_text = required_text + rest.text
+            final_at = rest.completed_at
+            lap("optional")
+            if rest.error:
+                return failed(rest.error, final_text)
+        else:
+            final_text = required_text + fmt.layout.tail
+        try:
+            final = _single_call(fmt, final_text)
+        except FormatError as exc:
+            return failed(f"the final call does not parse: {exc}", final_text)
+        used_at = provisional_at if final == provisional else final_at
+        result = CallResult(
+            strategy=self.name,
+            calls=[final],
+            provisional=provisional,
+            text=final_text,
+            stats=engine.stats.since(before),
+            tool_latency_s=used_at - started,
+            final_latency_s=final_at - started,
+            phases=phases,
+            tokens=call_tokens,
+        )
+        return result
+
+    def _select(self, engine, fmt, request, grammars, factory):
+        """Pick the tool: returns (tool, head text on seq 0, its tokens) or an error string."""
+        tools: Sequence[ToolSchema] = request.tools
+        if not tools:
+            return "no tools are offered"
+        heads = {tool.name: fmt.layout.head_for(tool.name) for tool in tools}
+        if len(tools) == 1:
+            return tools[0], "", []
+
+        def consistent(text: str) -> list[str]:
+            return [n for n, h in heads.items() if h.startswith(text) or text.startswith(h)]
+
+        constraint = factory.new(grammars.call([(t.name, t.parameters) for t in tools]))
+        outcome = guided_decode(
+            engine,
+            constraint,
+            jump_forward=True,
+            max_tokens=request.max_tokens,
+            stop=lambda data: len(consistent(data.decode("utf-8", "replace"))) <= 1,
+        )
+        text = outcome.text
+        names = consistent(text)
+        if len(names) != 1:
+            return outcome.error or "the selector did not settle on one tool"
+        tool = next(t for t in tools if t.name == names[0])
+        tokens = list(outcome.tokens)
+        head = heads[tool.name]
+        while len(text) > len(head) and tokens:
+            # The deciding token ran past the head (fused with the first key): take it back.
+            engine.drop(0, engine.seq_len(0) - 1)
+            tokens.pop()
+            text = engine.detokenize(tokens)
+        return tool, text, tokens
+
+
+def _drop_prefix(parts: list[tuple[str, bool]], count: int) -> list[tuple[str, bool]]:
+    """The parts with their first ``count`` characters removed (already on sequence 0)."""
+    out = []
+    for text, fixed in parts:
+        if count >= len(text):
+            count -= len(text)
+            continue
+        out.append((text[count:], fixed))
+        count = 0
+    return out
+
+
+def _single_call(fmt: ModelFormat, text: str) -> ToolCall:
+    calls = fmt.parse_calls(text)
+    if len(calls) != 1:
+        raise FormatError(f"expected one call, found {len(calls)}")
+    return calls[0]
+
+
