@@ -52,6 +52,8 @@ class ValueTask:
     forced_text: bytes = b""
     written: bytearray = field(default_factory=bytearray)
     tokens: list[int] = field(default_factory=list)
+    # The decoded tokens that were read into the sequence's KV (all but a value's last).
+    fed: list[int] = field(default_factory=list)
     value: str | None = None
     error: str | None = None
 
@@ -89,17 +91,19 @@ def _common_prefix(lists: list[list[int]]) -> list[int]:
 def prefill_skeleton(engine: Engine, tasks: list[ValueTask]) -> list[int]:
     """Fork a sequence per task from sequence 0 and read every task's forced tokens in one pass.
 
-    Returns the tokens appended to sequence 0 (the part of the head shared by all tasks).
+    A task may run on sequence 0 itself (the first value: its KV then needs no write-back).
+    Returns the tokens shared by all tasks, which sequence 0 now holds in any case.
     """
     for task in tasks:
         task.forced = task.constraint.forced()
         for token in task.forced:
             task.constraint.consume(token)
         task.forced_text = b"".join(engine.token_bytes(t) for t in task.forced)
-        engine.fork(0, task.seq)
+        if task.seq != 0:
+            engine.fork(0, task.seq)
     shared = _common_prefix([task.forced for task in tasks])
     rows: list[Row] = []
-    owners = (0, *(task.seq for task in tasks))
+    owners = (0, *(task.seq for task in tasks if task.seq != 0))
     for index, token in enumerate(shared):
         last = index == len(shared) - 1
         needs_logits = last and any(len(task.forced) == len(shared) for task in tasks)
@@ -149,6 +153,8 @@ def decode_values(
                     f"(…{tail!r})"
                 )
                 continue
+            task.fed.append(token)
+            task.fed.extend(forced)
             rows.append(Row(token, (task.seq,), logits=not forced))
             rows.extend(
                 Row(extra, (task.seq,), logits=i == len(forced) - 1, forced=True)

@@ -117,7 +117,7 @@ class WeaveStrategy:
         required = list(tool.required)
         schema = tool.parameters
         props = schema.get("properties", {})
-        if len(required) + 2 > engine.n_seq_max:
+        if len(required) + 1 > engine.n_seq_max:
             return failed(f"{tool.name} has {len(required)} required arguments; too many for "
                           f"n_seq_max={engine.n_seq_max}")
 
@@ -126,7 +126,8 @@ class WeaveStrategy:
             tasks = [
                 ValueTask(
                     key=key,
-                    seq=index + 1,
+                    # The first value runs on sequence 0 itself, the others on forks.
+                    seq=index,
                     constraint=factory.new(
                         grammars.value(head_rest + fmt.layout.prefix_for(key, first=True),
                                        props[key])
@@ -169,17 +170,24 @@ class WeaveStrategy:
             request.on_provisional(provisional)
         lap("provisional")
 
-        # 5. Write-back: drop the value sequences, prefill the assembled text on sequence 0.
+        # 5. Write-back: drop the other value sequences, keep what sequence 0 already holds of
+        # the call (its head and the first value, but the value's last token), and prefill the
+        # rest of the assembled text on it in one pass.
         for task in tasks:
-            engine.drop(task.seq, 0)
-        shared_text = b"".join(engine.token_bytes(t) for t in shared).decode("utf-8", "replace")
-        parts = _drop_prefix([(head, True), *pairs], len(head_written + shared_text))
+            if task.seq != 0:
+                engine.drop(task.seq, 0)
+        held = head_tokens + shared
+        if tasks and tasks[0].seq == 0:
+            held = head_tokens + tasks[0].forced + tasks[0].fed
+        held = _keep_consistent(engine, held, required_text)
+        held_chars = len(engine.detokenize(held))
+        parts = _drop_prefix([(head, True), *pairs], held_chars)
         has_optional = bool(tool.optional)
         if not has_optional:
             parts.append((fmt.layout.tail, True))
         writeback = tokenize_call_text(engine, parts)
         engine.prefill(0, writeback, logits_last=has_optional)
-        call_tokens = head_tokens + shared + writeback
+        call_tokens = held + writeback
         lap("writeback")
 
         # 6. Optional arguments, 7. final call.
@@ -254,6 +262,25 @@ class WeaveStrategy:
             tokens.pop()
             text = engine.detokenize(tokens)
         return tool, text, tokens
+
+
+def _keep_consistent(engine: Engine, held: list[int], text: str) -> list[int]:
+    """The longest start of ``held`` (tokens on sequence 0 after the prompt) that spells a
+    prefix of ``text`` in whole characters; sequence 0 is cut back to it."""
+    keep = len(held)
+    target = text.encode("utf-8")
+    while keep:
+        data = b"".join(engine.token_bytes(t) for t in held[:keep])
+        if target.startswith(data):
+            try:
+                data.decode("utf-8")
+                break
+            except UnicodeDecodeError:
+                pass
+        keep -= 1
+    if keep < len(held):
+        engine.drop(0, engine.seq_len(0) - (len(held) - keep))
+    return held[:keep]
 
 
 def _drop_prefix(parts: list[tuple[str, bool]], count: int) -> list[tuple[str, bool]]:

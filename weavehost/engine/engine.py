@@ -278,6 +278,14 @@ class Engine:
         if not 0 <= seq < self.n_seq_max:
             raise EngineError(f"sequence id {seq} is outside 0..{self.n_seq_max - 1}")
 
+    def kv_span(self, seq: int) -> tuple[int, int]:
+        """The smallest and largest position llama.cpp holds for ``seq`` ((-1, -1) if empty)."""
+        with self._lock:
+            return (
+                llama_cpp.llama_memory_seq_pos_min(self._h.memory, seq),
+                llama_cpp.llama_memory_seq_pos_max(self._h.memory, seq),
+            )
+
     def fork(self, src: int, dst: int) -> None:
         """Make ``dst`` a copy of ``src`` (shared KV cells; nothing is recomputed)."""
         self._check_seq(src)
