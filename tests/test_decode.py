@@ -345,3 +345,14 @@ def test_a_number_is_not_cut_while_it_can_still_grow():
 
 def test_strategies_are_listed_in_one_dict():
     assert list(STRATEGIES) == ["serial", "constrained", "jump_forward", "weave"]
+
+
+@pytest.mark.parametrize("strategy", ["constrained", "jump_forward", "weave"])
+def test_a_call_that_cannot_finish_is_an_error_and_leaves_only_the_prompt(fresh_engine, strategy):
+    engine = fresh_engine
+    outcome = run_case(engine, SMOLLM2, strategy, _ask(CASES[4][0]), [CONTACT], max_tokens=4)
+    result = outcome.result
+    assert result.calls == []
+    assert "within 4 tokens" in (result.error or "")
+    assert engine.seq_len(0) == outcome.prompt_tokens
+    assert all(engine.seq_len(seq) == 0 for seq in range(1, engine.n_seq_max))

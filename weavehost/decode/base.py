@@ -10,6 +10,9 @@ Guarantees shared by all strategies:
 - On return, sequence 0 holds the prompt followed by the call text (as if decoded serially) and
   every other sequence is empty.
 - A call is returned only if it parsed; ``calls`` is empty and ``error`` says why otherwise.
+  A constrained strategy that fails leaves sequence 0 holding the prompt only (``text`` keeps
+  what it had written, for the message); ``serial`` keeps what the model wrote, which may be a
+  plain answer rather than a call.
 - ``stats`` counts only the work done for this call (not the prompt prefill).
 - Latencies are measured from the start of generating the call text: ``tool_latency_s`` to the
   moment the first executable call (the provisional one where sent) was ready,

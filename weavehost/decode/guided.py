@@ -94,6 +94,7 @@ class _WholeCallStrategy:
         engine, fmt = request.engine, request.format
         factory = constraints_for(engine)  # built once per engine, not part of a call's cost
         before = engine.stats.snapshot()
+        prompt_len = engine.seq_len(0)
         started = time.perf_counter()
         try:
             grammar = factory.grammars(fmt).call([(t.name, t.parameters) for t in request.tools])
@@ -113,6 +114,8 @@ class _WholeCallStrategy:
                 calls = fmt.parse_calls(outcome.text)
             except FormatError as exc:
                 error = str(exc)
+        if error is not None:
+            engine.drop(0, prompt_len)  # a failed call leaves no trace in the conversation
         return CallResult(
             strategy=self.name,
             calls=calls,

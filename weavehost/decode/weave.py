@@ -82,6 +82,7 @@ class WeaveStrategy:
         engine, fmt = request.engine, request.format
         factory = constraints_for(engine)  # built once per engine, not part of a call's cost
         before = engine.stats.snapshot()
+        prompt_len = engine.seq_len(0)
         started = time.perf_counter()
         phases: dict[str, float] = {}
         clock = started
@@ -97,6 +98,7 @@ class WeaveStrategy:
             for task_seq in range(1, engine.n_seq_max):
                 if engine.seq_len(task_seq):
                     engine.drop(task_seq, 0)
+            engine.drop(0, prompt_len)  # a failed call leaves no trace in the conversation
             return CallResult(
                 self.name, [], None, text, engine.stats.since(before), elapsed, elapsed,
                 phases, error, [],
@@ -123,19 +125,12 @@ class WeaveStrategy:
 
         # 2. Skeleton prefill, 3. parallel values.
         try:
-            tasks = [
-                ValueTask(
-                    key=key,
-                    # The first value runs on sequence 0 itself, the others on forks.
-                    seq=index,
-                    constraint=factory.new(
-                        grammars.value(head_rest + fmt.layout.prefix_for(key, first=True),
-                                       props[key])
-                    ),
-                    lead=head_rest + fmt.layout.prefix_for(key, first=True),
-                )
-                for index, key in enumerate(required)
-            ]
+            tasks = []
+            for index, key in enumerate(required):
+                lead = head_rest + fmt.layout.prefix_for(key, first=True)
+                constraint = factory.new(grammars.value(lead, props[key]))
+                # The first value runs on sequence 0 itself, the others on forks.
+                tasks.append(ValueTask(key=key, seq=index, constraint=constraint, lead=lead))
         except ConstraintError as exc:
             return failed(str(exc))
         shared: list[int] = []
