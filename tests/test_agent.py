@@ -1,0 +1,265 @@
+"""The agent loop's control flow on a scripted model, with in-process MCP servers.
+
+Provisional and corrected execution, approvals, the result cache, the step bound, failed calls,
+large catalogs and the thermal back-off. The real model is in ``test_agent_e2e.py``.
+"""
+
+# ruff: noqa: E501 - test names are sentences
+
+from __future__ import annotations
+
+import threading
+from typing import Annotated, Any, Literal
+
+import anyio
+import pytest
+from mcp.server.mcpserver import MCPServer
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+from tools import android
+from weavehost import Host
+from weavehost.agent import Event, ResultCache, rank_tools, select_tools
+from weavehost.agent_model import (
+    ScriptedCall,
+    ScriptedModel,
+    _held_back,
+    common_prefix,
+    opener_position,
+)
+from weavehost.decode import ToolSchema
+from weavehost.executor import StaticApprover
+from weavehost.formats import ToolCall
+from weavehost.thermal import (
+    CRITICAL_PAUSE_S,
+    ThermalStatus,
+    backoff_for,
+    performance_cores,
+    read_thermal_status,
+    status_from_celsius,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+def weather_server(log: list[dict[str, Any]], started: threading.Event) -> MCPServer:
+    """A read-only weather tool that records each call and signals that one started."""
+    server = MCPServer("weather", log_level="WARNING")
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def get_current_weather(
+        city: Annotated[str, Field(description="City name.")],
+        units: Annotated[Literal["metric", "imperial"], Field(description="Units.")] = "metric",
+    ) -> str:
+        """Get the current weather in a city."""
+        log.append({"city": city, "units": units})
+        started.set()
+        return f"{city}: sunny, {'68 F' if units == 'imperial' else '20 C'}"
+
+    return server
+
+
+async def collect(host: Host, prompt: str) -> list[Event]:
+    with anyio.fail_after(10):
+        return [event async for event in host.run(prompt)]
+
+
+def of(events: list[Event], kind: str) -> list[Event]:
+    return [e for e in events if e.type == kind]
+
+
+OSLO = ToolCall("get_current_weather", {"city": "Oslo"})
+OSLO_F = ToolCall("get_current_weather", {"city": "Oslo", "units": "imperial"})
+
+
+async def test_a_trusted_read_only_call_starts_on_the_provisional_call_and_its_result_is_used() -> None:
+    log: list[dict[str, Any]] = []
+    started = threading.Event()
+    model = ScriptedModel([ScriptedCall(final=OSLO, provisional=OSLO, hold=started), "Sunny."])
+    async with Host(agent_model=model, inproc={"weather": weather_server(log, started)},
+                    trust=["weather"]) as host:  # fmt: skip
+        events = await collect(host, "Weather in Oslo?")
+    assert model.holds == [True]  # the tool had started before the final call was returned
+    assert log == [{"city": "Oslo", "units": "metric"}]  # run once, not again for the final call
+    assert [e["started"] for e in of(events, "provisional_call")] == [True]
+    assert of(events, "final_call")[0]["replaced"] is False
+    assert of(events, "tool_result")[0]["source"] == "provisional"
+    assert model.synced[-1][-1] == {"role": "tool", "name": "get_current_weather", "content": "Oslo: sunny, 20 C"}
+    assert of(events, "done")[0]["stop"] == "answer"
+
+
+async def test_an_untrusted_servers_read_only_call_waits_for_the_final_call_and_approval() -> None:
+    log: list[dict[str, Any]] = []
+    started = threading.Event()
+    approver = StaticApprover(True)
+    model = ScriptedModel([ScriptedCall(final=OSLO, provisional=OSLO), "Sunny."])
+    async with Host(agent_model=model, inproc={"weather": weather_server(log, started)},
+                    approver=approver) as host:  # fmt: skip
+        events = await collect(host, "Weather in Oslo?")
+    assert [e["started"] for e in of(events, "provisional_call")] == [False]
+    assert [r.spec.name for r in approver.seen] == ["get_current_weather"]
+    assert log == [{"city": "Oslo", "units": "metric"}]
+    assert of(events, "tool_result")[0]["source"] == "final"
+
+
+async def test_a_final_call_that_an_optional_argument_changed_replaces_the_provisional_one() -> None:
+    log: list[dict[str, Any]] = []
+    started = threading.Event()
+    model = ScriptedModel([ScriptedCall(final=OSLO_F, provisional=OSLO, hold=started), "68 F."])
+    async with Host(agent_model=model, inproc={"weather": weather_server(log, started)},
+                    trust=["weather"]) as host:  # fmt: skip
+        events = await collect(host, "Weather in Oslo in Fahrenheit?")
+    assert model.holds == [True]
+    assert log[0] == {"city": "Oslo", "units": "metric"}  # the provisional run happened...
+    assert log[-1] == {"city": "Oslo", "units": "imperial"}  # ...and the corrected call ran
+    assert of(events, "final_call")[0]["replaced"] is True
+    result = of(events, "tool_result")[0]
+    assert (result["source"], result["text"]) == ("final", "Oslo: sunny, 68 F")
+    shown = [m["content"] for m in model.synced[-1] if m["role"] == "tool"]
+    assert shown == ["Oslo: sunny, 68 F"]  # the provisional result never reached the model
+
+
+@pytest.mark.parametrize("answer", [False, True], ids=["denied", "approved"])
+async def test_a_message_sending_tool_never_starts_before_approval_and_never_runs_when_denied(answer: bool) -> None:
+    call = ToolCall("send_message", {"recipient": "Bob Okafor", "text": "hi"})
+    device = android.Device()
+    sent_at_approval: list[int] = []
+
+    class Recording(StaticApprover):
+        async def approve(self, request: Any) -> bool:
+            sent_at_approval.append(len(device.messages))
+            return await StaticApprover.approve(self, request)
+
+    model = ScriptedModel([ScriptedCall(final=call, provisional=call), "Done."])
+    async with Host(agent_model=model, inproc={"android": android.build_server(device)},
+                    trust=["android"], approver=Recording(answer)) as host:  # fmt: skip
+        events = await collect(host, "Text Bob hi")
+    assert [e["started"] for e in of(events, "provisional_call")] == [False]
+    assert sent_at_approval == [0]
+    assert of(events, "tool_result")[0]["status"] == ("ok" if answer else "denied")
+    assert len(device.messages) == (1 if answer else 0)
+
+
+async def test_an_identical_read_only_call_in_the_same_session_is_served_from_the_cache() -> None:
+    log: list[dict[str, Any]] = []
+    model = ScriptedModel([ScriptedCall(final=OSLO), "One.", ScriptedCall(final=OSLO), "Two."])
+    async with Host(agent_model=model, inproc={"weather": weather_server(log, threading.Event())},
+                    trust=["weather"]) as host:  # fmt: skip
+        session = host.session()
+        with anyio.fail_after(10):
+            first = [e async for e in session.run("Oslo?")]
+            second = [e async for e in session.run("Oslo again?")]
+    assert len(log) == 1
+    assert of(first, "tool_result")[0]["source"] == "final"
+    assert of(second, "tool_result")[0]["source"] == "cache"
+    assert of(second, "tool_result")[0]["text"] == "Oslo: sunny, 20 C"
+
+
+async def test_a_turn_that_hits_the_step_bound_says_so() -> None:
+    log: list[dict[str, Any]] = []
+    calls = [ScriptedCall(final=ToolCall("get_current_weather", {"city": c})) for c in "ABC"]
+    model = ScriptedModel(list(calls))
+    async with Host(agent_model=model, inproc={"weather": weather_server(log, threading.Event())},
+                    trust=["weather"], max_steps=2) as host:  # fmt: skip
+        events = await collect(host, "Weather everywhere")
+    assert len(log) == 2
+    assert of(events, "done")[0].data == {"stop": "max_steps", "steps": 2}
+    assert "step bound" in of(events, "notice")[-1]["text"]
+
+
+async def test_a_call_that_failed_to_decode_runs_nothing_and_ends_the_turn() -> None:
+    log: list[dict[str, Any]] = []
+    model = ScriptedModel([ScriptedCall(final=None, text="Let me check. ", error="truncated JSON")])
+    async with Host(agent_model=model, inproc={"weather": weather_server(log, threading.Event())},
+                    trust=["weather"]) as host:  # fmt: skip
+        events = await collect(host, "Oslo?")
+    assert log == []
+    assert of(events, "call_failed")[0]["error"] == "truncated JSON"
+    assert of(events, "done")[0]["stop"] == "call_failed"
+    assert "".join(e["text"] for e in of(events, "text")) == "Let me check. "
+
+
+async def test_a_large_catalog_offers_only_the_most_relevant_tools_and_says_so() -> None:
+    model = ScriptedModel(["ok"], n_ctx=600)
+    async with Host(agent_model=model, inproc={"android": android.build_server()}) as host:
+        events = await collect(host, "Send a message to Bob")
+    offered = model.offered[0]
+    assert "send_message" in offered and len(offered) < 10
+    assert "most relevant" in of(events, "notice")[0]["text"]
+
+
+# --------------------------------------------------------------------------- pure parts
+
+
+def tool(name: str, description: str) -> ToolSchema:
+    return ToolSchema(name, description, {"type": "object", "properties": {}})
+
+
+def test_tools_rank_by_words_shared_with_the_request_and_ties_keep_catalog_order() -> None:
+    tools = [tool("set_alarm", "Set an alarm"), tool("get_forecast", "Weather forecast for a city"),
+             tool("send_message", "Send a text message"), tool("open_app", "Open an app")]  # fmt: skip
+    ranked = [t.name for t in rank_tools(tools, "What is the weather forecast in Paris?")]
+    assert ranked == ["get_forecast", "set_alarm", "send_message", "open_app"]
+
+
+def test_select_tools_keeps_everything_under_budget_and_the_best_that_fit_over_it() -> None:
+    tools = [tool(f"tool_{i}", "x " * 40) for i in range(10)] + [tool("get_weather", "weather")]
+    every, total = select_tools(tools, "weather", budget_tokens=10_000, count_tokens=len)
+    assert every == tools
+    some, _ = select_tools(tools, "weather", budget_tokens=total // 4, count_tokens=len)
+    assert some[-1].name == "get_weather" and 1 < len(some) < len(tools)
+    one, _ = select_tools(tools, "weather", budget_tokens=1, count_tokens=len)
+    assert [t.name for t in one] == ["get_weather"]
+
+
+def test_the_result_cache_forgets_entries_past_their_age_and_beyond_its_size() -> None:
+    now = [0.0]
+    cache = ResultCache(max_entries=2, max_age_s=10, clock=lambda: now[0])
+    a, b, c = (ToolCall("f", {"x": i}) for i in range(3))
+    for call in (a, b):
+        cache.open(call)
+    assert cache.get(ToolCall("f", {"x": 0})) is not None  # canonical: a fresh equal object hits
+    cache.open(c)  # evicts b, the least recently used
+    assert cache.get(b) is None and cache.get(a) is not None
+    now[0] = 11.0
+    assert cache.get(a) is None and len(cache) == 1
+
+
+def test_prefix_helpers_find_the_opener_and_hold_back_what_could_become_it() -> None:
+    assert common_prefix([1, 2, 3], [1, 2, 4, 5]) == 2
+    assert common_prefix([1, 2], [1, 2, 3]) == 2
+    assert opener_position(b"Sure. <tool_call>[", b"<tool_call>", at_start_only=False) == 6
+    assert opener_position(b'  {"name"', b'{"name"', at_start_only=True) == 2
+    assert opener_position(b'Use {"name"', b'{"name"', at_start_only=True) == -1
+    assert _held_back(b"Sure. <tool", b"<tool_call>", at_start_only=False) == 5
+    assert _held_back(b"Sure.", b"<tool_call>", at_start_only=False) == 0
+
+
+def test_thermal_back_off_follows_the_seed_table() -> None:
+    assert backoff_for(None, 4, 256).threads == 4
+    assert backoff_for(ThermalStatus.LIGHT, 4, 256) == backoff_for(ThermalStatus.NONE, 4, 256)
+    moderate = backoff_for(ThermalStatus.MODERATE, 4, 256)
+    assert (moderate.threads, moderate.step_pause_s, moderate.max_tokens) == (2, 0.2, 128)
+    severe = backoff_for(ThermalStatus.SEVERE, 4, 256)
+    assert (severe.threads, severe.step_pause_s, severe.max_tokens) == (1, 0.5, 64)
+    critical = backoff_for(ThermalStatus.CRITICAL, 4, 256)
+    assert critical.paused and critical.step_pause_s == CRITICAL_PAUSE_S
+    assert [status_from_celsius(c) for c in (35, 55, 65, 75, 90)] == list(ThermalStatus)
+
+
+def test_performance_cores_leave_out_the_slowest_cluster_of_a_big_little_phone() -> None:
+    phone = {0: 1_800_000, 1: 1_800_000, 2: 2_400_000, 3: 2_400_000, 4: 3_000_000}
+    assert performance_cores(phone, set(phone)) == 3
+    assert performance_cores({0: 2_000_000, 1: 2_000_000}, {0, 1}) == 2
+    assert performance_cores({}, {0, 1, 2}) == 3
+
+
+def test_the_thermal_status_is_read_only_on_android(tmp_path: Any, monkeypatch: Any) -> None:
+    zone = tmp_path / "thermal_zone0"
+    zone.mkdir()
+    (zone / "temp").write_text("72000\n")
+    monkeypatch.delenv("ANDROID_ROOT", raising=False)
+    monkeypatch.delenv("TERMUX_VERSION", raising=False)
+    assert read_thermal_status(str(tmp_path)) is None
+    monkeypatch.setenv("TERMUX_VERSION", "0.118")
+    assert read_thermal_status(str(tmp_path)) == ThermalStatus.SEVERE

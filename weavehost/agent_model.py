@@ -1,0 +1,362 @@
+"""The agent's seam to "the model": the real engine-backed model and a scripted one for tests.
+
+Stage: agent (between the agent loop and the engine/decoder). The loop never touches llama.cpp
+itself; it asks an :class:`AgentModel` to
+
+1. :meth:`~AgentModel.sync` its resident conversation to a list of messages (prefilling only
+   what the KV cache lacks),
+2. :meth:`~AgentModel.free_decode` greedily until an end-of-generation token or the format's
+   call opener, streaming text,
+3. :meth:`~AgentModel.write_call` with a decoding strategy once the opener was seen.
+
+Every method is blocking and is called from a worker thread, one at a time (the loop holds the
+inference lock). Invariants of :class:`EngineModel`:
+
+* Sequence 0 always holds ``self.held``: the rendered conversation so far, then what the model
+  wrote after it. :meth:`sync` renders the whole conversation, keeps the longest common prefix
+  of the old and new tokens and prefills only the rest (``engine.stats.prefilled_tokens``
+  counts it), so a conversation is never re-prefilled.
+* When the opener appears in free text, sequence 0 is rolled back to the token that holds the
+  opener's first character; the text before it stays as assistant content, and the strategy
+  writes the whole call from the opener on (``forced=True``).
+* Text that could still become the opener is held back from the stream, so a call's opening
+  characters are never shown as assistant text.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from weavehost.decode import CallRequest, CallResult, DecodeStrategy, ToolSchema
+from weavehost.engine import Engine, EngineStats
+from weavehost.errors import AbortedError, ContextOverflowError
+from weavehost.formats import ModelFormat, ToolCall, tool_to_openai
+
+__all__ = [
+    "AgentModel",
+    "EngineModel",
+    "FreeText",
+    "ScriptedCall",
+    "ScriptedModel",
+    "SyncReport",
+    "common_prefix",
+    "opener_position",
+]
+
+TextSink = Callable[[str], None]
+ProvisionalSink = Callable[[ToolCall], None]
+
+
+@dataclass(frozen=True, slots=True)
+class SyncReport:
+    """What :meth:`AgentModel.sync` did: tokens the conversation has, reused and prefilled."""
+
+    total: int
+    reused: int
+    prefilled: int
+
+
+@dataclass(frozen=True, slots=True)
+class FreeText:
+    """Free decoding's outcome: the assistant text, and whether a call was opened after it."""
+
+    text: str
+    call: bool
+    stop: str  # "end" (end-of-generation token), "call" (opener seen), "max_tokens"
+    tokens: int = 0
+
+
+class AgentModel(Protocol):
+    """What the agent loop needs from a model. Blocking; called from one worker at a time."""
+
+    @property
+    def n_ctx(self) -> int: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def sync(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSchema]
+    ) -> SyncReport: ...
+
+    def free_decode(self, on_text: TextSink, max_tokens: int) -> FreeText: ...
+
+    def write_call(
+        self, tools: Sequence[ToolSchema], on_provisional: ProvisionalSink, max_tokens: int
+    ) -> CallResult: ...
+
+    def abort(self) -> None: ...
+
+    def clear_abort(self) -> None: ...
+
+    def stats(self) -> EngineStats: ...
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token lists."""
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+def opener_position(text: bytes, opener: bytes, *, at_start_only: bool) -> int:
+    """Where the opener begins in ``text`` (-1 if absent). ``at_start_only``: only after
+    leading whitespace (Llama 3's JSON call is the whole reply)."""
+    if at_start_only:
+        stripped = text.lstrip()
+        return len(text) - len(stripped) if stripped.startswith(opener) else -1
+    return text.find(opener)
+
+
+def _held_back(text: bytes, opener: bytes, *, at_start_only: bool) -> int:
+    """How many trailing bytes of ``text`` could still grow into the opener (not streamed)."""
+    if at_start_only:
+        stripped = text.lstrip()
+        return len(text) if opener.startswith(stripped) else 0
+    for size in range(min(len(opener) - 1, len(text)), 0, -1):
+        if opener.startswith(text[-size:]):
+            return size
+    return 0
+
+
+class EngineModel:
+    """The real model: one engine, one format, one strategy; sequence 0 holds the conversation."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        fmt: ModelFormat,
+        strategy: DecodeStrategy,
+        *,
+        chat_template: str | None = None,
+    ) -> None:
+        self.engine, self.format, self.strategy = engine, fmt, strategy
+        self.chat_template = chat_template
+        self.held: list[int] = []
+        self._opener = fmt.layout.opener.encode("utf-8")
+        # Llama 3 writes a call as the whole reply: its opener only counts at the start.
+        self._start_only = fmt.name == "llama3"
+
+    @property
+    def n_ctx(self) -> int:
+        return self.engine.n_ctx
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.engine.tokenize(text))
+
+    def stats(self) -> EngineStats:
+        return self.engine.stats.snapshot()
+
+    def abort(self) -> None:
+        self.engine.abort()
+
+    def clear_abort(self) -> None:
+        self.engine.clear_abort()
+
+    def render(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSchema]
+    ) -> list[int]:
+        offered = [tool_to_openai(t.name, t.description, t.parameters) for t in tools]
+        segments = self.format.render_prompt(messages, offered, chat_template=self.chat_template)
+        return self.engine.tokenize_segments(segments)
+
+    def sync(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSchema]
+    ) -> SyncReport:
+        engine = self.engine
+        tokens = self.render(messages, tools)
+        if len(tokens) >= engine.n_ctx:
+            raise ContextOverflowError(
+                f"the conversation takes {len(tokens)} tokens, more than the context size of "
+                f"{engine.n_ctx}; start a new session or raise the context size"
+            )
+        if engine.seq_len(0) != len(self.held):  # someone else used the context: trust nothing
+            engine.clear()
+            self.held = []
+        common = common_prefix(self.held, tokens)
+        # The last token is read again when nothing is new, so its next-token logits exist.
+        keep = min(common, len(tokens) - 1)
+        engine.drop(0, keep)
+        self.held = self.held[:keep]
+        try:
+            engine.prefill(0, tokens[keep:])
+        finally:
+            self.held = list(tokens[: engine.seq_len(0)])
+        return SyncReport(total=len(tokens), reused=keep, prefilled=len(tokens) - keep)
+
+    def free_decode(self, on_text: TextSink, max_tokens: int) -> FreeText:
+        engine = self.engine
+        start = engine.seq_len(0)
+        logits = engine.last_logits(0)
+        tokens: list[int] = []
+        offsets: list[int] = []
+        data = b""
+        shown = ""
+
+        def stream(upto: int) -> None:
+            nonlocal shown
+            text = data[:upto].decode("utf-8", errors="ignore")
+            if len(text) > len(shown):
+                on_text(text[len(shown) :])
+                shown = text
+
+        stop = "max_tokens"
+        for _ in range(max_tokens):
+            token = int(logits.argmax())
+            if engine.is_end_of_generation(token):
+                stop = "end"
+                break
+            offsets.append(len(data))
+            tokens.append(token)
+            data += engine.token_bytes(token)
+            at = opener_position(data, self._opener, at_start_only=self._start_only)
+            if at >= 0:
+                # Roll back to the token holding the opener's first byte; the strategy writes
+                # the call from there. The token before it is read again for its logits.
+                first = max(i for i, offset in enumerate(offsets) if offset <= at)
+                kept = tokens[:first]
+                if start + first < engine.seq_len(0):
+                    del self.held[start + first :]
+                    engine.drop(0, start + first)
+                    self._refeed_last()
+                stream(offsets[first])
+                text = data[: offsets[first]].decode("utf-8", errors="replace")
+                return FreeText(text=text, call=True, stop="call", tokens=len(kept))
+            logits = engine.decode_one(0, token)
+            self.held.append(token)
+            stream(len(data) - _held_back(data, self._opener, at_start_only=self._start_only))
+        stream(len(data))
+        return FreeText(
+            text=data.decode("utf-8", errors="replace"), call=False, stop=stop, tokens=len(tokens)
+        )
+
+    def _refeed_last(self) -> None:
+        last = self.held[-1]
+        self.engine.drop(0, len(self.held) - 1)
+        self.engine.prefill(0, [last])
+
+    def write_call(
+        self, tools: Sequence[ToolSchema], on_provisional: ProvisionalSink, max_tokens: int
+    ) -> CallResult:
+        result = self.strategy.run(
+            CallRequest(
+                engine=self.engine,
+                format=self.format,
+                tools=tools,
+                max_tokens=max_tokens,
+                on_provisional=on_provisional,
+                forced=True,
+            )
+        )
+        # Strategies leave sequence 0 holding the conversation plus the call they wrote (or
+        # nothing more when a constrained call failed).
+        if self.engine.seq_len(0) == len(self.held) + len(result.tokens):
+            self.held.extend(result.tokens)
+        else:  # a free-writing strategy that failed: what it wrote is unknown here
+            self.engine.drop(0, len(self.held))
+        return result
+
+
+# --------------------------------------------------------------------------- scripted
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedCall:
+    """A scripted call: text before it, the provisional call (if any) and the final call.
+
+    ``hold`` (when set) is waited on after the provisional call was handed over and before the
+    final call is returned, so a test can check that a tool started while the call was still
+    being written. ``error`` scripts a call that failed to decode.
+    """
+
+    final: ToolCall | None
+    provisional: ToolCall | None = None
+    text: str = ""
+    hold: threading.Event | None = None
+    error: str | None = None
+
+
+@dataclass
+class ScriptedModel:
+    """A model with a queue of replies (``str`` answers or :class:`ScriptedCall` s).
+
+    Records every conversation it was synced to (``synced``) and the tools offered each time.
+    When the queue runs dry it answers ``"(no more scripted replies)"``.
+    """
+
+    replies: list[str | ScriptedCall]
+    n_ctx: int = 4096
+    hold_timeout_s: float = 5.0
+    synced: list[list[dict[str, Any]]] = field(default_factory=list)
+    offered: list[list[str]] = field(default_factory=list)
+    holds: list[bool] = field(default_factory=list)  # whether each hold was released in time
+    _queue: deque[str | ScriptedCall] = field(init=False)
+    _pending: ScriptedCall | None = field(default=None, init=False)
+    _abort: threading.Event = field(default_factory=threading.Event, init=False)
+
+    def __post_init__(self) -> None:
+        self._queue = deque(self.replies)
+
+    def count_tokens(self, text: str) -> int:
+        return len(text) // 4 + 1
+
+    def stats(self) -> EngineStats:
+        return EngineStats()
+
+    def abort(self) -> None:
+        self._abort.set()
+
+    def clear_abort(self) -> None:
+        self._abort.clear()
+
+    def _check(self) -> None:
+        if self._abort.is_set():
+            raise AbortedError("decoding was stopped")
+
+    def sync(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSchema]
+    ) -> SyncReport:
+        self._check()
+        self.synced.append([dict(m) for m in messages])
+        self.offered.append([t.name for t in tools])
+        return SyncReport(total=len(messages), reused=0, prefilled=len(messages))
+
+    def free_decode(self, on_text: TextSink, max_tokens: int) -> FreeText:
+        self._check()
+        reply = self._queue.popleft() if self._queue else "(no more scripted replies)"
+        if isinstance(reply, str):
+            if reply:
+                on_text(reply)
+            return FreeText(text=reply, call=False, stop="end")
+        if reply.text:
+            on_text(reply.text)
+        self._pending = reply
+        return FreeText(text=reply.text, call=True, stop="call")
+
+    def write_call(
+        self, tools: Sequence[ToolSchema], on_provisional: ProvisionalSink, max_tokens: int
+    ) -> CallResult:
+        self._check()
+        script, self._pending = self._pending, None
+        assert script is not None, "write_call without a scripted call"
+        if script.provisional is not None:
+            on_provisional(script.provisional)
+        if script.hold is not None:
+            self.holds.append(script.hold.wait(self.hold_timeout_s))
+        self._check()
+        calls = [script.final] if script.final is not None else []
+        return CallResult(
+            strategy="scripted",
+            calls=calls,
+            provisional=script.provisional,
+            text="",
+            stats=EngineStats(),
+            tool_latency_s=0.0,
+            final_latency_s=0.0,
+            error=script.error if script.final is None else None,
+        )

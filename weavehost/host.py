@@ -1,0 +1,249 @@
+"""The embeddable host: servers, catalog, executor and the model, owned by one context manager.
+
+Stage: the top (what ``weavehost chat``/``run`` and other programs use)::
+
+    async with Host(servers=["tools/weather.py"], trust=["weather"]) as host:
+        async for event in host.run("What's the weather in Paris?"):
+            print(event.to_json())
+
+        session = host.session()                      # several turns, one resident conversation
+        async for event in session.run("And in Oslo?"):
+            ...
+
+Invariants:
+
+* Entering starts every server (:class:`~weavehost.servers.ServerPool`), lists their tools and
+  loads the model in a worker thread; leaving stops the servers (no orphans) and frees the model,
+  also when the body was cancelled (Ctrl-C).
+* :meth:`Host.abort` stops decoding between or inside passes and cancels everything running.
+* Events are yielded from a memory stream fed by a task in the host's task group, so a consumer
+  that stops iterating cancels its turn and nothing leaks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+from anyio import AsyncContextManagerMixin
+
+from weavehost.agent import DEFAULT_MAX_STEPS, Event, ModelLock, Session
+from weavehost.agent_model import AgentModel, EngineModel
+from weavehost.catalog import Catalog
+from weavehost.config import HostConfig, build_config
+from weavehost.executor import Approver, Executor
+from weavehost.servers import ServerPool
+from weavehost.thermal import Backoff, backoff_for, default_thread_count, read_thermal_status
+
+__all__ = ["DEFAULT_N_CTX", "Host", "HostSession"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_N_CTX = 4096
+
+
+class HostSession:
+    """A conversation of several turns; ``run(prompt)`` yields that turn's events."""
+
+    def __init__(self, host: Host, session: Session) -> None:
+        self._host, self.session = host, session
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return self.session.messages
+
+    async def run(self, prompt: str) -> AsyncIterator[Event]:
+        async for event in self._host._events(self.session, prompt):
+            yield event
+
+
+class Host(AsyncContextManagerMixin):
+    """MCP servers + catalog + executor + model. See the module docstring."""
+
+    def __init__(
+        self,
+        config: HostConfig | None = None,
+        *,
+        servers: Sequence[str] = (),
+        trust: Sequence[str] = (),
+        approval: str | None = None,
+        approver: Approver | None = None,
+        model: str | None = None,
+        format: str | None = None,  # noqa: A002 - the word users know
+        strategy: str = "weave",
+        threads: int | None = None,
+        n_ctx: int = DEFAULT_N_CTX,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        agent_model: AgentModel | None = None,
+        inproc: Mapping[str, Any] | None = None,
+        on_loading: Callable[[str], None] | None = None,
+    ) -> None:
+        base = config or HostConfig()
+        if servers or trust or approval:
+            extra = build_config(None, servers, trust=(), approval=approval)  # type: ignore[arg-type]
+            taken = {s.name for s in base.servers}
+            merged = base.servers + tuple(s for s in extra.servers if s.name not in taken)
+            names = {s.name for s in merged} | set(inproc or {})
+            unknown = [t for t in trust if t not in names]
+            if unknown:
+                from weavehost.errors import ConfigError
+
+                raise ConfigError(f"--trust {unknown[0]!r}: no such server")
+            base = HostConfig(
+                servers=merged,
+                model=base.model,
+                threads=base.threads,
+                trusted_servers=base.trusted_servers | frozenset(trust),
+                approval=extra.approval if approval else base.approval,
+                timeouts=base.timeouts,
+                limits=base.limits,
+                source=base.source,
+            )
+        self.config = base
+        self.approver = approver
+        self.model_path = model or base.model
+        self.format_name = format
+        self.strategy = strategy
+        self.threads = threads or base.threads
+        self.n_ctx = n_ctx
+        self.max_steps = max_steps
+        self.inproc = inproc
+        self.on_loading = on_loading
+        self.model: AgentModel | None = agent_model
+        self.pool: ServerPool | None = None
+        self.catalog: Catalog | None = None
+        self.executor: Executor | None = None
+        self.description: dict[str, Any] = {}
+        self._lock = ModelLock()
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    # ------------------------------------------------------------------ lifetime
+
+    @asynccontextmanager
+    async def __asynccontextmanager__(self) -> AsyncIterator[Host]:
+        from weavehost.decode import get_strategy
+
+        get_strategy(self.strategy)  # fail fast on a typo, before anything starts
+        with contextlib.ExitStack() as native:
+            try:
+                async with ServerPool(self.config, inproc=self.inproc) as pool:
+                    self.pool = pool
+                    self.catalog = await Catalog.load(pool)
+                    self.executor = Executor(pool, self.catalog, self.config, self.approver)
+                    if self.model is None:
+                        self.model = await self._load_model(native)
+                    async with anyio.create_task_group() as tg:
+                        self._tg = tg
+                        try:
+                            yield self
+                        finally:
+                            tg.cancel_scope.cancel()
+            finally:
+                self._tg = None
+                # Free the model in a worker, shielded: llama.cpp may still be finishing a pass.
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(native.close)
+
+    async def _load_model(self, native: contextlib.ExitStack) -> AgentModel:
+        from weavehost.decode import get_strategy
+        from weavehost.engine import Engine
+        from weavehost.formats import detect_format
+        from weavehost.gguf import read_metadata
+        from weavehost.models import resolve_model
+
+        choice = resolve_model(self.model_path)
+        metadata = read_metadata(choice.path, full_arrays=("tokenizer.ggml.tokens",))
+        detection = detect_format(metadata, self.format_name)
+        threads = self.threads or default_thread_count()
+        if self.on_loading:
+            self.on_loading(f"loading {choice.path.name} ({threads} threads)")
+
+        def load() -> Engine:
+            return native.enter_context(
+                Engine.open(choice.path, n_ctx=self.n_ctx, n_threads=threads)
+            )
+
+        engine = await anyio.to_thread.run_sync(load)
+        self.description = {
+            "model": str(choice.path),
+            "format": detection.format.name,
+            "strategy": self.strategy,
+            "threads": threads,
+            "n_ctx": engine.n_ctx,
+        }
+        return EngineModel(
+            engine,
+            detection.format,
+            get_strategy(self.strategy),
+            chat_template=metadata.chat_template,
+        )
+
+    # ------------------------------------------------------------------ conversations
+
+    def session(self, *, system: str | None = None, max_steps: int | None = None) -> HostSession:
+        """A new conversation (several turns)."""
+        if self.model is None or self.catalog is None or self.executor is None:
+            raise RuntimeError("use the Host inside 'async with'")
+        return HostSession(
+            self,
+            Session(
+                self.model,
+                self._lock,
+                self.catalog,
+                self.executor,
+                self.config,
+                max_steps=max_steps or self.max_steps,
+                system=system,
+                pacing=_thermal_pacing,
+            ),
+        )
+
+    async def run(self, prompt: str) -> AsyncIterator[Event]:
+        """One turn in a fresh conversation: yields its events."""
+        async for event in self.session().run(prompt):
+            yield event
+
+    def abort(self) -> None:
+        """Stop decoding (between or inside passes) and cancel every running turn and call."""
+        if self.model is not None:
+            self.model.abort()
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
+
+    async def _events(self, session: Session, prompt: str) -> AsyncIterator[Event]:
+        if self._tg is None:
+            raise RuntimeError("use the Host inside 'async with'")
+        send, receive = anyio.create_memory_object_stream[Event](math.inf)
+        scope = anyio.CancelScope()
+        failure: list[BaseException] = []
+
+        async def turn() -> None:
+            async with send:
+                with scope:
+                    try:
+                        await session.turn(prompt, send.send_nowait)
+                    except Exception as exc:  # handed to the consumer, in its own task
+                        failure.append(exc)
+
+        self._tg.start_soon(turn)
+        try:
+            async with receive:
+                async for event in receive:
+                    yield event
+        finally:
+            scope.cancel()
+        if failure:
+            raise failure[0]
+
+
+def _thermal_pacing(max_tokens: int) -> Backoff | None:
+    """Seed 003's back-off between agent steps, where the device's temperature is readable."""
+    status = read_thermal_status()
+    return None if status is None else backoff_for(status, 1, max_tokens)
