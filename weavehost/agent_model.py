@@ -26,7 +26,7 @@ inference lock). Invariants of :class:`EngineModel`:
 from __future__ import annotations
 
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -47,6 +47,7 @@ __all__ = [
     "opener_position",
 ]
 
+MAX_REMEMBERED_REPLIES = 64
 TextSink = Callable[[str], None]
 ProvisionalSink = Callable[[ToolCall], None]
 
@@ -138,6 +139,10 @@ class EngineModel:
         self.engine, self.format, self.strategy = engine, fmt, strategy
         self.chat_template = chat_template
         self.held: list[int] = []
+        # Replies as the model wrote them (text -> tokens): the history re-renders a reply as
+        # text, and its tokens are reused so the cache keeps exactly what the model wrote.
+        self._replies: OrderedDict[str, list[int]] = OrderedDict()
+        self._reply_start = 0
         self._opener = fmt.layout.opener.encode("utf-8")
         # Llama 3 writes a call as the whole reply: its opener only counts at the start.
         self._start_only = fmt.name == "llama3"
@@ -163,7 +168,21 @@ class EngineModel:
     ) -> list[int]:
         offered = [tool_to_openai(t.name, t.description, t.parameters) for t in tools]
         segments = self.format.render_prompt(messages, offered, chat_template=self.chat_template)
-        return self.engine.tokenize_segments(segments)
+        tokens: list[int] = []
+        for segment in segments:
+            written = None if segment.special else self._replies.get(segment.text)
+            if written is not None:
+                tokens.extend(written)
+            else:
+                tokens.extend(self.engine.tokenize(segment.text, special=segment.special))
+        return tokens
+
+    def _remember_reply(self) -> None:
+        tokens = self.held[self._reply_start :]
+        if tokens:
+            self._replies[self.engine.detokenize(tokens)] = list(tokens)
+            while len(self._replies) > MAX_REMEMBERED_REPLIES:
+                self._replies.popitem(last=False)
 
     def sync(
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSchema]
@@ -192,6 +211,7 @@ class EngineModel:
     def free_decode(self, on_text: TextSink, max_tokens: int) -> FreeText:
         engine = self.engine
         start = engine.seq_len(0)
+        self._reply_start = start
         logits = engine.last_logits(0)
         tokens: list[int] = []
         offsets: list[int] = []
@@ -231,6 +251,7 @@ class EngineModel:
             self.held.append(token)
             stream(len(data) - _held_back(data, self._opener, at_start_only=self._start_only))
         stream(len(data))
+        self._remember_reply()
         return FreeText(
             text=data.decode("utf-8", errors="replace"), call=False, stop=stop, tokens=len(tokens)
         )
@@ -257,6 +278,8 @@ class EngineModel:
         # nothing more when a constrained call failed).
         if self.engine.seq_len(0) == len(self.held) + len(result.tokens):
             self.held.extend(result.tokens)
+            if result.calls:
+                self._remember_reply()
         else:  # a free-writing strategy that failed: what it wrote is unknown here
             self.engine.drop(0, len(self.held))
         return result

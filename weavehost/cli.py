@@ -39,8 +39,10 @@ def handle_errors(func: F) -> F:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="weavehost")
 @click.option("-v", "--verbose", count=True, help="Log more (-v info, -vv debug, incl. llama.cpp).")
-def main(verbose: int) -> None:
+@click.pass_context
+def main(ctx: click.Context, verbose: int) -> None:
     """weavehost: an MCP host for on-device agents, with SchemaWeaver tool-call decoding."""
+    ctx.obj = {"verbose": verbose}
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
 
@@ -168,6 +170,120 @@ def calibrate(
     click.echo(f"stored in {path}")
 
 
+def agent_options(func: F) -> F:
+    """The options ``chat`` and ``run`` share."""
+    options = [
+        click.option("--server", "servers", multiple=True, metavar="PATH_OR_COMMAND_OR_URL",
+                     help="An MCP server: a .py file, a command line, or an http(s) URL. "
+                     "Repeatable."),
+        click.option("--config", "config_path", type=str, default=None,
+                     help="A host config (JSON)."),
+        click.option("--trust", multiple=True, metavar="SERVER",
+                     help="Trust this server: its read-only tools may run provisionally."),
+        click.option("--approval", type=click.Choice(["ask", "always", "never"]), default=None,
+                     help="Calls that need approval: ask (default), always, never."),
+        click.option("--model", "model", type=str, default=None, help="Path to a local GGUF file."),
+        click.option("--format", "format_name", type=str, default=None,
+                     help="Override the model format."),
+        click.option("--strategy", default="weave", show_default=True,
+                     help="How calls are written: weave, jump_forward, constrained, serial."),
+        click.option("--threads", type=int, default=None,
+                     help="Threads (default: the performance cores available)."),
+        click.option("--max-steps", type=click.IntRange(1, 100), default=6, show_default=True,
+                     help="Model steps per turn."),
+        click.option("--ctx", "n_ctx", type=click.IntRange(256, 131072), default=4096,
+                     show_default=True, help="Context size in tokens."),
+        click.option("--json", "as_json", is_flag=True,
+                     help="One JSON event per line: text, calls, results, timings."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _agent(ctx: click.Context, kw: dict[str, Any], body: Any) -> None:
+    import anyio
+
+    from weavehost.config import build_config
+    from weavehost.console import EventPrinter, TerminalApprover, run_agent
+    from weavehost.errors import ConfigError
+    from weavehost.host import Host
+
+    config = build_config(kw["config_path"], kw["servers"], trust=kw["trust"],
+                          approval=kw["approval"])  # fmt: skip
+    if not config.servers:
+        raise ConfigError("no servers: pass --server PATH_OR_COMMAND_OR_URL or --config FILE")
+    verbose = (ctx.obj or {}).get("verbose", 0)
+    printer = EventPrinter(as_json=kw["as_json"], verbose=verbose)
+    approver = TerminalApprover(interactive=sys.stdin.isatty() and sys.stderr.isatty())
+
+    def make_host(on_loading: Any) -> Host:
+        return Host(config, approver=approver, model=kw["model"], format=kw["format_name"],
+                    strategy=kw["strategy"], threads=kw["threads"], n_ctx=kw["n_ctx"],
+                    max_steps=kw["max_steps"], on_loading=on_loading)  # fmt: skip
+
+    try:
+        code = anyio.run(run_agent, make_host, body, printer)
+    except KeyboardInterrupt:  # Ctrl-C before our handler was installed
+        code = 130
+    if code:
+        click.echo("interrupted", err=True)
+        sys.exit(code)
+
+
+@main.command()
+@click.argument("prompt")
+@agent_options
+@click.pass_context
+@handle_errors
+def run(ctx: click.Context, prompt: str, **kw: Any) -> None:
+    """Answer one PROMPT with the tools of the given servers, then exit (for scripts)."""
+
+    async def body(host: Any, printer: Any) -> None:
+        async for event in host.run(prompt):
+            printer(event)
+        if not printer.as_json:
+            click.echo("")
+
+    _agent(ctx, kw, body)
+
+
+@main.command()
+@agent_options
+@click.pass_context
+@handle_errors
+def chat(ctx: click.Context, **kw: Any) -> None:
+    """Talk with the model and the tools of the given servers. /tools lists them, /exit quits."""
+    from weavehost.console import ask_line
+    from weavehost.executor import may_run_provisionally
+
+    async def body(host: Any, printer: Any) -> None:
+        session = host.session()
+        if not printer.as_json:
+            names = ", ".join(host.catalog.names) or "none"
+            click.echo(f"{host.description.get('model', 'model')} ready; tools: {names}. "
+                       "/tools lists them, /exit quits.", err=True)  # fmt: skip
+        while True:
+            line = await ask_line("you> ")
+            if line is None or line.strip() == "/exit":
+                return
+            if line.strip() == "/tools":
+                for spec in host.catalog:
+                    args = ", ".join([f"{a}*" for a in spec.required] + list(spec.optional))
+                    early = "provisional" if may_run_provisionally(spec) else "approval"
+                    click.echo(f"  {spec.qualified_name}({args})  [{spec.server}, {early}]",
+                               err=True)  # fmt: skip
+                continue
+            if not line.strip():
+                continue
+            async for event in session.run(line):
+                printer(event)
+            if not printer.as_json:
+                click.echo("")
+
+    _agent(ctx, kw, body)
+
+
 def _register_bench() -> None:
     from weavehost.bench.cli import bench
 
@@ -175,3 +291,7 @@ def _register_bench() -> None:
 
 
 _register_bench()
+
+
+if __name__ == "__main__":
+    main()

@@ -59,9 +59,8 @@ class HostSession:
     def messages(self) -> list[dict[str, Any]]:
         return self.session.messages
 
-    async def run(self, prompt: str) -> AsyncIterator[Event]:
-        async for event in self._host._events(self.session, prompt):
-            yield event
+    def run(self, prompt: str) -> AsyncIterator[Event]:
+        return self._host._events(self.session, prompt)
 
 
 class Host(AsyncContextManagerMixin):
@@ -205,10 +204,9 @@ class Host(AsyncContextManagerMixin):
             ),
         )
 
-    async def run(self, prompt: str) -> AsyncIterator[Event]:
+    def run(self, prompt: str) -> AsyncIterator[Event]:
         """One turn in a fresh conversation: yields its events."""
-        async for event in self.session().run(prompt):
-            yield event
+        return self.session().run(prompt)
 
     def abort(self) -> None:
         """Stop decoding (between or inside passes) and cancel every running turn and call."""
