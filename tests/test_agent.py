@@ -155,6 +155,19 @@ async def test_an_identical_read_only_call_in_the_same_session_is_served_from_th
     assert of(second, "tool_result")[0]["text"] == "Oslo: sunny, 20 C"
 
 
+async def test_a_call_repeated_in_the_same_turn_is_not_run_again_and_the_model_must_answer() -> None:
+    log: list[dict[str, Any]] = []
+    model = ScriptedModel([ScriptedCall(final=OSLO), ScriptedCall(final=OSLO), "Sunny, 20 C."])
+    async with Host(agent_model=model, inproc={"weather": weather_server(log, threading.Event())},
+                    trust=["weather"]) as host:  # fmt: skip
+        events = await collect(host, "Oslo?")
+    assert len(log) == 1 and len(of(events, "tool_result")) == 1
+    assert model.allowed_calls == [True, True, False]
+    assert "repeated get_current_weather" in of(events, "notice")[0]["text"]
+    assert of(events, "done")[0].data == {"stop": "answer", "steps": 3}
+    assert sum(1 for m in model.synced[-1] if m.get("tool_calls")) == 1  # the repeat was dropped
+
+
 async def test_a_turn_that_hits_the_step_bound_says_so() -> None:
     log: list[dict[str, Any]] = []
     calls = [ScriptedCall(final=ToolCall("get_current_weather", {"city": c})) for c in "ABC"]

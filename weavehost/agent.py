@@ -32,17 +32,18 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.abc
 import anyio.from_thread
 import anyio.to_thread
 
-from weavehost.agent_model import AgentModel
+from weavehost.agent_model import AgentModel, FreeText
 from weavehost.catalog import Catalog, ToolSpec
 from weavehost.config import HostConfig
 from weavehost.decode import ToolSchema
+from weavehost.errors import ConfigError
 from weavehost.executor import Executor, ToolResult, may_run_provisionally
 from weavehost.formats import ToolCall, tool_to_openai
 from weavehost.thermal import Backoff
@@ -54,11 +55,20 @@ __all__ = [
     "ModelLock",
     "ResultCache",
     "Session",
+    "TOOL_CHOICES",
+    "ToolChoice",
     "rank_tools",
     "select_tools",
 ]
 
 logger = logging.getLogger(__name__)
+
+ToolChoice = Literal["auto", "required"]
+"""``auto``: the model decides whether to call (a call begins when it writes the format's
+opener). ``required``: each turn's first step is a call, written by the strategy from the
+opener on; later steps are ``auto`` again, so a turn cannot loop on calls (the OpenAI Agents
+SDK resets ``tool_choice`` after a call for the same reason)."""
+TOOL_CHOICES: tuple[str, ...] = ("auto", "required")
 
 DEFAULT_MAX_STEPS = 6
 DEFAULT_FREE_TOKENS = 512  # free text per step
@@ -250,7 +260,13 @@ class Session:
         catalog_share: float = DEFAULT_CATALOG_SHARE,
         system: str | None = None,
         pacing: Callable[[int], Backoff | None] | None = None,
+        tool_choice: ToolChoice = "auto",
     ) -> None:
+        if tool_choice not in TOOL_CHOICES:
+            raise ConfigError(
+                f"tool choice must be one of {', '.join(TOOL_CHOICES)}, got {tool_choice!r}"
+            )
+        self.tool_choice = tool_choice
         self.model, self.lock, self.catalog, self.executor = model, lock, catalog, executor
         self.config = config
         self.max_steps, self.free_tokens, self.call_tokens = max_steps, free_tokens, call_tokens
@@ -285,6 +301,8 @@ class Session:
         """Run one user message to an answer (or the step bound), emitting events."""
         self.model.clear_abort()
         self.messages.append({"role": "user", "content": prompt})
+        self._turn_calls: set[str] = set()
+        self._answer_only = False
         tools, note = self.offered_tools(prompt)
         if note:
             logger.info("%s", note)
@@ -328,7 +346,14 @@ class Session:
             before = self.model.stats()
             synced = await self.lock.run(self.model.sync, self.messages, tools)
             self.prefilled.append(synced.prefilled)
-            free = await self.lock.run(self.model.free_decode, on_text, free_tokens)
+            if self.tool_choice == "required" and step == 1 and tools:
+                # The turn must start with a call: no free text, the strategy writes it now.
+                free = await self.lock.run(self.model.free_decode, on_text, 0)
+                free = FreeText(free.text, call=True, stop="call")
+            else:
+                free = await self.lock.run(
+                    self.model.free_decode, on_text, free_tokens, not self._answer_only
+                )
             result = None
             if free.call:
                 result = await self.lock.run(
@@ -365,6 +390,15 @@ class Session:
                                   "replaced": replaced}))  # fmt: skip
         if replaced:
             await self._discard(early)
+        if final.canonical() in self._turn_calls:
+            # A model that repeats a call whose result it already has would loop to the step
+            # bound (SmolLM2-135M does): drop the repeat and let it answer, calls not allowed.
+            await self._discard(early)
+            self._answer_only = True
+            emit(Event("notice", {"text": f"the model repeated {final.name} with the same "
+                                          "arguments; asking it to answer instead"}))  # fmt: skip
+            return None
+        self._turn_calls.add(final.canonical())
         self.messages.append(
             {
                 "role": "assistant",
@@ -392,13 +426,13 @@ class Session:
         """On the event loop: start a provisional call if the tool may run early."""
         spec = self._spec(call.name)
         allowed = spec is not None and may_run_provisionally(spec, self.config)
+        cached = allowed and self.cache.get(call) is not None
         emit(Event("provisional_call", {"name": call.name, "arguments": dict(call.arguments),
-                                        "started": allowed}))  # fmt: skip
-        if not allowed:
-            return
+                                        "started": allowed and not cached,
+                                        "cached": cached}))  # fmt: skip
+        if not allowed or cached:
+            return  # not allowed early, or already known or running: the final call awaits it
         early["call"] = call
-        if self.cache.get(call) is not None:
-            return  # already known or running: the final call will await it
         entry = self.cache.open(call)
         early["entry"] = entry
         tg.start_soon(self._run_entry, entry, True)
@@ -429,7 +463,7 @@ class Session:
         cacheable = spec is not None and may_run_provisionally(spec, self.config)
         if cacheable:
             entry = self.cache.get(final)
-            source = "provisional" if early.get("call") == final else "cache"
+            source = "provisional" if early.get("entry") is entry else "cache"
             if entry is None:
                 entry = self.cache.open(final)
                 source = "final"

@@ -31,6 +31,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numpy as np
+
 from weavehost.decode import CallRequest, CallResult, DecodeStrategy, ToolSchema
 from weavehost.engine import Engine, EngineStats
 from weavehost.errors import AbortedError, ContextOverflowError
@@ -83,7 +85,9 @@ class AgentModel(Protocol):
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSchema]
     ) -> SyncReport: ...
 
-    def free_decode(self, on_text: TextSink, max_tokens: int) -> FreeText: ...
+    def free_decode(
+        self, on_text: TextSink, max_tokens: int, allow_call: bool = True
+    ) -> FreeText: ...
 
     def write_call(
         self, tools: Sequence[ToolSchema], on_provisional: ProvisionalSink, max_tokens: int
@@ -208,7 +212,9 @@ class EngineModel:
             self.held = list(tokens[: engine.seq_len(0)])
         return SyncReport(total=len(tokens), reused=keep, prefilled=len(tokens) - keep)
 
-    def free_decode(self, on_text: TextSink, max_tokens: int) -> FreeText:
+    def free_decode(
+        self, on_text: TextSink, max_tokens: int, allow_call: bool = True
+    ) -> FreeText:
         engine = self.engine
         start = engine.seq_len(0)
         self._reply_start = start
@@ -217,6 +223,8 @@ class EngineModel:
         offsets: list[int] = []
         data = b""
         shown = ""
+        # With calls not allowed, a token that began the opener is banned at its position.
+        banned: dict[int, set[int]] = {}
 
         def stream(upto: int) -> None:
             nonlocal shown
@@ -226,7 +234,12 @@ class EngineModel:
                 shown = text
 
         stop = "max_tokens"
-        for _ in range(max_tokens):
+        steps = 0
+        while steps < max_tokens:
+            steps += 1
+            if len(tokens) in banned:
+                logits = logits.copy()
+                logits[list(banned[len(tokens)])] = -np.inf
             token = int(logits.argmax())
             if engine.is_end_of_generation(token):
                 stop = "end"
@@ -236,17 +249,22 @@ class EngineModel:
             data += engine.token_bytes(token)
             at = opener_position(data, self._opener, at_start_only=self._start_only)
             if at >= 0:
-                # Roll back to the token holding the opener's first byte; the strategy writes
-                # the call from there. The token before it is read again for its logits.
+                # Roll back to the token holding the opener's first byte. The token before it
+                # is read again for its next-token logits.
                 first = max(i for i, offset in enumerate(offsets) if offset <= at)
-                kept = tokens[:first]
                 if start + first < engine.seq_len(0):
                     del self.held[start + first :]
                     engine.drop(0, start + first)
                     self._refeed_last()
-                stream(offsets[first])
-                text = data[: offsets[first]].decode("utf-8", errors="replace")
-                return FreeText(text=text, call=True, stop="call", tokens=len(kept))
+                if allow_call:
+                    stream(offsets[first])
+                    text = data[: offsets[first]].decode("utf-8", errors="replace")
+                    return FreeText(text=text, call=True, stop="call", tokens=first)
+                banned.setdefault(first, set()).add(tokens[first])
+                data = data[: offsets[first]]
+                del tokens[first:], offsets[first:]
+                logits = engine.last_logits(0)
+                continue
             logits = engine.decode_one(0, token)
             self.held.append(token)
             stream(len(data) - _held_back(data, self._opener, at_start_only=self._start_only))
@@ -318,6 +336,7 @@ class ScriptedModel:
     synced: list[list[dict[str, Any]]] = field(default_factory=list)
     offered: list[list[str]] = field(default_factory=list)
     holds: list[bool] = field(default_factory=list)  # whether each hold was released in time
+    allowed_calls: list[bool] = field(default_factory=list)  # allow_call of each free decode
     _queue: deque[str | ScriptedCall] = field(init=False)
     _pending: ScriptedCall | None = field(default=None, init=False)
     _abort: threading.Event = field(default_factory=threading.Event, init=False)
@@ -349,9 +368,14 @@ class ScriptedModel:
         self.offered.append([t.name for t in tools])
         return SyncReport(total=len(messages), reused=0, prefilled=len(messages))
 
-    def free_decode(self, on_text: TextSink, max_tokens: int) -> FreeText:
+    def free_decode(
+        self, on_text: TextSink, max_tokens: int, allow_call: bool = True
+    ) -> FreeText:
         self._check()
+        self.allowed_calls.append(allow_call)
         reply = self._queue.popleft() if self._queue else "(no more scripted replies)"
+        if isinstance(reply, ScriptedCall) and not allow_call:
+            reply = reply.text or "(a call was not allowed)"
         if isinstance(reply, str):
             if reply:
                 on_text(reply)

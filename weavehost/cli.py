@@ -193,6 +193,9 @@ def agent_options(func: F) -> F:
                      help="Model steps per turn."),
         click.option("--ctx", "n_ctx", type=click.IntRange(256, 131072), default=4096,
                      show_default=True, help="Context size in tokens."),
+        click.option("--tool-choice", type=click.Choice(["auto", "required"]), default=None,
+                     help="auto: the model decides; required: each turn starts with a call "
+                     "(default: required on the embedded 135M model, auto otherwise)."),
         click.option("--json", "as_json", is_flag=True,
                      help="One JSON event per line: text, calls, results, timings."),
     ]  # fmt: skip
@@ -220,7 +223,8 @@ def _agent(ctx: click.Context, kw: dict[str, Any], body: Any) -> None:
     def make_host(on_loading: Any) -> Host:
         return Host(config, approver=approver, model=kw["model"], format=kw["format_name"],
                     strategy=kw["strategy"], threads=kw["threads"], n_ctx=kw["n_ctx"],
-                    max_steps=kw["max_steps"], on_loading=on_loading)  # fmt: skip
+                    max_steps=kw["max_steps"], on_loading=on_loading,
+                    tool_choice=kw["tool_choice"])  # fmt: skip
 
     try:
         code = anyio.run(run_agent, make_host, body, printer)

@@ -121,7 +121,8 @@ class EventPrinter:
 
     def _line(self, kind: str, data: Any) -> str | None:
         if kind == "provisional_call":
-            how = "started early" if data["started"] else "waits for the final call"
+            how = ("started early" if data["started"] else "result cached"
+                   if data.get("cached") else "waits for the final call")  # fmt: skip
             return f"  ⋯ provisional {_call_text(data)}  ({how})"
         if kind == "final_call":
             mark = "↻ replaced by" if data["replaced"] else "✓ final"

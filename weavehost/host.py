@@ -83,6 +83,7 @@ class Host(AsyncContextManagerMixin):
         agent_model: AgentModel | None = None,
         inproc: Mapping[str, Any] | None = None,
         on_loading: Callable[[str], None] | None = None,
+        tool_choice: str | None = None,
     ) -> None:
         base = config or HostConfig()
         if servers or trust or approval:
@@ -115,6 +116,9 @@ class Host(AsyncContextManagerMixin):
         self.max_steps = max_steps
         self.inproc = inproc
         self.on_loading = on_loading
+        # None: "required" on the embedded SmolLM2-135M (it almost never opens a call by
+        # itself), "auto" on any other model.
+        self.tool_choice = tool_choice
         self.model: AgentModel | None = agent_model
         self.pool: ServerPool | None = None
         self.catalog: Catalog | None = None
@@ -170,8 +174,11 @@ class Host(AsyncContextManagerMixin):
             )
 
         engine = await anyio.to_thread.run_sync(load)
+        if self.tool_choice is None:
+            self.tool_choice = "required" if choice.source == "embedded" else "auto"
         self.description = {
             "model": str(choice.path),
+            "tool_choice": self.tool_choice,
             "format": detection.format.name,
             "strategy": self.strategy,
             "threads": threads,
@@ -201,6 +208,7 @@ class Host(AsyncContextManagerMixin):
                 max_steps=max_steps or self.max_steps,
                 system=system,
                 pacing=_thermal_pacing,
+                tool_choice=self.tool_choice or "auto",  # type: ignore[arg-type]
             ),
         )
 
