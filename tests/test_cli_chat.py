@@ -1,0 +1,112 @@
+"""`weavehost run` and `weavehost chat` as a user runs them: real processes, real stdio servers,
+the embedded model. Includes Ctrl-C (SIGINT) mid-decode: exit 130 within 3 s, no server left."""
+
+# ruff: noqa: E501 - test names are sentences
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from weavehost.cli import main
+from weavehost.transport import group_alive
+
+ROOT = Path(__file__).resolve().parents[1]
+WEATHER = "tools/weather.py"
+BOUND_S = 90  # model load, server start and a couple of steps on a busy 2-core machine
+INTERRUPT_BOUND_S = 3.0
+
+
+def weavehost(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "weavehost.cli", *args],
+        cwd=ROOT, input=stdin, capture_output=True, text=True, timeout=BOUND_S,
+    )  # fmt: skip
+
+
+def events(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def test_run_without_servers_is_a_usage_error_with_exit_code_2() -> None:
+    result = CliRunner().invoke(main, ["run", "hello"])
+    assert result.exit_code == 2
+    assert "no servers" in result.output
+
+
+def test_run_with_an_unknown_strategy_fails_before_anything_starts() -> None:
+    result = weavehost("run", "hi", "--server", WEATHER, "--strategy", "psychic")
+    assert result.returncode == 2, result.stderr
+    assert "unknown strategy 'psychic'" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_run_json_prints_one_event_per_line_from_ready_to_done() -> None:
+    result = weavehost("run", "What is the weather in Paris?", "--server", WEATHER, "--trust",
+                       "weather", "--json", "--threads", "1", "--max-steps", "4")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    lines = events(result.stdout)
+    kinds = [e["type"] for e in lines]
+    assert kinds[0] == "ready" and kinds[-1] == "done"
+    assert lines[0]["format"] == "smollm2" and "get_current_weather" in lines[0]["tools"]
+    assert kinds.index("provisional_call") < kinds.index("final_call") < kinds.index("tool_result")
+    assert "timings" in kinds
+
+
+def test_chat_answers_lists_tools_and_exits_on_slash_exit() -> None:
+    result = weavehost("chat", "--server", WEATHER, "--trust", "weather", "--threads", "1",
+                       stdin="What is the weather in Paris?\n/tools\n/exit\n")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "provisional get_current_weather" in result.stderr
+    assert "✓ final get_current_weather" in result.stderr
+    assert "get_forecast(city*, days*, units)" in result.stderr  # /tools
+
+
+def test_ctrl_c_mid_decode_exits_130_within_3_seconds_and_leaves_no_server() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "weavehost.cli", "run", "Write a very long poem about the sea.",
+         "--server", WEATHER, "--json", "--threads", "1", "--max-steps", "1", "--tool-choice", "auto"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    server_pid = None
+    try:
+        selector = selectors.DefaultSelector()
+        selector.register(process.stdout, selectors.EVENT_READ)  # type: ignore[arg-type]
+        deadline = time.monotonic() + BOUND_S
+        decoding = False
+        while time.monotonic() < deadline and not decoding:
+            if not selector.select(timeout=deadline - time.monotonic()):
+                break
+            line = process.stdout.readline()  # type: ignore[union-attr]
+            if not line:
+                break
+            event = json.loads(line)
+            if event["type"] == "ready":
+                server_pid = event["servers"]["weather"]["pid"]
+            decoding = event["type"] == "text"
+        assert decoding, "the model never started writing text"
+        process.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        code = process.wait(timeout=10)
+        took = time.monotonic() - sent
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert code == 130, process.stderr.read()  # type: ignore[union-attr]
+    assert took < INTERRUPT_BOUND_S
+    assert server_pid is not None and not group_alive(server_pid)
+    try:
+        os.kill(server_pid, 0)
+        alive = True
+    except ProcessLookupError:
+        alive = False
+    assert not alive
