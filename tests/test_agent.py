@@ -276,3 +276,51 @@ def test_the_thermal_status_is_read_only_on_android(tmp_path: Any, monkeypatch: 
     assert read_thermal_status(str(tmp_path)) is None
     monkeypatch.setenv("TERMUX_VERSION", "0.118")
     assert read_thermal_status(str(tmp_path)) == ThermalStatus.SEVERE
+
+
+class CountingModel(ScriptedModel):
+    """Records how many model calls were ever in progress at once."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.inside, self.most = 0, 0
+        self.guard = threading.Lock()
+
+    def _enter(self, method: Any, *args: Any) -> Any:
+        with self.guard:
+            self.inside += 1
+            self.most = max(self.most, self.inside)
+        try:
+            return method(*args)
+        finally:
+            with self.guard:
+                self.inside -= 1
+
+    def sync(self, *args: Any) -> Any:
+        return self._enter(super().sync, *args)
+
+    def free_decode(self, *args: Any) -> Any:
+        return self._enter(super().free_decode, *args)
+
+    def write_call(self, *args: Any) -> Any:
+        return self._enter(super().write_call, *args)
+
+
+async def test_two_sessions_never_enter_the_model_at_once() -> None:
+    log: list[dict[str, Any]] = []
+    started = threading.Event()
+    model = CountingModel([ScriptedCall(final=OSLO, provisional=OSLO, hold=started), "A.", "B."])
+    async with Host(agent_model=model, inproc={"weather": weather_server(log, started)},
+                    trust=["weather"]) as host:  # fmt: skip
+        first, second = host.session(), host.session()
+
+        async def drain(session: Any, prompt: str) -> None:
+            async for _ in session.run(prompt):
+                pass
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(drain, first, "Oslo?")
+                tg.start_soon(drain, second, "Hello")
+    assert model.holds == [True]  # the first call was held open while the second turn waited
+    assert model.most == 1
