@@ -356,3 +356,40 @@ def test_a_call_that_cannot_finish_is_an_error_and_leaves_only_the_prompt(fresh_
     assert "within 4 tokens" in (result.error or "")
     assert engine.seq_len(0) == outcome.prompt_tokens
     assert all(engine.seq_len(seq) == 0 for seq in range(1, engine.n_seq_max))
+
+
+def test_a_value_too_long_to_decode_alone_falls_back_to_jump_forward(fresh_engine, monkeypatch):
+    import weavehost.decode.weave as weave_module
+
+    engine = fresh_engine
+    question, tool = CASES[3]  # a three-item list: more than two tokens
+    expected = run_case(engine, SMOLLM2, "jump_forward", _ask(question), [tool]).result
+    monkeypatch.setattr(weave_module, "VALUE_TOKEN_CAP", 2)
+    outcome = run_case(engine, SMOLLM2, "weave", _ask(question), [tool])
+    result = outcome.result
+    assert "fallback" in result.phases
+    assert result.error is None
+    assert result.calls == expected.calls
+    assert result.provisional is None
+    assert engine.seq_len(0) == outcome.prompt_tokens + len(result.tokens)
+
+
+def test_optional_arguments_start_from_the_held_back_last_token(fresh_engine):
+    """The closing quote of the last required value is not written back alone: the optional
+    grammar starts with it, so the model may write it fused with its decision (``",``)."""
+    engine = fresh_engine
+    city_only = ToolSchema(
+        "get_weather",
+        "Get the weather forecast for a city",
+        {**WEATHER.parameters, "required": ["city"]},
+    )
+    factory = constraints_for(engine)
+    constraint = factory.new(factory.grammars(SMOLLM2).optional(city_only.parameters, lead='"'))
+    assert constraint.forced() == []
+    allowed = {engine.token_bytes(int(t)) for t in np.flatnonzero(constraint.allowed())}
+    assert {b'"', b'",'} <= allowed
+
+    result = run_case(engine, SMOLLM2, "weave", _ask(CASES[0][0]), [city_only]).result
+    assert result.error is None
+    assert result.calls[0].arguments["city"] == "Paris"
+    assert engine.detokenize(result.tokens) == result.text

@@ -200,18 +200,20 @@ class GrammarBuilder:
         ends = " | ".join(self.text(c) for c in follow)
         return f"start: {self.text(lead)} value ({ends})\nvalue: {self.value_rule(schema)}\n"
 
-    def optional(self, parameters: Mapping[str, Any]) -> str:
-        """Lark for the rest of a call after its required arguments: optional ones, the tail."""
+    def optional(self, parameters: Mapping[str, Any], lead: str = "") -> str:
+        """Lark for ``lead`` (the last written characters, which may fuse with what follows:
+        ``"`` + ``,`` is one token ``",``), then the optional arguments, then the tail."""
         schema = ordered_parameters(parameters)
         props = schema["properties"]
         required = [k for k in schema.get("required", []) if k in props]
         optional = [k for k in props if k not in required]
+        start = f"start: {self.text(lead)} " if lead else "start: "
         tail = self.text(self.fmt.layout.tail)
         if not optional:
-            return f"start: {tail}\n"
+            return f"{start}{tail}\n"
         if required:
-            return f"start: {self._optional_tail(props, optional)} {tail}\n"
-        return f"start: ({self._optional_chain(props, optional)})? {tail}\n"
+            return f"{start}{self._optional_tail(props, optional)} {tail}\n"
+        return f"{start}({self._optional_chain(props, optional)})? {tail}\n"
 
 
 def _gemma_literal(value: Any) -> str:

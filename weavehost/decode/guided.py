@@ -95,6 +95,7 @@ class _WholeCallStrategy:
         factory = constraints_for(engine)  # built once per engine, not part of a call's cost
         before = engine.stats.snapshot()
         prompt_len = engine.seq_len(0)
+        prompt_logits = engine.last_logits(0)
         started = time.perf_counter()
         try:
             grammar = factory.grammars(fmt).call([(t.name, t.parameters) for t in request.tools])
@@ -115,7 +116,8 @@ class _WholeCallStrategy:
             except FormatError as exc:
                 error = str(exc)
         if error is not None:
-            engine.drop(0, prompt_len)  # a failed call leaves no trace in the conversation
+            # A failed call leaves no trace in the conversation.
+            engine.drop(0, prompt_len, next_logits=prompt_logits)
         return CallResult(
             strategy=self.name,
             calls=calls,

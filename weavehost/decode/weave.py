@@ -25,19 +25,25 @@ provisional call when the final call equals it, otherwise the final call.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 
 from weavehost.constrain import constraints_for
 from weavehost.decode.base import CallRequest, CallResult, ToolSchema
-from weavehost.decode.guided import guided_decode
+from weavehost.decode.guided import JumpForwardStrategy, guided_decode
 from weavehost.decode.padding import PaddingPlan, load_plan
 from weavehost.decode.values import ValueTask, decode_values, prefill_skeleton
 from weavehost.engine import Engine
 from weavehost.errors import ConstraintError, FormatError
 from weavehost.formats.base import ModelFormat, ToolCall
 
-__all__ = ["WeaveStrategy", "tokenize_call_text"]
+__all__ = ["VALUE_TOKEN_CAP", "WeaveStrategy", "tokenize_call_text"]
+
+logger = logging.getLogger(__name__)
+
+# The most tokens one value may take in parallel before the call falls back to jump_forward.
+VALUE_TOKEN_CAP = 96
 
 
 def tokenize_call_text(engine: Engine, parts: Sequence[tuple[str, bool]]) -> list[int]:
@@ -83,6 +89,7 @@ class WeaveStrategy:
         factory = constraints_for(engine)  # built once per engine, not part of a call's cost
         before = engine.stats.snapshot()
         prompt_len = engine.seq_len(0)
+        prompt_logits = engine.last_logits(0)
         started = time.perf_counter()
         phases: dict[str, float] = {}
         clock = started
@@ -98,7 +105,8 @@ class WeaveStrategy:
             for task_seq in range(1, engine.n_seq_max):
                 if engine.seq_len(task_seq):
                     engine.drop(task_seq, 0)
-            engine.drop(0, prompt_len)  # a failed call leaves no trace in the conversation
+            # A failed call leaves no trace in the conversation.
+            engine.drop(0, prompt_len, next_logits=prompt_logits)
             return CallResult(
                 self.name, [], None, text, engine.stats.since(before), elapsed, elapsed,
                 phases, error, [],
@@ -143,12 +151,24 @@ class WeaveStrategy:
                 tasks,
                 plan=self.plan_for(engine),
                 scratch_seq=engine.n_seq_max - 1,
-                max_tokens=request.max_tokens,
+                max_tokens=min(request.max_tokens, VALUE_TOKEN_CAP),
             )
             lap("values")
-            broken = [task.error for task in tasks if task.error]
+            broken = [str(task.error) for task in tasks if task.error]
             if broken:
-                return failed("; ".join(str(b) for b in broken))
+                # A value that cannot be decoded alone (too long, or a model that rambles
+                # without the other values in view) is decoded again with the whole call in
+                # view: the same call jump_forward would write, at its cost plus what was spent.
+                logger.info("weave falls back to jump_forward: %s", "; ".join(broken))
+                failed("; ".join(broken))
+                fallback = JumpForwardStrategy().run(request)
+                elapsed = time.perf_counter() - started
+                phases["fallback"] = fallback.final_latency_s
+                return CallResult(
+                    self.name, fallback.calls, None, fallback.text,
+                    engine.stats.since(before), elapsed, elapsed, phases, fallback.error,
+                    fallback.tokens,
+                )
 
         # 4. Provisional call.
         pairs: list[tuple[str, bool]] = []
@@ -181,7 +201,11 @@ class WeaveStrategy:
         if not has_optional:
             parts.append((fmt.layout.tail, True))
         writeback = tokenize_call_text(engine, parts)
-        engine.prefill(0, writeback, logits_last=has_optional)
+        lead = ""
+        if has_optional:
+            held, writeback, lead = _hold_back_last_token(engine, held, writeback, required_text)
+        if writeback:
+            engine.prefill(0, writeback, logits_last=has_optional)
         call_tokens = held + writeback
         lap("writeback")
 
@@ -192,14 +216,14 @@ class WeaveStrategy:
             try:
                 rest = guided_decode(
                     engine,
-                    factory.new(grammars.optional(schema)),
+                    factory.new(grammars.optional(schema, lead=lead)),
                     jump_forward=True,
                     max_tokens=request.max_tokens,
                 )
             except ConstraintError as exc:
                 return failed(str(exc), required_text)
             call_tokens += rest.tokens
-            final_text = required_text + rest.text
+            final_text = required_text[: len(required_text) - len(lead)] + rest.text
             final_at = rest.completed_at
             lap("optional")
             if rest.error:
@@ -257,6 +281,31 @@ class WeaveStrategy:
             tokens.pop()
             text = engine.detokenize(tokens)
         return tool, text, tokens
+
+
+def _hold_back_last_token(
+    engine: Engine, held: list[int], writeback: list[int], text: str
+) -> tuple[list[int], list[int], str]:
+    """Take the call's last token back from the write-back (or from sequence 0).
+
+    It ends the last value (a closing quote, say), and the model would fuse it with its
+    decision about optional arguments (``",`` or ``"}`` are single tokens): the optional
+    grammar starts with its text instead, so the model writes that token itself. Sequence 0
+    must keep logits for its next token; held tokens are taken back until it has them.
+    """
+    back: list[int] = []
+    if writeback:
+        back, writeback = writeback[-1:], writeback[:-1]
+    elif held:
+        back = [held.pop()]
+        engine.drop(0, engine.seq_len(0) - 1)
+    while not writeback and held and not engine.has_next_logits(0):
+        back.insert(0, held.pop())
+        engine.drop(0, engine.seq_len(0) - 1)
+    lead = engine.detokenize(back)
+    if not back or not text.endswith(lead):
+        return held, writeback + back, ""  # a split character: write it back after all
+    return held, writeback, lead
 
 
 def _keep_consistent(engine: Engine, held: list[int], text: str) -> list[int]:

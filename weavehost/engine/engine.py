@@ -299,8 +299,12 @@ class Engine:
             else:
                 self._next_logits.pop(dst, None)
 
-    def drop(self, seq: int, from_pos: int = 0) -> None:
-        """Remove sequence ``seq``'s tokens from position ``from_pos`` on."""
+    def drop(self, seq: int, from_pos: int = 0, *, next_logits: np.ndarray | None = None) -> None:
+        """Remove sequence ``seq``'s tokens from position ``from_pos`` on.
+
+        ``next_logits``: the logits that predicted the token at ``from_pos``, if the caller kept
+        them (rolling back to a point it saw); they become the sequence's next-token logits.
+        """
         self._check_seq(seq)
         from_pos = max(0, min(from_pos, self.seq_len(seq)))
         with self._lock:
@@ -309,6 +313,8 @@ class Engine:
             if from_pos < self.seq_len(seq):
                 self._next_logits.pop(seq, None)
             self._lengths[seq] = from_pos
+            if next_logits is not None:
+                self._next_logits[seq] = next_logits
 
     def clear(self) -> None:
         """Empty the whole KV cache."""
@@ -396,6 +402,10 @@ class Engine:
                         self._next_logits.pop(seq, None)
         self._count(rows, elapsed)
         return out
+
+    def has_next_logits(self, seq: int) -> bool:
+        """Whether :meth:`last_logits` has logits for ``seq``'s next token."""
+        return seq in self._next_logits
 
     def last_logits(self, seq: int) -> np.ndarray:
         """The logits predicting ``seq``'s next token, from the pass that added its last token."""
