@@ -33,6 +33,7 @@ from weavehost.errors import FormatError
 
 __all__ = [
     "CallLayout",
+    "LayoutCalls",
     "ModelFormat",
     "Segment",
     "ToolCall",
@@ -134,6 +135,13 @@ def tool_to_openai(name: str, description: str, parameters: Mapping[str, Any]) -
         "type": "function",
         "function": {"name": name, "description": description, "parameters": dict(parameters)},
     }
+
+
+class LayoutCalls:
+    """Mixin for formats: a call is written from the format's layout and value encoding."""
+
+    def render_call(self, call: ToolCall) -> str:
+        return render_call_from_layout(self, call)  # type: ignore[arg-type]
 
 
 def render_call_from_layout(fmt: ModelFormat, call: ToolCall) -> str:

@@ -16,9 +16,9 @@ from typing import Any
 from weavehost.errors import FormatError
 from weavehost.formats.base import (
     CallLayout,
+    LayoutCalls,
     Segment,
     ToolCall,
-    render_call_from_layout,
     render_chat_template,
 )
 
@@ -127,7 +127,7 @@ class _ValueParser:
         return out
 
 
-class FunctionGemmaFormat:
+class FunctionGemmaFormat(LayoutCalls):
     name = "functiongemma"
     description = "FunctionGemma: <start_function_call>call:name{key:<escape>value<escape>}"
     layout = CallLayout(
@@ -159,9 +159,6 @@ class FunctionGemmaFormat:
 
     def encode_value(self, value: Any) -> str:
         return encode_gemma_value(value)
-
-    def render_call(self, call: ToolCall) -> str:
-        return render_call_from_layout(self, call)
 
     def parse_calls(self, text: str) -> list[ToolCall]:
         if text.count("<start_function_call>") != len(_CALL_RE.findall(text)):

@@ -13,12 +13,19 @@ from typing import Any
 from weavehost.errors import FormatError
 from weavehost.formats.base import ToolCall
 
-__all__ = ["call_from_object", "decode_json_values", "encode_json_value"]
+__all__ = ["JsonValues", "call_from_object", "decode_json_values", "encode_json_value"]
 
 
 def encode_json_value(value: Any) -> str:
     """A value as the JSON formats write it (the spacing of Python's and Jinja's ``tojson``)."""
     return json.dumps(value, ensure_ascii=False)
+
+
+class JsonValues:
+    """Mixin for the JSON formats: values are written as JSON."""
+
+    def encode_value(self, value: Any) -> str:
+        return encode_json_value(value)
 
 
 def call_from_object(obj: Any, arguments_key: str) -> ToolCall:

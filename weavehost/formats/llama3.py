@@ -14,12 +14,12 @@ from typing import Any
 from weavehost.errors import FormatError
 from weavehost.formats.base import (
     CallLayout,
+    LayoutCalls,
     Segment,
     ToolCall,
-    render_call_from_layout,
     render_chat_template,
 )
-from weavehost.formats.jsoncalls import call_from_object, decode_json_values, encode_json_value
+from weavehost.formats.jsoncalls import JsonValues, call_from_object, decode_json_values
 
 __all__ = ["LLAMA3"]
 
@@ -62,7 +62,7 @@ value}. Do not use variables.
 {% endif %}"""
 
 
-class Llama3Format:
+class Llama3Format(JsonValues, LayoutCalls):
     name = "llama3"
     description = 'Llama 3.2 JSON: {"name": ..., "parameters": {...}}'
     layout = CallLayout(
@@ -91,12 +91,6 @@ class Llama3Format:
             bos_token="<|begin_of_text|>",
             extra={"tools_in_user_message": True, "date_string": "26 Jul 2024"},
         )
-
-    def encode_value(self, value: Any) -> str:
-        return encode_json_value(value)
-
-    def render_call(self, call: ToolCall) -> str:
-        return render_call_from_layout(self, call)
 
     def parse_calls(self, text: str) -> list[ToolCall]:
         body = text.replace("<|python_tag|>", "").replace("<|eot_id|>", "").replace("<|eom_id|>", "")

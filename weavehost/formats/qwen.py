@@ -14,12 +14,12 @@ from typing import Any
 from weavehost.errors import FormatError
 from weavehost.formats.base import (
     CallLayout,
+    LayoutCalls,
     Segment,
     ToolCall,
-    render_call_from_layout,
     render_chat_template,
 )
-from weavehost.formats.jsoncalls import call_from_object, decode_json_values, encode_json_value
+from weavehost.formats.jsoncalls import JsonValues, call_from_object, decode_json_values
 
 __all__ = ["QWEN"]
 
@@ -70,7 +70,7 @@ For each function call, return a json object with function name and arguments wi
 _BLOCK_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
 
-class QwenFormat:
+class QwenFormat(JsonValues, LayoutCalls):
     name = "qwen"
     description = 'Qwen/Hermes: <tool_call>{"name": ..., "arguments": {...}}</tool_call>'
     layout = CallLayout(
@@ -97,12 +97,6 @@ class QwenFormat:
             tools,
             add_generation_prompt=add_generation_prompt,
         )
-
-    def encode_value(self, value: Any) -> str:
-        return encode_json_value(value)
-
-    def render_call(self, call: ToolCall) -> str:
-        return render_call_from_layout(self, call)
 
     def parse_calls(self, text: str) -> list[ToolCall]:
         if "<tool_call>" in text and text.count("<tool_call>") != len(_BLOCK_RE.findall(text)):

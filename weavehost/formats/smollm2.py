@@ -16,13 +16,13 @@ from typing import Any
 from weavehost.errors import FormatError
 from weavehost.formats.base import (
     CallLayout,
+    LayoutCalls,
     Segment,
     ToolCall,
     merge_segments,
-    render_call_from_layout,
     render_chat_template,
 )
-from weavehost.formats.jsoncalls import call_from_object, decode_json_values, encode_json_value
+from weavehost.formats.jsoncalls import JsonValues, call_from_object, decode_json_values
 
 __all__ = ["SMOLLM2"]
 
@@ -52,7 +52,7 @@ _SYSTEM_TAIL = (
 _BLOCK_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
 
-class SmolLM2Format:
+class SmolLM2Format(JsonValues, LayoutCalls):
     name = "smollm2"
     description = 'SmolLM2: <tool_call>[{"name": ..., "arguments": {...}}]</tool_call>'
     layout = CallLayout(
@@ -114,12 +114,6 @@ class SmolLM2Format:
             else:
                 out.append(segment)
         return merge_segments(out)
-
-    def encode_value(self, value: Any) -> str:
-        return encode_json_value(value)
-
-    def render_call(self, call: ToolCall) -> str:
-        return render_call_from_layout(self, call)
 
     def parse_calls(self, text: str) -> list[ToolCall]:
         if "<tool_call>" in text and text.count("<tool_call>") != len(_BLOCK_RE.findall(text)):
