@@ -185,3 +185,8 @@ def test_a_bad_answer_line_is_a_bench_error_naming_file_and_line(tmp_path):
     )
     with pytest.raises(BenchError, match=rf"{path}:2: accepted values of f.x must be a list"):
         load_answers(path)
+
+
+def test_an_invalid_bfcl_schema_is_a_bench_error_naming_the_function():
+    with pytest.raises(BenchError, match="broken_tool"):
+        normalize_bfcl_schema({"type": "dict", "properties": {"x": {"type": 5}}}, "broken_tool")

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from weavehost.catalog import normalize_schema
 from weavehost.decode.base import ToolSchema
-from weavehost.errors import BenchError
+from weavehost.errors import BenchError, SchemaError
 
 __all__ = [
     "AnswerSet",
@@ -38,26 +39,6 @@ __all__ = [
 
 # BFCL's type spellings (Python-flavoured) and their JSON Schema names. ``any`` has none: it
 # constrains nothing, so the type is dropped.
-BFCL_TYPES: dict[str, str | None] = {
-    "dict": "object",
-    "float": "number",
-    "tuple": "array",
-    "any": None,
-    "integer": "integer",
-    "int": "integer",
-    "boolean": "boolean",
-    "bool": "boolean",
-    "string": "string",
-    "str": "string",
-    "array": "array",
-    "list": "array",
-    "object": "object",
-    "number": "number",
-    "null": "null",
-}
-# Keys BFCL writes that JSON Schema does not have.
-_BFCL_ONLY_KEYS = frozenset({"optional"})
-_SUBSCHEMA_LIST_KEYS = ("anyOf", "oneOf", "allOf", "prefixItems")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,60 +59,36 @@ class AnswerSet:
     ground_truth: tuple[Mapping[str, Mapping[str, list[Any]]], ...]
 
 
-def normalize_bfcl_schema(schema: Any) -> Any:
+def normalize_bfcl_schema(schema: Any, where: str = "schema") -> dict[str, Any]:
     """A BFCL parameter schema as plain JSON Schema.
 
-    ``dict``→``object``, ``float``→``number``, ``tuple``→``array``, ``any``→no ``type``;
-    ``"optional": true`` on a property takes it out of its object's ``required``; a ``required``
-    entry naming no property is dropped. Everything else (``enum``, ``default``, ``format``,
-    ``description``, bounds) is kept. The input is not changed.
+    BFCL's own ``"optional": true`` on a property takes it out of its object's ``required``
+    (and a ``required`` entry naming no property is dropped); everything else — ``dict`` →
+    ``object``, ``float`` → ``number``, ``tuple`` → ``array``, ``any`` → no constraint, local
+    ``$ref``, size and depth caps — is the catalog's :func:`~weavehost.catalog.normalize_schema`,
+    the same normalisation every MCP tool gets. The input is not changed.
     """
+    try:
+        return normalize_schema(_without_optional_flags(schema), where=where)
+    except SchemaError as exc:
+        raise BenchError(str(exc)) from exc
+
+
+def _without_optional_flags(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_without_optional_flags(item) for item in schema]
     if not isinstance(schema, Mapping):
         return schema
-    out: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key in _BFCL_ONLY_KEYS:
-            continue
-        if key == "type":
-            converted = _convert_type(value)
-            if converted is not None:
-                out["type"] = converted
-        elif key == "properties" and isinstance(value, Mapping):
-            out["properties"] = {name: normalize_bfcl_schema(sub) for name, sub in value.items()}
-        elif key in ("items", "additionalProperties", "not") and isinstance(value, Mapping):
-            out[key] = normalize_bfcl_schema(value)
-        elif key in _SUBSCHEMA_LIST_KEYS and isinstance(value, list):
-            out[key] = [normalize_bfcl_schema(sub) for sub in value]
-        else:
-            out[key] = value
-    properties = out.get("properties")
-    if isinstance(properties, Mapping):
+    out = {k: _without_optional_flags(v) for k, v in schema.items() if k != "optional"}
+    properties = schema.get("properties")
+    if isinstance(properties, Mapping) and isinstance(out.get("required"), list):
         optional = {
             name
-            for name, sub in schema["properties"].items()
+            for name, sub in properties.items()
             if isinstance(sub, Mapping) and sub.get("optional") is True
         }
-        required = out.get("required")
-        if isinstance(required, list):
-            out["required"] = [
-                name for name in required if name in properties and name not in optional
-            ]
-        if "type" not in out and "type" not in schema:
-            out["type"] = "object"
+        out["required"] = [n for n in out["required"] if n in properties and n not in optional]
     return out
-
-
-def _convert_type(value: Any) -> Any:
-    if isinstance(value, str):
-        if value not in BFCL_TYPES:
-            return value  # an unknown name is kept; the decoder's constraint will say so
-        return BFCL_TYPES[value]
-    if isinstance(value, list):
-        converted = [_convert_type(item) for item in value]
-        if None in converted:  # one member is "any": the union constrains nothing
-            return None
-        return list(dict.fromkeys(converted))
-    return value
 
 
 def _read_json_lines(path: Path, what: str) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -196,7 +153,7 @@ def _tool(function: Any, where: str) -> ToolSchema:
         raise BenchError(f"{where}: the properties of {name!r} must be an object")
     if not isinstance(parameters.get("required", []), list):
         raise BenchError(f"{where}: 'required' of {name!r} must be a list")
-    normalized = normalize_bfcl_schema(parameters)
+    normalized = normalize_bfcl_schema(parameters, where=f"{where}: {name}")
     normalized.setdefault("properties", {})
     normalized["type"] = "object"
     return ToolSchema(name=name, description=description, parameters=normalized)
@@ -250,8 +207,9 @@ def _ground_truth(value: Any, where: str) -> tuple[Mapping[str, Mapping[str, lis
             raise BenchError(f"{where}: each ground-truth call must be {{func_name: {{...}}}}")
         ((name, params),) = call.items()
         if not isinstance(params, Mapping):
-            raise BenchError(f"{where}: the parameters of ground-truth call {name!r} must be "
-                             "an object")
+            raise BenchError(
+                f"{where}: the parameters of ground-truth call {name!r} must be an object"
+            )
         for param, accepted in params.items():
             if not isinstance(accepted, list):
                 raise BenchError(f"{where}: accepted values of {name}.{param} must be a list")
@@ -273,4 +231,3 @@ def load_answers(path: str | Path) -> dict[str, AnswerSet]:
         truth = _ground_truth(record["ground_truth"], where)
         answers[str(case_id)] = AnswerSet(str(case_id), truth)
     return answers
-
