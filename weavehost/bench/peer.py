@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from weavehost.decode import CaseOutcome
-from weavehost.decode.base import CallResult, ToolSchema
+from weavehost.decode.base import CallResult, ToolSchema, read_calls
 from weavehost.engine import EngineStats
 from weavehost.errors import (
     ConstraintError,
@@ -228,11 +228,7 @@ class LlamaCppPythonPeer:
         if choice.get("finish_reason") == "length":
             error = f"the call was cut at max_tokens={budget}"
         else:
-            try:
-                calls = fmt.parse_calls(text)
-                error = None if calls else "the peer wrote no tool call"
-            except FormatError as exc:
-                error = str(exc)
+            calls, error = read_calls(fmt, text, "the peer")
         result = CallResult(
             strategy=self.name,
             calls=calls,

@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from weavehost.engine import Engine, EngineStats
+from weavehost.errors import FormatError
 from weavehost.formats.base import ModelFormat, ToolCall
 
-__all__ = ["CallRequest", "CallResult", "DecodeStrategy", "ToolSchema"]
+__all__ = ["CallRequest", "CallResult", "DecodeStrategy", "ToolSchema", "read_calls"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,3 +93,14 @@ class DecodeStrategy(Protocol):
     name: str
 
     def run(self, request: CallRequest) -> CallResult: ...
+
+
+def read_calls(
+    fmt: ModelFormat, text: str, writer: str = "the model"
+) -> tuple[list[ToolCall], str | None]:
+    """The calls in ``text`` and ``None``, or no calls and why (malformed, or none written)."""
+    try:
+        calls = fmt.parse_calls(text)
+    except FormatError as exc:
+        return [], str(exc)
+    return calls, None if calls else f"{writer} wrote no tool call"

@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from weavehost.constrain import Constraint, constraints_for
-from weavehost.decode.base import CallRequest, CallResult
+from weavehost.decode.base import CallRequest, CallResult, read_calls
 from weavehost.engine import Engine
-from weavehost.errors import ConstraintError, FormatError
+from weavehost.errors import ConstraintError
 
 __all__ = ["ConstrainedStrategy", "GuidedOutcome", "JumpForwardStrategy", "guided_decode"]
 
@@ -111,10 +111,7 @@ class _WholeCallStrategy:
         latency = outcome.completed_at - started
         calls, error = [], outcome.error
         if error is None:
-            try:
-                calls = fmt.parse_calls(outcome.text)
-            except FormatError as exc:
-                error = str(exc)
+            calls, error = read_calls(fmt, outcome.text)
         if error is not None:
             # A failed call leaves no trace in the conversation.
             engine.drop(0, prompt_len, next_logits=prompt_logits)

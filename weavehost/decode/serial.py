@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import time
 
-from weavehost.decode.base import CallRequest, CallResult
-from weavehost.errors import FormatError
+from weavehost.decode.base import CallRequest, CallResult, read_calls
 
 __all__ = ["SerialStrategy"]
 
@@ -44,11 +43,7 @@ class SerialStrategy:
                 break
         elapsed = time.perf_counter() - started
         decoded = text.decode("utf-8", errors="replace")
-        try:
-            calls = fmt.parse_calls(decoded)
-            error = None if calls else "the model wrote no tool call"
-        except FormatError as exc:
-            calls, error = [], str(exc)
+        calls, error = read_calls(fmt, decoded)
         return CallResult(
             strategy=self.name,
             calls=calls,
