@@ -100,13 +100,16 @@ class WeaveStrategy:
             phases[name] = now - clock
             clock = now
 
-        def failed(error: str, text: str = "") -> CallResult:
-            elapsed = time.perf_counter() - started
+        def roll_back() -> None:
+            """Back to the prompt alone: a failed call leaves no trace in the conversation."""
             for task_seq in range(1, engine.n_seq_max):
                 if engine.seq_len(task_seq):
                     engine.drop(task_seq, 0)
-            # A failed call leaves no trace in the conversation.
             engine.drop(0, prompt_len, next_logits=prompt_logits)
+
+        def failed(error: str, text: str = "") -> CallResult:
+            roll_back()
+            elapsed = time.perf_counter() - started
             return CallResult(
                 self.name, [], None, text, engine.stats.since(before), elapsed, elapsed,
                 phases, error, [],
@@ -160,7 +163,7 @@ class WeaveStrategy:
                 # without the other values in view) is decoded again with the whole call in
                 # view: the same call jump_forward would write, at its cost plus what was spent.
                 logger.info("weave falls back to jump_forward: %s", "; ".join(broken))
-                failed("; ".join(broken))
+                roll_back()
                 fallback = JumpForwardStrategy().run(request)
                 elapsed = time.perf_counter() - started
                 phases["fallback"] = fallback.final_latency_s
