@@ -186,3 +186,9 @@ def test_a_user_choice_overrides_detection(embedded_model_path):
 def test_an_unknown_format_name_lists_the_known_ones():
     with pytest.raises(UnknownFormatError, match="functiongemma, llama3, qwen, smollm2"):
         get_format("mistral-v7")
+
+
+def test_a_functiongemma_string_may_hold_the_call_closer():
+    fmt = FORMATS["functiongemma"]
+    call = ToolCall("note", {"text": "ends with <end_function_call> inside", "n": 1})
+    assert fmt.parse_calls("ok " + fmt.render_call(call) + fmt.render_call(call)) == [call, call]

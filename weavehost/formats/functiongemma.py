@@ -50,7 +50,8 @@ You are a model that can do function calling with the following functions{% endi
 {%- if add_generation_prompt %}<start_of_turn>model
 {% endif %}"""
 
-_CALL_RE = re.compile(r"<start_function_call>call:([A-Za-z0-9_.\-]+)(.*?)<end_function_call>", re.DOTALL)
+_OPEN = "<start_function_call>call:"
+_CLOSE = "<end_function_call>"
 _NUMBER_RE = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _KEY_RE = re.compile(r"[A-Za-z0-9_.\-]+")
 
@@ -161,15 +162,21 @@ class FunctionGemmaFormat(LayoutCalls):
         return encode_gemma_value(value)
 
     def parse_calls(self, text: str) -> list[ToolCall]:
-        if text.count("<start_function_call>") != len(_CALL_RE.findall(text)):
-            raise FormatError("a <start_function_call> is not closed or names no tool")
+        """Scan call by call: the arguments are parsed, not matched by a pattern, so a string
+        value may hold ``<end_function_call>`` (it sits between ``<escape>`` markers)."""
         calls = []
-        for name, body in _CALL_RE.findall(text):
-            parser = _ValueParser(body)
+        start = text.find(_OPEN)
+        while start >= 0:
+            name = _KEY_RE.match(text, start + len(_OPEN))
+            if not name:
+                raise FormatError("a <start_function_call> names no tool")
+            parser = _ValueParser(text)
+            parser.pos = name.end()
             arguments = parser.object()
-            if parser.pos != len(body):
-                raise parser.fail("text after the arguments")
-            calls.append(ToolCall(name=name, arguments=arguments))
+            if not text.startswith(_CLOSE, parser.pos):
+                raise parser.fail("expected <end_function_call>")
+            calls.append(ToolCall(name=name.group(0), arguments=arguments))
+            start = text.find(_OPEN, parser.pos + len(_CLOSE))
         return calls
 
 
