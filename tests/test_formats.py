@@ -192,3 +192,10 @@ def test_a_functiongemma_string_may_hold_the_call_closer():
     fmt = FORMATS["functiongemma"]
     call = ToolCall("note", {"text": "ends with <end_function_call> inside", "n": 1})
     assert fmt.parse_calls("ok " + fmt.render_call(call) + fmt.render_call(call)) == [call, call]
+
+
+@pytest.mark.parametrize("name", ["qwen", "smollm2"])
+def test_a_json_string_value_may_hold_the_call_closer(name):
+    fmt = FORMATS[name]
+    call = ToolCall("note", {"text": "a </tool_call> inside", "n": 1})
+    assert fmt.parse_calls(fmt.render_call(call) + "\n" + fmt.render_call(call)) == [call, call]

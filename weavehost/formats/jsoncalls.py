@@ -13,7 +13,13 @@ from typing import Any
 from weavehost.errors import FormatError
 from weavehost.formats.base import ToolCall
 
-__all__ = ["JsonValues", "call_from_object", "decode_json_values", "encode_json_value"]
+__all__ = [
+    "JsonValues",
+    "call_from_object",
+    "decode_json_values",
+    "encode_json_value",
+    "tagged_json_values",
+]
 
 
 def encode_json_value(value: Any) -> str:
@@ -45,6 +51,36 @@ def call_from_object(obj: Any, arguments_key: str) -> ToolCall:
     if not isinstance(arguments, dict):
         raise FormatError(f"the {arguments_key!r} of {name!r} must be a JSON object")
     return ToolCall(name=name, arguments=arguments)
+
+
+_SEPARATORS = " \t\r\n;,"
+
+
+def tagged_json_values(text: str, opener: str, closer: str) -> list[Any]:
+    """The JSON values inside every ``opener … closer`` block of ``text``.
+
+    Values are decoded, not matched by a pattern, so a string value may hold the closer text;
+    a block that is not closed right after its values is a :class:`FormatError`.
+    """
+    decoder = json.JSONDecoder()
+    values: list[Any] = []
+    start = text.find(opener)
+    while start >= 0:
+        index = start + len(opener)
+        while True:
+            while index < len(text) and text[index] in _SEPARATORS:
+                index += 1
+            if text.startswith(closer, index):
+                break
+            if index >= len(text):
+                raise FormatError(f"a {opener} block is not closed")
+            try:
+                value, index = decoder.raw_decode(text, index)
+            except json.JSONDecodeError as exc:
+                raise FormatError(f"malformed JSON in a tool call: {exc.msg} at {exc.pos}") from exc
+            values.append(value)
+        start = text.find(opener, index + len(closer))
+    return values
 
 
 def decode_json_values(text: str) -> list[Any]:

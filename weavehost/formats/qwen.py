@@ -7,11 +7,9 @@ below, which writes the same system prompt as Qwen2.5's.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from weavehost.errors import FormatError
 from weavehost.formats.base import (
     CallLayout,
     LayoutCalls,
@@ -19,7 +17,7 @@ from weavehost.formats.base import (
     ToolCall,
     render_chat_template,
 )
-from weavehost.formats.jsoncalls import JsonValues, call_from_object, decode_json_values
+from weavehost.formats.jsoncalls import JsonValues, call_from_object, tagged_json_values
 
 __all__ = ["QWEN"]
 
@@ -67,9 +65,6 @@ For each function call, return a json object with function name and arguments wi
 {%- if add_generation_prompt %}<|im_start|>assistant
 {% endif %}"""
 
-_BLOCK_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
-
-
 class QwenFormat(JsonValues, LayoutCalls):
     name = "qwen"
     description = 'Qwen/Hermes: <tool_call>{"name": ..., "arguments": {...}}</tool_call>'
@@ -99,13 +94,10 @@ class QwenFormat(JsonValues, LayoutCalls):
         )
 
     def parse_calls(self, text: str) -> list[ToolCall]:
-        if "<tool_call>" in text and text.count("<tool_call>") != len(_BLOCK_RE.findall(text)):
-            raise FormatError("a <tool_call> block is not closed")
-        calls = []
-        for block in _BLOCK_RE.findall(text):
-            for obj in decode_json_values(block):
-                calls.append(call_from_object(obj, "arguments"))
-        return calls
+        return [
+            call_from_object(obj, "arguments")
+            for obj in tagged_json_values(text, "<tool_call>", "</tool_call>")
+        ]
 
 
 QWEN = QwenFormat()

@@ -9,11 +9,9 @@ renders the conversation with the GGUF's ChatML template (or our copy of it).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from weavehost.errors import FormatError
 from weavehost.formats.base import (
     CallLayout,
     LayoutCalls,
@@ -22,7 +20,7 @@ from weavehost.formats.base import (
     merge_segments,
     render_chat_template,
 )
-from weavehost.formats.jsoncalls import JsonValues, call_from_object, decode_json_values
+from weavehost.formats.jsoncalls import JsonValues, call_from_object, tagged_json_values
 
 __all__ = ["SMOLLM2"]
 
@@ -48,9 +46,6 @@ _SYSTEM_TAIL = (
     '{"name": "func_name1", "arguments": {"argument1": "value1", "argument2": "value2"}},\n'
     "... (more tool calls as required)\n]</tool_call>"
 )
-
-_BLOCK_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
-
 
 class SmolLM2Format(JsonValues, LayoutCalls):
     name = "smollm2"
@@ -116,13 +111,10 @@ class SmolLM2Format(JsonValues, LayoutCalls):
         return merge_segments(out)
 
     def parse_calls(self, text: str) -> list[ToolCall]:
-        if "<tool_call>" in text and text.count("<tool_call>") != len(_BLOCK_RE.findall(text)):
-            raise FormatError("a <tool_call> block is not closed")
         calls = []
-        for block in _BLOCK_RE.findall(text):
-            for value in decode_json_values(block):
-                items = value if isinstance(value, list) else [value]
-                calls.extend(call_from_object(item, "arguments") for item in items)
+        for value in tagged_json_values(text, "<tool_call>", "</tool_call>"):
+            items = value if isinstance(value, list) else [value]
+            calls.extend(call_from_object(item, "arguments") for item in items)
         return calls
 
 
