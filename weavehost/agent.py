@@ -21,6 +21,13 @@ Invariants:
   canonical call, bounded in entries and age; an identical call awaits the cached (possibly
   still running) result instead of calling again (seed 002's client-side speculation).
 * **Bounded.** At most ``max_steps`` model steps per turn; a turn that hits the bound says so.
+* **Always fits.** Before each step the model is shown a view of the transcript that fits its
+  context with room for the step (:mod:`weavehost.context`): old turns dropped whole, then the
+  current turn's tool output cut. The transcript (``messages``) itself is never cut.
+* **Engine faults end a turn, not the program.** When ``llama_decode`` fails (no KV slot, or
+  another code), the KV cache is reset and the step is tried once more; a second failure, or a
+  message that cannot fit at all, ends the turn with an ``error`` event and ``done`` with
+  ``stop: "error"``. The conversation stays usable. Ctrl-C (``AbortedError``) is not caught.
 """
 
 from __future__ import annotations
@@ -42,8 +49,15 @@ import anyio.to_thread
 from weavehost.agent_model import AgentModel, FreeText
 from weavehost.catalog import Catalog, ToolSpec
 from weavehost.config import HostConfig
+from weavehost.context import fit_conversation
 from weavehost.decode import ToolSchema
-from weavehost.errors import ConfigError
+from weavehost.errors import (
+    AbortedError,
+    ConfigError,
+    DecodeFailedError,
+    KVCacheFullError,
+    WeavehostError,
+)
 from weavehost.executor import Executor, ToolResult, may_run_provisionally
 from weavehost.formats import ToolCall, tool_to_openai
 from weavehost.thermal import Backoff
@@ -91,7 +105,8 @@ class Event:
     ``call_failed`` (``error``: the model's call did not decode; treated as no call),
     ``tool_result`` (``name``, ``arguments``, ``status``, ``text``, ``source``: ``final``,
     ``provisional`` or ``cache``), ``notice`` (``text``), ``timings`` (numbers of one step),
-    ``done`` (``stop``: ``answer``, ``max_steps`` or ``call_failed``; ``steps``).
+    ``error`` (``error``: the message, ``kind``: the error class, ``exit_code``),
+    ``done`` (``stop``: ``answer``, ``max_steps``, ``call_failed`` or ``error``; ``steps``).
     """
 
     type: str
@@ -261,6 +276,7 @@ class Session:
         system: str | None = None,
         pacing: Callable[[int], Backoff | None] | None = None,
         tool_choice: ToolChoice = "auto",
+        reserve_tokens: int | None = None,
     ) -> None:
         if tool_choice not in TOOL_CHOICES:
             raise ConfigError(
@@ -277,6 +293,15 @@ class Session:
             self.messages.append({"role": "system", "content": system})
         self.cache = ResultCache()
         self.prefilled: list[int] = []  # tokens prefilled per step, for tests and timings
+        # Context kept free for what one step writes; the prompt gets the rest (the "room").
+        # A small context gives the prompt at least three quarters; each step's budgets then
+        # shrink to what is left (see _step).
+        if reserve_tokens is None:
+            reserve_tokens = min(free_tokens + call_tokens, max(64, model.n_ctx // 4))
+        self.reserve_tokens = min(reserve_tokens, model.n_ctx // 2)
+        self._view_start = 0  # the context view: first transcript message shown, and cuts
+        self._view_cuts: dict[int, int] = {}
+        self.shown: list[dict[str, Any]] = []  # the view the model was last synced to
 
     # ------------------------------------------------------------------ tools on offer
 
@@ -309,15 +334,62 @@ class Session:
             emit(Event("notice", {"text": note}))
         async with anyio.create_task_group() as tg:
             for step in range(1, self.max_steps + 1):
-                stop = await self._step(step, tools, tg, emit)
+                try:
+                    stop = await self._step_or_retry(step, tools, tg, emit)
+                except AbortedError:
+                    raise
+                except WeavehostError as exc:
+                    logger.warning("turn ended by %s: %s", type(exc).__name__, exc)
+                    emit(Event("error", {"error": str(exc), "kind": type(exc).__name__,
+                                         "exit_code": exc.exit_code}))  # fmt: skip
+                    emit(Event("done", {"stop": "error", "steps": step}))
+                    return
                 if stop is not None:
                     emit(Event("done", {"stop": stop, "steps": step}))
                     return
-            text = (
-                f"stopped after {self.max_steps} steps (the step bound) without a final answer"
-            )
+            text = f"stopped after {self.max_steps} steps (the step bound) without a final answer"
             emit(Event("notice", {"text": text}))
             emit(Event("done", {"stop": "max_steps", "steps": self.max_steps}))
+
+    async def _step_or_retry(
+        self,
+        step: int,
+        tools: list[ToolSchema],
+        tg: anyio.abc.TaskGroup,
+        emit: Callable[[Event], None],
+    ) -> str | None:
+        """One step; when llama_decode fails, reset the KV cache and try the step once more."""
+        try:
+            return await self._step(step, tools, tg, emit)
+        except (KVCacheFullError, DecodeFailedError) as exc:
+            logger.warning("step %d: %s; resetting the KV cache and trying again", step, exc)
+            emit(Event("notice", {"text": f"{exc}; the KV cache was reset and the step is "
+                                          "tried once more"}))  # fmt: skip
+            async with self.lock.lock:
+                await self.lock.run(self.model.reset)
+            return await self._step(step, tools, tg, emit)
+
+    def _fit(self, tools: list[ToolSchema]) -> tuple[list[dict[str, Any]], list[str]]:
+        """The view of the transcript the model is shown this step (in the worker thread)."""
+        view = fit_conversation(
+            self.messages,
+            lambda messages: self.model.prompt_tokens(messages, tools),
+            room=self.model.n_ctx - self.reserve_tokens,
+            start=self._view_start,
+            cuts=self._view_cuts,
+        )
+        self._view_start, self._view_cuts = view.start, dict(view.cuts)
+        notes = []
+        if view.dropped_turns:
+            notes.append(f"the conversation outgrew the {self.model.n_ctx}-token context: the "
+                         f"{view.dropped_turns} oldest turn(s) are no longer shown to the "
+                         "model")  # fmt: skip
+        for index in view.cut_now:
+            kept = view.cuts[index]
+            full = len(str(self.messages[index].get("content", "")))
+            notes.append(f"a tool result of {full} characters was cut to {kept} to fit the "
+                         f"{self.model.n_ctx}-token context")  # fmt: skip
+        return view.messages, notes
 
     async def _step(
         self,
@@ -344,21 +416,33 @@ class Session:
         started = time.perf_counter()
         async with self.lock.lock:
             before = self.model.stats()
-            synced = await self.lock.run(self.model.sync, self.messages, tools)
-            self.prefilled.append(synced.prefilled)
-            if self.tool_choice == "required" and step == 1 and tools:
-                # The turn must start with a call: no free text, the strategy writes it now.
-                free = await self.lock.run(self.model.free_decode, on_text, 0)
-                free = FreeText(free.text, call=True, stop="call")
-            else:
-                free = await self.lock.run(
-                    self.model.free_decode, on_text, free_tokens, not self._answer_only
-                )
-            result = None
-            if free.call:
-                result = await self.lock.run(
-                    self.model.write_call, tools, on_provisional, self.call_tokens
-                )
+            shown, notes = await self.lock.run(self._fit, tools)
+            for note in notes:
+                emit(Event("notice", {"text": note}))
+            self.shown = shown
+            try:
+                synced = await self.lock.run(self.model.sync, shown, tools)
+                self.prefilled.append(synced.prefilled)
+                # What this step may write: never past the context (half of it kept for a call).
+                left = self.model.n_ctx - synced.total
+                free_tokens = min(free_tokens, max(0, left - min(self.call_tokens, left // 2)))
+                if self.tool_choice == "required" and step == 1 and tools:
+                    # The turn must start with a call: no free text, the strategy writes it.
+                    free = await self.lock.run(self.model.free_decode, on_text, 0)
+                    free = FreeText(free.text, call=True, stop="call")
+                else:
+                    free = await self.lock.run(
+                        self.model.free_decode, on_text, free_tokens, not self._answer_only
+                    )
+                result = None
+                if free.call:
+                    call_tokens = min(self.call_tokens, max(0, left - free.tokens - 1))
+                    result = await self.lock.run(
+                        self.model.write_call, tools, on_provisional, call_tokens
+                    )
+            except BaseException:
+                await self._discard(early)  # a provisional run of a call that never finished
+                raise
             spent = self.model.stats().since(before)
         timings = {
             "step": step,

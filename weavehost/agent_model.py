@@ -25,6 +25,7 @@ inference lock). Invariants of :class:`EngineModel`:
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
@@ -80,6 +81,12 @@ class AgentModel(Protocol):
     def n_ctx(self) -> int: ...
 
     def count_tokens(self, text: str) -> int: ...
+
+    def prompt_tokens(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSchema]
+    ) -> int: ...
+
+    def reset(self) -> None: ...
 
     def sync(
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSchema]
@@ -161,6 +168,17 @@ class EngineModel:
     def stats(self) -> EngineStats:
         return self.engine.stats.snapshot()
 
+    def prompt_tokens(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSchema]
+    ) -> int:
+        """Tokens the rendered conversation takes (what :meth:`sync` would hold)."""
+        return len(self.render(messages, tools))
+
+    def reset(self) -> None:
+        """Empty the KV cache; the next :meth:`sync` prefills the whole conversation."""
+        self.engine.clear()
+        self.held = []
+
     def abort(self) -> None:
         self.engine.abort()
 
@@ -212,9 +230,7 @@ class EngineModel:
             self.held = list(tokens[: engine.seq_len(0)])
         return SyncReport(total=len(tokens), reused=keep, prefilled=len(tokens) - keep)
 
-    def free_decode(
-        self, on_text: TextSink, max_tokens: int, allow_call: bool = True
-    ) -> FreeText:
+    def free_decode(self, on_text: TextSink, max_tokens: int, allow_call: bool = True) -> FreeText:
         engine = self.engine
         start = engine.seq_len(0)
         self._reply_start = start
@@ -337,6 +353,7 @@ class ScriptedModel:
     offered: list[list[str]] = field(default_factory=list)
     holds: list[bool] = field(default_factory=list)  # whether each hold was released in time
     allowed_calls: list[bool] = field(default_factory=list)  # allow_call of each free decode
+    resets: int = 0  # times the loop reset the model's KV cache after a decode failure
     _queue: deque[str | ScriptedCall] = field(init=False)
     _pending: ScriptedCall | None = field(default=None, init=False)
     _abort: threading.Event = field(default_factory=threading.Event, init=False)
@@ -346,6 +363,15 @@ class ScriptedModel:
 
     def count_tokens(self, text: str) -> int:
         return len(text) // 4 + 1
+
+    def prompt_tokens(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSchema]
+    ) -> int:
+        offered = [tool_to_openai(t.name, t.description, t.parameters) for t in tools]
+        return self.count_tokens(json.dumps([list(messages), offered], default=str))
+
+    def reset(self) -> None:
+        self.resets += 1
 
     def stats(self) -> EngineStats:
         return EngineStats()
@@ -368,9 +394,7 @@ class ScriptedModel:
         self.offered.append([t.name for t in tools])
         return SyncReport(total=len(messages), reused=0, prefilled=len(messages))
 
-    def free_decode(
-        self, on_text: TextSink, max_tokens: int, allow_call: bool = True
-    ) -> FreeText:
+    def free_decode(self, on_text: TextSink, max_tokens: int, allow_call: bool = True) -> FreeText:
         self._check()
         self.allowed_calls.append(allow_call)
         reply = self._queue.popleft() if self._queue else "(no more scripted replies)"

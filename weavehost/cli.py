@@ -233,6 +233,8 @@ def _agent(ctx: click.Context, kw: dict[str, Any], body: Any) -> None:
     if code:
         click.echo("interrupted", err=True)
         sys.exit(code)
+    if printer.failure is not None and kw.get("exit_on_error", True):
+        sys.exit(printer.failure.get("exit_code", 1))  # the message was printed with the event
 
 
 @main.command()
@@ -285,6 +287,7 @@ def chat(ctx: click.Context, **kw: Any) -> None:
             if not printer.as_json:
                 click.echo("")
 
+    kw["exit_on_error"] = False  # a failed turn is reported; the conversation goes on
     _agent(ctx, kw, body)
 
 

@@ -98,8 +98,11 @@ class EventPrinter:
         self.as_json, self.verbose = as_json, verbose
         self.out, self.err = out or sys.stdout, err or sys.stderr
         self._mid_line = False
+        self.failure: Event | None = None  # the last turn-ending ``error`` event
 
     def __call__(self, event: Event) -> None:
+        if event.type == "error":
+            self.failure = event
         if self.as_json:
             self.out.write(event.to_json() + "\n")
             self.out.flush()
@@ -137,6 +140,8 @@ class EventPrinter:
             return f"  ✗ the model's call did not decode: {data['error']}"
         if kind == "notice":
             return f"  note: {data['text']}"
+        if kind == "error":
+            return f"  ✗ the turn failed: {data['error']}"
         if kind == "timings" and self.verbose:
             parts = [f"{k}={v}" for k, v in data.items() if k != "step"]
             return f"  [step {data['step']}: {', '.join(parts)}]"
@@ -209,6 +214,7 @@ async def _supervise(
     async with anyio.create_task_group() as tg:
         tg.start_soon(on_sigint, tg.cancel_scope)
         loaded = anyio.Event()
+
         def on_loading(text: str) -> None:
             if not printer.as_json:
                 tg.start_soon(_spinner, text, sys.stderr, loaded)
