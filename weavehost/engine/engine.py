@@ -343,43 +343,45 @@ class Engine:
             return []
         if len(rows) > self.n_batch:
             raise EngineError(f"a pass of {len(rows)} tokens exceeds n_batch={self.n_batch}")
-        if self._abort.is_set():
-            raise AbortedError("decoding was stopped")
-        lengths = dict(self._lengths)
-        positions: list[int] = []
-        for row in rows:
-            if not row.seqs:
-                raise EngineError("a row must belong to at least one sequence")
-            for seq in row.seqs:
-                self._check_seq(seq)
-            pos = lengths.get(row.seqs[0], 0)
-            if any(lengths.get(seq, 0) != pos for seq in row.seqs[1:]):
-                raise EngineError(
-                    f"sequences {row.seqs} differ in length; they cannot share a token"
-                )
-            if pos >= self.n_ctx:
-                raise ContextOverflowError(
-                    f"sequence {row.seqs[0]} would hold {pos + 1} tokens, more than the context "
-                    f"size of {self.n_ctx}; shorten the conversation or raise --ctx"
-                )
-            positions.append(pos)
-            for seq in row.seqs:
-                lengths[seq] = pos + 1
-
-        batch = self._h.batch
-        wanted: list[int] = []
-        for i, (row, pos) in enumerate(zip(rows, positions, strict=True)):
-            batch.token[i] = row.token
-            batch.pos[i] = pos
-            batch.n_seq_id[i] = len(row.seqs)
-            for j, seq in enumerate(row.seqs):
-                batch.seq_id[i][j] = seq
-            batch.logits[i] = 1 if row.logits else 0
-            if row.logits:
-                wanted.append(i)
-        batch.n_tokens = len(rows)
-
+        # The whole pass (lengths, the shared batch, the decode, the counters) is one critical
+        # section: two threads decoding other sequences must not interleave here.
         with self._lock:
+            if self._abort.is_set():
+                raise AbortedError("decoding was stopped")
+            lengths = dict(self._lengths)
+            positions: list[int] = []
+            for row in rows:
+                if not row.seqs:
+                    raise EngineError("a row must belong to at least one sequence")
+                for seq in row.seqs:
+                    self._check_seq(seq)
+                pos = lengths.get(row.seqs[0], 0)
+                if any(lengths.get(seq, 0) != pos for seq in row.seqs[1:]):
+                    raise EngineError(
+                        f"sequences {row.seqs} differ in length; they cannot share a token"
+                    )
+                if pos >= self.n_ctx:
+                    raise ContextOverflowError(
+                        f"sequence {row.seqs[0]} would hold {pos + 1} tokens, more than the "
+                        f"context size of {self.n_ctx}; shorten the conversation or raise --ctx"
+                    )
+                positions.append(pos)
+                for seq in row.seqs:
+                    lengths[seq] = pos + 1
+
+            batch = self._h.batch
+            wanted: list[int] = []
+            for i, (row, pos) in enumerate(zip(rows, positions, strict=True)):
+                batch.token[i] = row.token
+                batch.pos[i] = pos
+                batch.n_seq_id[i] = len(row.seqs)
+                for j, seq in enumerate(row.seqs):
+                    batch.seq_id[i][j] = seq
+                batch.logits[i] = 1 if row.logits else 0
+                if row.logits:
+                    wanted.append(i)
+            batch.n_tokens = len(rows)
+
             started = time.perf_counter()
             code = llama_cpp.llama_decode(self._h.context, batch)
             elapsed = time.perf_counter() - started
@@ -400,7 +402,7 @@ class Engine:
                         self._next_logits[seq] = by_row[i]
                     else:
                         self._next_logits.pop(seq, None)
-        self._count(rows, elapsed)
+            self._count(rows, elapsed)
         return out
 
     def has_next_logits(self, seq: int) -> bool:
@@ -480,4 +482,3 @@ class Engine:
     def decode_one(self, seq: int, token: int) -> np.ndarray:
         """A serial pass: one token on one sequence; return its logits."""
         return self.run_pass([Row(token, (seq,), logits=True)])[0]
-
