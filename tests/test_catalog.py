@@ -1,8 +1,10 @@
 """Catalog: normalised schemas, collisions, tools left out with a reason, argument validation.
 
-RELIABILITY rows 13 (name collision), 14 ($ref loop, allOf:[$ref:#], deep nesting),
-15 (network $ref never fetched, also under python -O), 17 (invalid schema, unknown dialect),
-19 (invalid arguments rejected before any call; see also test_executor).
+RELIABILITY rows 11 (a tool whose hash changes is marked changed for good), 12 (a description
+capped for the model, kept and hashed whole), 13 (name collision), 14 ($ref loop,
+allOf:[$ref:#], deep nesting), 15 (network $ref never fetched, also under python -O),
+17 (invalid schema, unknown dialect), 19 (invalid arguments rejected before any call; see also
+test_executor), 21 (an invalid outputSchema leaves the tool out).
 """
 
 # ruff: noqa: E501 - test names are sentences and fault tables read best one row a line
@@ -21,8 +23,14 @@ from pathlib import Path
 
 import pytest
 
-from weavehost.catalog import Catalog, json_depth, normalize_schema, qualify_names
-from weavehost.config import HostConfig, ServerConfig
+from weavehost.catalog import (
+    DESCRIPTION_TRUNCATION_MARKER,
+    Catalog,
+    json_depth,
+    normalize_schema,
+    qualify_names,
+)
+from weavehost.config import HostConfig, Limits, ServerConfig
 from weavehost.errors import ArgumentValidationError, SchemaError, UnknownToolError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -289,3 +297,47 @@ def test_trust_comes_from_config_only() -> None:
     listing = [tool("t", OBJ, annotations={"readOnlyHint": True, "trusted": True})]
     catalog = Catalog.from_listings({"a": listing, "b": listing}, config)
     assert {s.server: s.trusted for s in catalog} == {"a": True, "b": False}
+
+
+def test_a_description_past_the_cap_is_cut_for_the_model_but_kept_and_hashed_whole() -> None:
+    config = HostConfig(limits=Limits(max_description_chars=50))
+    head = "Adds two numbers. " * 5
+    a = Catalog.from_listings({"s": [{**tool("t", OBJ), "description": head + "tail A"}]}, config)
+    b = Catalog.from_listings({"s": [{**tool("t", OBJ), "description": head + "tail B"}]}, config)
+    spec_a, spec_b = a.get("t"), b.get("t")
+    assert spec_a.description == head[:50] + DESCRIPTION_TRUNCATION_MARKER
+    assert spec_a.description == spec_b.description, "the model sees the same capped text"
+    assert spec_a.full_description == head + "tail A"
+    assert spec_a.schema_hash != spec_b.schema_hash, "a change past the cap is still a change"
+
+
+def test_a_tool_that_changes_after_it_was_first_listed_is_marked_changed_for_good() -> None:
+    catalog = Catalog.from_listings({"s": [tool("t", OBJ, annotations={"readOnlyHint": True})]})
+    first = catalog.get("t")
+    assert not first.changed
+    catalog.replace_listing(
+        "s", [tool("t", {"type": "object"}, annotations={"readOnlyHint": True})]
+    )
+    pulled = catalog.get("t")
+    assert pulled.changed and pulled.changed_from == first.schema_hash
+    catalog.replace_listing("s", [tool("t", OBJ, annotations={"readOnlyHint": True})])
+    back = catalog.get("t")
+    assert back.schema_hash == first.schema_hash and back.changed
+    assert catalog.to_json()[0]["changed"] is True
+
+
+def test_a_tool_with_an_invalid_output_schema_is_left_out() -> None:
+    catalog = Catalog.from_listings(
+        {
+            "s": [
+                tool("bad", OBJ, outputSchema={"type": 5}),
+                tool("good", OBJ, outputSchema={"type": "object"}),
+            ]
+        }
+    )
+    assert catalog.names == ("good",)
+    assert "(outputSchema)" in catalog.omitted[0].reason
+    assert catalog.output_problems("good", {"x": 1}) is None
+    assert catalog.output_problems("good", [1]) == (
+        "structured content does not match the tool's output schema: (root): [1] is not of type 'object'"
+    )

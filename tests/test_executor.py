@@ -2,7 +2,9 @@
 
 RELIABILITY rows 10 (destructive never provisional: a property test over annotation values x
 trust, with a recording caller that must see no early call), 19 (invalid arguments never sent:
-a property test), 7 (the model sees at most the cap), 25 (chat-control markers stay text).
+a property test), 7 (the model sees at most the cap), 11 (a changed tool never runs
+provisionally), 21 (structured content checked against outputSchema, isError not), 25
+(chat-control markers stay text).
 """
 
 # ruff: noqa: E501 - test names are sentences and fault tables read best one row a line
@@ -279,3 +281,46 @@ async def test_the_executor_runs_an_in_process_weather_server_through_the_pool()
     assert result.status == "ok" and result.text.startswith("2-day forecast for Oslo:")
     assert again.text == result.text, "fake weather is deterministic"
     assert bad.status == "invalid_arguments"
+
+
+@pytest.mark.anyio
+async def test_a_changed_tool_of_a_trusted_server_never_runs_provisionally_and_the_approver_is_told() -> (
+    None
+):
+    _, config, catalog, caller = make({"readOnlyHint": True})
+    changed = {"name": "forecast", "description": "now also deletes", "inputSchema": SCHEMA,
+               "annotations": {"readOnlyHint": True}}  # fmt: skip
+    catalog.replace_listing("w", [changed])
+    spec = catalog.get("forecast")
+    assert spec.read_only and spec.trusted and spec.changed
+    assert not may_run_provisionally(spec, config)
+    approver = StaticApprover(True)
+    executor = Executor(caller, catalog, config, approver)
+    early = await executor.run("forecast", {"city": "Rome", "days": 1}, provisional=True)
+    final = await executor.run("forecast", {"city": "Rome", "days": 1})
+    assert early.status == "not_provisional" and "changed after it was first listed" in early.text
+    assert final.status == "ok" and len(caller.calls) == 1
+    assert "CHANGED since first listed" in approver.seen[0].describe()
+
+
+@pytest.mark.anyio
+async def test_structured_content_that_breaks_the_output_schema_becomes_a_tool_error_result() -> (
+    None
+):
+    raw = {"name": "forecast", "description": "d", "inputSchema": SCHEMA,
+           "outputSchema": {"type": "object", "required": ["temp"]}, "annotations": {"readOnlyHint": True}}  # fmt: skip
+    config = HostConfig(trusted_servers=frozenset({"w"}))
+    catalog = Catalog.from_listings({"w": [raw]}, config)
+    caller = RecordingCaller()
+    executor = Executor(caller, catalog, config)
+    caller.reply = types.CallToolResult(content=[], structured_content={"temp": 3})
+    good = await executor.run("forecast", {"city": "Rome", "days": 1})
+    caller.reply = types.CallToolResult(content=[], structured_content={"wind": 3})
+    bad = await executor.run("forecast", {"city": "Rome", "days": 1})
+    caller.reply = types.CallToolResult(content=[], structured_content={"wind": 3}, is_error=True)
+    error = await executor.run("forecast", {"city": "Rome", "days": 1})
+    assert (good.status, good.text, good.structured) == ("ok", '{"temp": 3}', {"temp": 3})
+    assert (bad.status, bad.structured) == ("tool_error", None)
+    assert bad.text == ("forecast returned an invalid result: structured content does not match "
+                        "the tool's output schema: (root): 'temp' is a required property")  # fmt: skip
+    assert (error.status, error.text) == ("tool_error", '{"wind": 3}')

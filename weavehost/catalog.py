@@ -19,6 +19,14 @@ Invariants:
   server stays bare; a name offered by several servers becomes ``<server>_<name>`` for each of
   them (suffix ``_2``, ``_3`` … if that still clashes). Nothing is ever silently overridden.
 * Arguments are validated (Draft 2020-12, no remote retrieval) before a call may be sent.
+* ``description`` (what the model reads) is capped at ``limits.max_description_chars``;
+  ``full_description`` keeps every character for the approver, and ``schema_hash`` covers the full
+  text, so a change past the cap is still a change.
+* Rug pulls: the first hash seen for each ``(server, tool)`` is pinned for the catalog's
+  lifetime. A tool whose hash later differs carries ``changed_from`` (the pinned hash) from then
+  on, even if it changes back; the executor never runs it provisionally again. From the moment a
+  server sends ``tools/list_changed`` until its re-listing is in, :meth:`Catalog.current` waits
+  rather than hand out a spec that may be stale.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -92,6 +100,7 @@ _SCHEMA_ONE_KEYS = (
     "items", "additionalProperties", "not", "if", "then", "else", "contains",
     "propertyNames", "unevaluatedItems", "unevaluatedProperties", "additionalItems",
 )  # fmt: skip
+DESCRIPTION_TRUNCATION_MARKER = " …[description truncated by weavehost]"
 _NAME_BAD = re.compile(r"[^A-Za-z0-9_.-]")
 _MAX_NAME = 128
 
@@ -237,15 +246,23 @@ def normalize_schema(
 
 
 def schema_hash(
-    name: str, description: str, input_schema: Mapping[str, Any], annotations: Mapping[str, Any]
+    name: str,
+    description: str,
+    input_schema: Mapping[str, Any],
+    annotations: Mapping[str, Any],
+    output_schema: Mapping[str, Any] | None = None,
 ) -> str:
-    """SHA-256 over what approval depends on; a change (rug pull) changes the hash."""
+    """SHA-256 over what approval depends on; a change (rug pull) changes the hash.
+
+    ``description`` is the full text the server sent, not the capped text the model reads.
+    """
     blob = json.dumps(
         {
             "name": name,
             "description": description,
             "inputSchema": input_schema,
             "annotations": annotations,
+            "outputSchema": output_schema,
         },
         sort_keys=True,
         separators=(",", ":"),
@@ -277,10 +294,21 @@ class ToolSpec:
     trusted: bool
     schema_hash: str
     title: str | None = None
+    full_description: str = ""
+    output_schema: Mapping[str, Any] | None = field(default=None, hash=False)
+    changed_from: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        """The tool's hash differs from the first one seen this session (a rug pull)."""
+        return self.changed_from is not None
 
     def schema_dict(self) -> dict[str, Any]:
         """A mutable deep copy of the input schema (for grammar builders and JSON output)."""
         return _thaw(self.input_schema)
+
+    def output_schema_dict(self) -> dict[str, Any] | None:
+        return None if self.output_schema is None else _thaw(self.output_schema)
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,9 +384,13 @@ class Catalog:
         self._listings: dict[str, list[dict[str, Any]]] = {}
         self._specs: dict[str, ToolSpec] = {}
         self._validators: dict[str, Draft202012Validator] = {}
+        self._output_validators: dict[str, Draft202012Validator] = {}
         self.omitted: list[OmittedTool] = []
         self.version = 0
         self._changed: anyio.Event | None = None
+        self._pinned: dict[tuple[str, str], str] = {}  # first hash seen per (server, tool)
+        self._pulled: set[tuple[str, str]] = set()  # tools whose hash ever left the pinned one
+        self._stale: dict[str, tuple[int, anyio.Event]] = {}  # server -> (re-lists due, done)
 
     @classmethod
     def from_listings(
@@ -380,20 +412,65 @@ class Catalog:
         pool.on_tools_changed(catalog.refresh_from(pool))
         return catalog
 
-    def refresh_from(self, pool: Any) -> Any:
-        async def on_changed(server: str) -> None:
-            await self.refresh(pool, server)
+    def refresh_from(self, pool: Any) -> Callable[[str], Callable[[], Awaitable[None]]]:
+        """The tools/list_changed listener for ``pool``: marks the server stale at once (so no
+        stale spec is handed out) and returns the re-listing for the pool to run."""
+
+        def on_changed(server: str) -> Callable[[], Awaitable[None]]:
+            self._mark_stale(server)
+
+            async def relist() -> None:
+                try:
+                    await self._relist(pool, server)
+                finally:
+                    self._unmark_stale(server)
+
+            return relist
 
         return on_changed
 
     async def refresh(self, pool: Any, server: str) -> None:
         """Re-list one server's tools and rebuild; a failed listing drops that server's tools."""
+        self._mark_stale(server)
+        try:
+            await self._relist(pool, server)
+        finally:
+            self._unmark_stale(server)
+
+    async def _relist(self, pool: Any, server: str) -> None:
         try:
             self._listings[server] = await pool.list_tools(server)
         except Exception as exc:  # boundary: any server failure means "no tools from it"
             logger.warning("re-listing tools of server %r failed: %s", server, exc)
             self._listings[server] = []
         self._rebuild()
+
+    def _mark_stale(self, server: str) -> None:
+        due, done = self._stale.get(server, (0, anyio.Event()))
+        self._stale[server] = (due + 1, done)
+
+    def _unmark_stale(self, server: str) -> None:
+        due, done = self._stale.pop(server, (1, anyio.Event()))
+        if due > 1:
+            self._stale[server] = (due - 1, done)
+        else:
+            done.set()
+
+    def is_stale(self, server: str) -> bool:
+        """True between a server's tools/list_changed and the end of its re-listing."""
+        return server in self._stale
+
+    async def current(self, qualified_name: str) -> ToolSpec:
+        """The tool's spec once its server's tool list is not being re-listed.
+
+        Waits while a re-listing is due (bound it with ``anyio.fail_after``); raises
+        :class:`UnknownToolError` if the tool is gone afterwards.
+        """
+        spec = self.get(qualified_name)
+        while spec.server in self._stale:
+            await self._stale[spec.server][1].wait()
+            spec = self.get(qualified_name)
+        return spec
 
     def replace_listing(self, server: str, tools: Sequence[Mapping[str, Any]]) -> None:
         self._listings[server] = [dict(t) for t in tools]
@@ -418,6 +495,7 @@ class Catalog:
         names = qualify_names([(s, n) for s, n, _ in candidates])
         specs: dict[str, ToolSpec] = {}
         validators: dict[str, Draft202012Validator] = {}
+        output_validators: dict[str, Draft202012Validator] = {}
         for server, name, raw in candidates:
             qualified = names[(server, name)]
             try:
@@ -428,9 +506,13 @@ class Catalog:
             specs[qualified] = spec
             # An empty Registry: a $ref that survived normalisation could never be retrieved.
             validators[qualified] = Draft202012Validator(spec.schema_dict(), registry=Registry())
+            output = spec.output_schema_dict()
+            if output is not None:
+                output_validators[qualified] = Draft202012Validator(output, registry=Registry())
         for item in omitted:
             logger.warning("tool %r of server %r left out: %s", item.name, item.server, item.reason)
         self._specs, self._validators, self.omitted = specs, validators, omitted
+        self._output_validators = output_validators
         self.version += 1
         if self._changed is not None:
             self._changed.set()
@@ -459,11 +541,31 @@ class Catalog:
             raise SchemaError(f"{where}: required {missing} not among the properties")
         annotations = raw.get("annotations")
         annotations = dict(annotations) if isinstance(annotations, dict) else {}
-        description = raw.get("description")
-        description = description if isinstance(description, str) else ""
-        if len(description) > limits.max_description_chars:
-            description = description[: limits.max_description_chars] + " …[description truncated]"
+        output_raw = raw.get("outputSchema")
+        output = (
+            None
+            if output_raw is None
+            else normalize_schema(output_raw, limits=limits, where=f"{where} (outputSchema)")
+        )
+        full = raw.get("description")
+        full = full if isinstance(full, str) else ""
+        description = full
+        if len(full) > limits.max_description_chars:
+            description = full[: limits.max_description_chars] + DESCRIPTION_TRUNCATION_MARKER
         title = raw.get("title") if isinstance(raw.get("title"), str) else annotations.get("title")
+        digest = schema_hash(name, full, schema, annotations, output)
+        key = (server, name)
+        pinned = self._pinned.setdefault(key, digest)
+        if digest != pinned and key not in self._pulled:
+            self._pulled.add(key)
+            logger.warning(
+                "tool %r of server %r changed after it was first listed (hash %s -> %s); "
+                "it will not run provisionally again",
+                name,
+                server,
+                pinned[:16],
+                digest[:16],
+            )
         return ToolSpec(
             qualified_name=qualified,
             server=server,
@@ -475,8 +577,11 @@ class Catalog:
             annotations=_freeze(annotations),
             read_only=annotations.get("readOnlyHint") is True,
             trusted=self._config.is_trusted(server),
-            schema_hash=schema_hash(name, description, schema, annotations),
+            schema_hash=digest,
             title=title if isinstance(title, str) else None,
+            full_description=full,
+            output_schema=None if output is None else _freeze(output),
+            changed_from=pinned if key in self._pulled else None,
         )
 
     # ----------------------------------------------------------------------- lookups
@@ -526,6 +631,22 @@ class Catalog:
             )
             raise ArgumentValidationError(f"{qualified_name}: invalid arguments: {problems}")
 
+    def output_problems(self, qualified_name: str, structured: Any) -> str | None:
+        """Why ``structured`` (a result's structuredContent) breaks the tool's outputSchema, or
+        None when it fits or the tool declares none."""
+        validator = self._output_validators.get(qualified_name)
+        if validator is None:
+            return None
+        if structured is None:
+            return "the tool declares an output schema but returned no structured content"
+        errors = sorted(validator.iter_errors(structured), key=lambda e: e.path)
+        if not errors:
+            return None
+        return "structured content does not match the tool's output schema: " + "; ".join(
+            f"{'/'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}"
+            for e in errors[:5]
+        )
+
     def to_json(self) -> list[dict[str, Any]]:
         """A plain-JSON view (for ``weavehost tools --json``)."""
         return [
@@ -541,6 +662,7 @@ class Catalog:
                 "annotations": _thaw(s.annotations),
                 "input_schema": s.schema_dict(),
                 "schema_hash": s.schema_hash,
+                "changed": s.changed,
             }
             for s in self._specs.values()
         ]

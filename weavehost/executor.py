@@ -13,6 +13,11 @@ Invariants:
 * Outcomes the model caused or should read are data: a :class:`ToolResult` with a ``status``;
   :meth:`ToolResult.raise_for_status` turns one into the matching error for callers that want
   exceptions.
+* A tool whose definition changed after it was first listed (``ToolSpec.changed``, a rug pull)
+  never runs provisionally again, and an approval given for one definition is void if the
+  definition changed while the approver was deciding: the call is refused, never sent.
+* A result whose ``structuredContent`` breaks the tool's ``outputSchema`` becomes a
+  ``tool_error`` naming the problem; an ``isError`` result is passed on without that check.
 * Result text is capped at ``limits.max_result_chars`` with a visible marker, and chat-control
   markers in it (``<|im_end|>``, ``<|start_header_id|>``, ``<end_of_turn>`` …) are broken with a
   zero-width space. The engine also tokenizes tool text with special-token parsing off, so a
@@ -29,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+import anyio
 import mcp_types as types
 
 from weavehost.catalog import Catalog, ToolSpec
@@ -69,6 +75,7 @@ Status = Literal[
     "server_error",  # the server died, or sent something unusable
 ]
 _SENT: frozenset[str] = frozenset({"ok", "tool_error", "timeout", "server_error"})
+REFRESH_WAIT_MARGIN = 1.0  # past timeouts.list_tools, for a re-listing a call waits on
 TRUNCATION_MARKER = "\n…[truncated by weavehost: showing {shown} of {total} characters]"
 _ZWSP = "\u200b"
 # Chat-control markers of the families weavehost renders (ChatML/Qwen, Llama 3, Gemma, Mistral).
@@ -83,12 +90,15 @@ _CONTROL = re.compile(
 
 
 def may_run_provisionally(spec: ToolSpec, config: HostConfig | None = None) -> bool:
-    """True only for ``readOnlyHint`` exactly ``true`` from a server the user trusts.
+    """True only for ``readOnlyHint`` exactly ``true`` from a server the user trusts, on a tool
+    that has not changed since it was first listed.
 
     ``config`` (when given) is consulted again, so a trust list changed after the catalog was
     built takes effect at once; trust can only be narrowed this way, never widened.
     """
     if spec.annotations.get("readOnlyHint") is not True or not spec.read_only or not spec.trusted:
+        return False
+    if spec.changed:
         return False
     return config is None or config.is_trusted(spec.server)
 
@@ -117,13 +127,22 @@ class ApprovalRequest:
     arguments: Mapping[str, Any]
 
     def describe(self) -> str:
-        hint = "read-only (hint)" if self.spec.read_only else "may change things"
-        trust = "trusted server" if self.spec.trusted else "untrusted server"
+        """Every character of the description the server sent (not the model's capped copy),
+        the arguments, and the hash; a changed tool says so first."""
+        spec = self.spec
+        hint = "read-only (hint)" if spec.read_only else "may change things"
+        trust = "trusted server" if spec.trusted else "untrusted server"
+        warning = (
+            f"  CHANGED since first listed (hash was {spec.changed_from[:16]})\n"
+            if spec.changed_from
+            else ""
+        )
         return (
-            f"{self.spec.qualified_name} on {self.spec.server} ({hint}, {trust})\n"
-            f"  description: {self.spec.description}\n"
+            f"{spec.qualified_name} on {spec.server} ({hint}, {trust})\n"
+            f"{warning}"
+            f"  description: {spec.full_description or spec.description}\n"
             f"  arguments:   {json.dumps(dict(self.arguments), ensure_ascii=False)}\n"
-            f"  schema hash: {self.spec.schema_hash[:16]}"
+            f"  schema hash: {spec.schema_hash[:16]}"
         )
 
 
@@ -259,7 +278,11 @@ class Executor:
         """
         args = arguments if isinstance(arguments, Mapping) else {}
         try:
-            spec = self.catalog.get(name)
+            spec = await self._current(name)
+            if spec is None:
+                server = self.catalog.get(name).server
+                text = f"the tools of server {server!r} changed and could not be re-listed in time"
+                return self._local(name, server, args, "server_error", text, provisional)
             self.catalog.validate_arguments(name, arguments)
         except (UnknownToolError, ArgumentValidationError) as exc:
             status: Status = (
@@ -267,14 +290,38 @@ class Executor:
             )
             return self._local(name, None, args, status, str(exc), provisional)
         if provisional and not self.policy.allows(spec):
-            reason = "untrusted server" if not spec.trusted else "not marked readOnlyHint: true"
+            reason = (
+                "untrusted server"
+                if not spec.trusted
+                else "its definition changed after it was first listed"
+                if spec.changed
+                else "not marked readOnlyHint: true"
+            )
             text = f"{name} may not run provisionally ({reason})"
             return self._local(name, spec.server, args, "not_provisional", text, provisional)
         if not provisional and needs_approval(spec, self.config):
             refusal = await self._approve(spec, args)
+            if refusal is None and not self._unchanged(spec):
+                refusal = (
+                    f"{name} changed while approval was pending (tools/list_changed); "
+                    "the approval was for the old definition"
+                )
             if refusal is not None:
                 return self._local(name, spec.server, args, "denied", refusal, provisional)
         return await self._call(spec, args, provisional)
+
+    async def _current(self, name: str) -> ToolSpec | None:
+        """The tool's spec after any re-listing of its server; None if that did not finish."""
+        with anyio.move_on_after(self.config.timeouts.list_tools + REFRESH_WAIT_MARGIN):
+            return await self.catalog.current(name)
+        return None
+
+    def _unchanged(self, spec: ToolSpec) -> bool:
+        """The catalog still offers exactly the definition ``spec`` describes."""
+        name = spec.qualified_name
+        if name not in self.catalog or self.catalog.is_stale(spec.server):
+            return False
+        return self.catalog.get(name).schema_hash == spec.schema_hash
 
     async def _approve(self, spec: ToolSpec, args: Mapping[str, Any]) -> str | None:
         """None when approved, else the refusal text the model reads."""
@@ -305,17 +352,27 @@ class Executor:
             return self._local(
                 spec.qualified_name, spec.server, args, "server_error", text, provisional
             )
-        raw = result_text(reply)
+        status: Status = "tool_error" if reply.is_error else "ok"
+        raw, structured = result_text(reply), reply.structured_content
+        problem = (
+            None
+            if reply.is_error  # an error result is passed on as it is, unchecked
+            else self.catalog.output_problems(spec.qualified_name, structured)
+        )
+        if problem is not None:
+            logger.warning("tool %s: %s", spec.qualified_name, problem)
+            status, structured = "tool_error", None
+            raw = f"{spec.qualified_name} returned an invalid result: {problem}"
         text, truncated = truncate_text(raw, self.config.limits.max_result_chars)
         return ToolResult(
             name=spec.qualified_name,
             server=spec.server,
             arguments=dict(args),
-            status="tool_error" if reply.is_error else "ok",
+            status=status,
             text=neutralize_control_markers(text),
             truncated=truncated,
             total_chars=len(raw),
-            structured=reply.structured_content,
+            structured=structured,
             duration_s=time.perf_counter() - started,
             provisional=provisional,
         )

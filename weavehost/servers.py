@@ -60,11 +60,11 @@ RESTART_BACKOFF_BASE = 0.25  # seconds before the first respawn; doubles per con
 RESTART_BACKOFF_MAX = 8.0
 MAX_CONSECUTIVE_RESTARTS = 5
 MAX_LIST_PAGES = 100  # a paginator that never ends cannot hang tools/list
-TIMEOUT_BACKSTOP = 0.5  # a hard bound past the SDK's own request timeout (progress resets it)
+TIMEOUT_BACKSTOP = 0.5  # a hard bound past the SDK's own request timeout, whatever the server sends
 EXIT_REPORT_WAIT = 0.2  # time to let the exit watcher record an exit code for the message
 
 _RAW = TypeAdapter(dict[str, Any])
-ToolsChanged = Callable[[str], Awaitable[None]]
+ToolsChanged = Callable[[str], Callable[[], Awaitable[None]] | None]
 State = Literal["starting", "running", "dead", "stopped"]
 
 
@@ -177,7 +177,11 @@ class ServerPool(AsyncContextManagerMixin):
         }
 
     def on_tools_changed(self, callback: ToolsChanged) -> None:
-        """Call ``callback(server)`` (in a pool task) when a server sends tools/list_changed."""
+        """Call ``callback(server)`` as soon as a server sends tools/list_changed.
+
+        The call is synchronous, so a listener revokes what it must before any other task runs;
+        the async function it may return (the slow part, such as re-listing) runs in a pool task.
+        """
         self._listeners.append(callback)
 
     async def list_tools(self, server: str) -> list[dict[str, Any]]:
@@ -213,11 +217,21 @@ class ServerPool(AsyncContextManagerMixin):
         *,
         timeout: float | None = None,  # noqa: ASYNC109 - a per-call override of timeouts.call
     ) -> types.CallToolResult:
-        """Send one tools/call; an ``isError`` result is returned, not raised."""
+        """Send one tools/call; an ``isError`` result is returned, not raised.
+
+        ``timeout`` (default ``timeouts.call``) is a hard cap: progress notifications do not
+        extend it. The result is not checked against the tool's output schema here (the SDK's
+        check would re-list tools behind our back); the executor checks it against the catalog.
+        """
         slot = self._slot(server)
         bound = timeout if timeout is not None else self.config.timeouts.call
+        request = types.CallToolRequest(
+            params=types.CallToolRequestParams(name=tool, arguments=dict(arguments or {}))
+        )
         async with self._request(slot, f"tools/call {tool!r}", bound) as client:
-            result = await client.call_tool(tool, dict(arguments or {}), read_timeout_seconds=bound)
+            result = await client.session.send_request(
+                request, types.CallToolResult, request_read_timeout_seconds=bound
+            )
         slot.failures = 0
         return result
 
@@ -267,7 +281,7 @@ class ServerPool(AsyncContextManagerMixin):
             raise ServerError(
                 f"server {name!r} sent an invalid reply to {what}: {exc.errors()[0]['msg']}"
             ) from None
-        except RuntimeError as exc:  # the SDK's output-schema check raises RuntimeError
+        except RuntimeError as exc:  # the SDK raises RuntimeError for results it cannot use
             raise ServerError(f"server {name!r}: {what}: {exc}") from None
 
     async def _died(self, slot: _Slot, what: str) -> ServerDiedError:
@@ -411,7 +425,10 @@ class ServerPool(AsyncContextManagerMixin):
         async def handle(message: Any) -> None:
             if isinstance(message, types.ToolListChangedNotification) and self._tg is not None:
                 for listener in self._listeners:
-                    self._tg.start_soon(listener, name)
+                    # Synchronous first: a listener revokes stale state before any task runs.
+                    follow_up = listener(name)
+                    if follow_up is not None:
+                        self._tg.start_soon(follow_up)
             elif isinstance(message, Exception):
                 logger.debug("server %r transport fault: %s", name, message)
 

@@ -6,10 +6,16 @@ and annotations. It starts in a few milliseconds (no ``mcp`` import), and with `
 appends every message it receives to PATH as one JSON line, so tests can assert what reached it.
 
     python raw_server.py [--name N] [--tools-json FILE] [--record FILE] [--stubborn PIDFILE]
+                         [--generate N] [--description-bytes B] [--page-size K]
 
-Tools (always offered unless ``--tools-json`` replaces the list): ``echo`` (read-only),
-``crash``, ``hang``, ``huge`` (``size`` bytes), ``garbage``, ``error``, ``special``, ``flip``.
-Any tool named in ``--tools-json`` answers like ``echo``.
+Tools (always offered unless ``--tools-json`` or ``--generate`` replaces the list): ``echo``
+(read-only), ``crash``, ``hang``, ``huge`` (``size`` bytes), ``garbage``, ``error``, ``special``,
+``flip``, ``redescribe`` (sets echo's description to ``text``), ``progress`` (progress every
+10 ms until cancelled, never an answer), ``late`` (answers only after it is cancelled, plus a
+reply to an id never sent), ``twice`` (the same reply id twice), ``measure`` (has an
+outputSchema; ``mode`` picks good, bad, missing or error structured content).
+Any tool named in ``--tools-json`` answers like ``echo``. ``--generate N`` offers N tools
+``tool_0000`` … with B-byte descriptions, K per tools/list page (``nextCursor``).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 OBJ = {"type": "object", "properties": {}}
 DEFAULT_TOOLS = [
@@ -34,14 +41,50 @@ DEFAULT_TOOLS = [
     {"name": "error", "description": "An isError result.", "inputSchema": OBJ},
     {"name": "special", "description": "Chat-control tokens in the result.", "inputSchema": OBJ},
     {"name": "flip", "description": "Change the tool list.", "inputSchema": OBJ},
+    {"name": "redescribe", "description": "Give echo a new description.",
+     "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}},
+    {"name": "progress", "description": "Progress forever.", "inputSchema": OBJ},
+    {"name": "late", "description": "Answer after the cancel.", "inputSchema": OBJ},
+    {"name": "twice", "description": "Answer twice.", "inputSchema": OBJ},
+    {"name": "measure", "description": "A structured result.",
+     "inputSchema": {"type": "object", "properties": {"mode": {"type": "string"}}},
+     "outputSchema": {"type": "object", "properties": {"celsius": {"type": "number"}},
+                      "required": ["celsius"]}},
 ]  # fmt: skip
 
 out = sys.stdout.buffer
+write_lock = threading.Lock()  # the progress thread writes too
+cancelled: dict[object, threading.Event] = {}  # request id -> set when cancelled
+late_ids: set[object] = set()
 
 
 def send(message: dict) -> None:
-    out.write(json.dumps(message).encode() + b"\n")
-    out.flush()
+    with write_lock:
+        out.write(json.dumps(message).encode() + b"\n")
+        out.flush()
+
+
+def generated(count: int, description_bytes: int) -> list[dict]:
+    filler = "Lorem ipsum dolor sit amet. " * (description_bytes // 28 + 1)
+    return [
+        {"name": f"tool_{i:04d}", "description": f"Tool {i}. {filler}"[:description_bytes],
+         "annotations": {"readOnlyHint": True},
+         "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}},
+                         "required": ["n"]}}
+        for i in range(count)
+    ]  # fmt: skip
+
+
+def progress_forever(ident: object, token: object, record: object) -> None:
+    stop = cancelled.setdefault(ident, threading.Event())
+    step = 0
+    while not stop.wait(0.01):
+        step += 1
+        send({"jsonrpc": "2.0", "method": "notifications/progress",
+              "params": {"progressToken": token, "progress": step}})  # fmt: skip
+    if record:
+        record.write(json.dumps({"method": "sent/progress", "count": step}) + "\n")
+        record.flush()
 
 
 def text_result(ident: object, text: str, is_error: bool = False) -> None:
@@ -60,8 +103,13 @@ def main() -> None:
     parser.add_argument("--tools-json")
     parser.add_argument("--record")
     parser.add_argument("--stubborn", metavar="PIDFILE")
+    parser.add_argument("--generate", type=int)
+    parser.add_argument("--description-bytes", type=int, default=100)
+    parser.add_argument("--page-size", type=int)
     opts = parser.parse_args()
     tools = DEFAULT_TOOLS
+    if opts.generate is not None:
+        tools = generated(opts.generate, opts.description_bytes)
     if opts.tools_json:
         with open(opts.tools_json) as fh:
             tools = json.load(fh)
@@ -82,6 +130,13 @@ def main() -> None:
             message.get("id"),
             message.get("params") or {},
         )
+        if method == "notifications/cancelled":
+            target = params.get("requestId")
+            cancelled.setdefault(target, threading.Event()).set()
+            if target in late_ids:  # the reply nobody waits for any more, then one for no request
+                late_ids.discard(target)
+                text_result(target, "late")
+                text_result(987_654, "for a request never sent")
         if ident is None:
             continue  # a notification
         if method == "initialize":
@@ -92,9 +147,14 @@ def main() -> None:
         elif method == "ping":
             send({"jsonrpc": "2.0", "id": ident, "result": {}})
         elif method == "tools/list":
-            send({"jsonrpc": "2.0", "id": ident, "result": {"tools": tools}})
+            start = int(params.get("cursor") or 0)
+            size = opts.page_size or len(tools)
+            page: dict = {"tools": tools[start : start + size]}
+            if start + size < len(tools):
+                page["nextCursor"] = str(start + size)
+            send({"jsonrpc": "2.0", "id": ident, "result": page})
         elif method == "tools/call":
-            call(opts, ident, params, tools)
+            call(opts, ident, params, tools, record)
         else:
             send(
                 {
@@ -107,9 +167,32 @@ def main() -> None:
         signal.pause()  # ignore stdin EOF as well
 
 
-def call(opts: argparse.Namespace, ident: object, params: dict, tools: list) -> None:
+def call(
+    opts: argparse.Namespace, ident: object, params: dict, tools: list, record: object
+) -> None:  # noqa: E501
     name, args = params.get("name"), params.get("arguments") or {}
-    if name == "crash":
+    if name == "progress":
+        token = (params.get("_meta") or {}).get("progressToken", ident)
+        threading.Thread(target=progress_forever, args=(ident, token, record), daemon=True).start()
+    elif name == "late":
+        late_ids.add(ident)
+    elif name == "twice":
+        text_result(ident, "first")
+        text_result(ident, "second")
+    elif name == "redescribe":
+        tools[0] = {**tools[0], "description": args.get("text", "")}
+        send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        text_result(ident, "redescribed")
+    elif name == "measure":
+        mode = args.get("mode", "good")
+        structured = {"good": {"celsius": 21.5}, "bad": {"celsius": "warm"},
+                      "missing": None, "error": {"celsius": "warm"}}[mode]  # fmt: skip
+        result: dict = {"content": [{"type": "text", "text": f"measured ({mode})"}],
+                        "isError": mode == "error"}  # fmt: skip
+        if structured is not None:
+            result["structuredContent"] = structured
+        send({"jsonrpc": "2.0", "id": ident, "result": result})
+    elif name == "crash":
         os._exit(1)
     elif name == "hang":
         return
