@@ -15,6 +15,12 @@ Invariants:
   pipe), its process group is reaped, and the other servers go on. The next request to it
   respawns it after a bounded, growing delay; after ``MAX_CONSECUTIVE_RESTARTS`` failures in a
   row it stays down.
+* Over streamable HTTP, a 5xx fails only its request (``ServerError``); a response stream that
+  ends unanswered fails only its request when the server still answers a ping
+  (``LIVENESS_PING_TIMEOUT``), and counts as the server dying otherwise. Leaving an HTTP
+  session (its DELETE) is bounded by ``shutdown_grace + kill_grace``.
+* ``timeouts.call`` is a hard cap: progress notifications do not extend it, and
+  ``TIMEOUT_BACKSTOP`` bounds the request even if the SDK's own clock were to.
 * Errors from the SDK (``MCPError``, pydantic, OS) are converted here, once, into the
   ``ServerError`` family, naming the server and the request.
 * ``list_tools`` returns the raw wire dicts (after the SDK's schema check), so the catalog sees
@@ -62,6 +68,7 @@ MAX_CONSECUTIVE_RESTARTS = 5
 MAX_LIST_PAGES = 100  # a paginator that never ends cannot hang tools/list
 TIMEOUT_BACKSTOP = 0.5  # a hard bound past the SDK's own request timeout, whatever the server sends
 EXIT_REPORT_WAIT = 0.2  # time to let the exit watcher record an exit code for the message
+LIVENESS_PING_TIMEOUT = 2.0  # an HTTP response stream ended unanswered: is the server still there?
 
 _RAW = TypeAdapter(dict[str, Any])
 ToolsChanged = Callable[[str], Callable[[], Awaitable[None]] | None]
@@ -263,7 +270,7 @@ class ServerPool(AsyncContextManagerMixin):
                 yield client
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
-                raise await self._died(slot, what) from None
+                raise await self._closed(slot, client, what, exc.message) from None
             if exc.code == types.REQUEST_TIMEOUT:
                 raise ServerTimeoutError(
                     f"server {name!r} did not answer {what} within {bound:g} s"
@@ -284,11 +291,28 @@ class ServerPool(AsyncContextManagerMixin):
         except RuntimeError as exc:  # the SDK raises RuntimeError for results it cannot use
             raise ServerError(f"server {name!r}: {what}: {exc}") from None
 
-    async def _died(self, slot: _Slot, what: str) -> ServerDiedError:
+    async def _closed(self, slot: _Slot, client: Client, what: str, reason: str) -> ServerError:
+        """A request ended with CONNECTION_CLOSED. Over HTTP that may be one response stream
+        ending unanswered while the server lives on: then only this request failed."""
+        if slot.process is None and slot.inproc is None and slot.client is client:
+            with anyio.move_on_after(min(self.config.timeouts.ping, LIVENESS_PING_TIMEOUT)):
+                try:
+                    await client.session.send_request(types.PingRequest(), types.EmptyResult)
+                except Exception:  # boundary: any failure of the ping means the server is gone
+                    pass
+                else:
+                    return ServerError(
+                        f"server {slot.config.name!r} ended its response to {what} without "
+                        f"answering ({reason}); the server itself still answers"
+                    )
+            return await self._died(slot, what, reason)
+        return await self._died(slot, what)
+
+    async def _died(self, slot: _Slot, what: str, reason: str | None = None) -> ServerDiedError:
         if slot.process is not None:
             with anyio.move_on_after(EXIT_REPORT_WAIT):
                 await slot.exited.wait()
-        detail = slot.process.describe_exit() if slot.process else "connection closed"
+        detail = slot.process.describe_exit() if slot.process else reason or "connection closed"
         self._mark_dead(slot, f"server {slot.config.name!r} died during {what}: {detail}")
         return ServerDiedError(slot.last_error or detail)
 
@@ -368,6 +392,11 @@ class ServerPool(AsyncContextManagerMixin):
                     slot.client, slot.state, started = client, "running", True
                     task_status.started()
                     await slot.wake.wait()
+                    if slot.config.url is not None and slot.inproc is None:
+                        # Closing an HTTP session sends DELETE; a server that never answers it
+                        # must not hold the pool's exit (stdio shutdown bounds itself).
+                        grace = timeouts.shutdown_grace + timeouts.kill_grace
+                        startup.deadline = anyio.current_time() + grace
             if not started:
                 detail = f"; {slot.process.describe_exit()}" if slot.process else ""
                 raise ServerStartError(
