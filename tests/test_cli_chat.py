@@ -110,3 +110,47 @@ def test_ctrl_c_mid_decode_exits_130_within_3_seconds_and_leaves_no_server() -> 
     except ProcessLookupError:
         alive = False
     assert not alive
+
+
+def test_ctrl_c_mid_prompt_stops_the_prefill_exits_130_within_3_seconds_and_leaves_no_server() -> (
+    None
+):
+    # ~5,000 tokens of prompt: the prefill takes seconds on these CPUs, so a SIGINT sent when the
+    # step begins lands inside it; the abort callback must stop it there.
+    prompt = "Summarise this log. " + " ".join(f"entry {i}: disk ok, fan ok." for i in range(400))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "weavehost.cli", "run", prompt, "--ctx", "8192",
+         "--server", WEATHER, "--json", "--threads", "1", "--max-steps", "1", "--tool-choice", "auto"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    server_pid = None
+    seen: list[str] = []
+    try:
+        selector = selectors.DefaultSelector()
+        selector.register(process.stdout, selectors.EVENT_READ)  # type: ignore[arg-type]
+        deadline = time.monotonic() + BOUND_S
+        while time.monotonic() < deadline and "step" not in seen:
+            if not selector.select(timeout=deadline - time.monotonic()):
+                break
+            line = process.stdout.readline()  # type: ignore[union-attr]
+            if not line:
+                break
+            event = json.loads(line)
+            seen.append(event["type"])
+            if event["type"] == "ready":
+                server_pid = event["servers"]["weather"]["pid"]
+        assert "step" in seen, "the first step never began"
+        process.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        code = process.wait(timeout=10)
+        took = time.monotonic() - sent
+        rest = events(process.stdout.read())  # type: ignore[union-attr]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert code == 130, process.stderr.read()  # type: ignore[union-attr]
+    assert took < INTERRUPT_BOUND_S
+    # Stopped inside the prefill: the prompt fitted (no error), and no step finished its sync.
+    assert not [e for e in rest if e["type"] in ("timings", "text", "error", "done")]
+    assert server_pid is not None and not group_alive(server_pid)

@@ -339,7 +339,7 @@ class Session:
                 except AbortedError:
                     raise
                 except WeavehostError as exc:
-                    logger.warning("turn ended by %s: %s", type(exc).__name__, exc)
+                    logger.info("turn ended by %s: %s", type(exc).__name__, exc)
                     emit(Event("error", {"error": str(exc), "kind": type(exc).__name__,
                                          "exit_code": exc.exit_code}))  # fmt: skip
                     emit(Event("done", {"stop": "error", "steps": step}))
