@@ -154,3 +154,12 @@ def test_ctrl_c_mid_prompt_stops_the_prefill_exits_130_within_3_seconds_and_leav
     # Stopped inside the prefill: the prompt fitted (no error), and no step finished its sync.
     assert not [e for e in rest if e["type"] in ("timings", "text", "error", "done")]
     assert server_pid is not None and not group_alive(server_pid)
+
+
+def test_a_message_that_cannot_fit_the_context_is_a_clear_error_with_exit_code_1_never_a_traceback() -> (
+    None
+):
+    result = weavehost("run", "word " * 400, "--server", WEATHER, "--ctx", "256", "--threads", "1")
+    assert result.returncode == 1
+    assert "the turn failed" in result.stderr and "raise the context size" in result.stderr
+    assert "Traceback" not in result.stderr
