@@ -282,4 +282,6 @@ async def test_structured_content_is_checked_against_the_output_schema_and_an_is
             )
     assert (result.status, result.text) == (status, text)
     assert result.reached_server and result.raise_for_status() is result
-    assert result.structured == ({"celsius": 21.5} if mode == "good" else {"celsius": "warm"} if mode == "error" else None)
+    assert result.structured == (
+        {"celsius": 21.5} if mode == "good" else {"celsius": "warm"} if mode == "error" else None
+    )
