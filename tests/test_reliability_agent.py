@@ -1,5 +1,6 @@
 """Faults on the model side, on the real embedded SmolLM2 (RELIABILITY rows 20, 22, 23, 25, 26).
 
+Row 18: a catalog of 1,000 tools with 2 KB descriptions is offered within its share of the context.
 Row 20: a call cut at its token budget mid-JSON, or naming an unknown tool, starts nothing.
 Row 22: a tool result longer than the whole 512-token context is cut to fit; no overflow.
 Row 23: ``llama_decode`` returning 1 resets the KV cache and retries the step once; a second
@@ -12,12 +13,14 @@ Row 26: two threads generating on one engine are serialised and each gets a seri
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
+import anyio.to_thread
 import numpy as np
 import pytest
 from mcp.server.mcpserver import MCPServer
@@ -30,7 +33,7 @@ from weavehost.agent import Event, Session
 from weavehost.agent_model import EngineModel, ScriptedCall, ScriptedModel
 from weavehost.decode import get_strategy
 from weavehost.engine import Engine
-from weavehost.formats import ToolCall, detect_format
+from weavehost.formats import ToolCall, detect_format, tool_to_openai
 from weavehost.gguf import read_metadata
 
 pytestmark = pytest.mark.anyio
@@ -202,6 +205,47 @@ async def test_a_call_to_an_unknown_tool_starts_nothing_and_is_reported_to_the_m
     assert not of(events, "provisional_call")[0]["started"]
     result = of(events, "tool_result")[0]
     assert result["status"] == "unknown_tool" and log == []
+
+
+# --------------------------------------------------------------------------- row 18
+
+
+def thousand_tools() -> MCPServer:
+    server = MCPServer("big", log_level="WARNING")
+    topics = ("invoice", "calendar", "weather", "playlist", "ticket", "backup", "thermostat")
+    for i in range(1000):
+        topic = topics[i % len(topics)]
+
+        def handler(item: str) -> str:
+            return item
+
+        server.add_tool(handler, name=f"{topic}_tool_{i:04d}",
+                        description=f"Manage one {topic} item. " + "Details. " * 250)  # fmt: skip
+    return server
+
+
+async def test_1000_tools_are_offered_within_the_catalog_share_of_the_context_with_the_relevant_ones_first(
+    roomy_engine: Engine, embedded_model_path: Path
+) -> None:
+    model = model_on(roomy_engine, embedded_model_path)
+    async with Host(inproc={"big": thousand_tools()}, agent_model=model) as host:
+        assert host.catalog and len(host.catalog) == 1000
+        session = session_of(host)
+        request = "What is the weather in Paris?"
+        with anyio.fail_after(BOUND_S):
+            offered, note = await anyio.to_thread.run_sync(session.offered_tools, request)
+    budget = int(model.n_ctx * session.catalog_share)
+    costs = [
+        model.count_tokens(json.dumps(tool_to_openai(t.name, t.description, t.parameters)))
+        for t in offered
+    ]
+    assert note is not None and "most relevant" in note
+    assert all(t.name.startswith("weather_") for t in offered)  # the relevant ones
+    assert sum(costs) <= budget or len(offered) == 1  # within the share (one tool at least)
+    prompt = model.prompt_tokens([{"role": "user", "content": request}], offered)
+    assert (
+        prompt <= model.n_ctx - session.reserve_tokens
+    )  # the whole prompt fits with room to write
 
 
 # --------------------------------------------------------------------------- row 25
