@@ -31,7 +31,7 @@ import weavehost.engine.engine as engine_module
 from weavehost import Host
 from weavehost.agent import Event, Session
 from weavehost.agent_model import EngineModel, ScriptedCall, ScriptedModel
-from weavehost.decode import get_strategy
+from weavehost.decode import ToolSchema, get_strategy
 from weavehost.engine import Engine
 from weavehost.formats import ToolCall, detect_format, tool_to_openai
 from weavehost.gguf import read_metadata
@@ -251,7 +251,7 @@ async def test_1000_tools_are_offered_within_the_catalog_share_of_the_context_wi
 # --------------------------------------------------------------------------- row 25
 
 
-def test_chat_control_text_inside_a_tool_result_puts_no_special_token_in_the_prompt(
+def test_chat_control_text_inside_a_tool_result_or_description_puts_no_special_token_in_the_prompt(
     roomy_engine: Engine, embedded_model_path: Path
 ) -> None:
     model = model_on(roomy_engine, embedded_model_path)
@@ -270,7 +270,12 @@ def test_chat_control_text_inside_a_tool_result_puts_no_special_token_in_the_pro
             },
             {"role": "tool", "name": "read_page", "content": content},
         ]
-        tokens = model.render(messages, [])
+        tool = ToolSchema(
+            "read_page",
+            content,
+            {"type": "object", "properties": {"page": {"type": "integer", "description": content}}},
+        )
+        tokens = model.render(messages, [tool])  # a server's descriptions are untrusted too
         return sum(1 for t in tokens if t in specials)
 
     assert special_count(evil) == special_count(plain)

@@ -509,7 +509,11 @@ class Session:
     ) -> None:
         """On the event loop: start a provisional call if the tool may run early."""
         spec = self._spec(call.name)
-        allowed = spec is not None and may_run_provisionally(spec, self.config)
+        allowed = (
+            spec is not None
+            and not self.catalog.is_stale(spec.server)  # tools/list_changed: wait, never guess
+            and may_run_provisionally(spec, self.config)
+        )
         cached = allowed and self.cache.get(call) is not None
         emit(Event("provisional_call", {"name": call.name, "arguments": dict(call.arguments),
                                         "started": allowed and not cached,
