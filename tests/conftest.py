@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,3 +44,108 @@ def fresh_engine(engine: object) -> object:
     engine.clear()  # type: ignore[attr-defined]
     engine.clear_abort()  # type: ignore[attr-defined]
     return engine
+
+
+# --------------------------------------------------------------------------- fuzzing and load
+#
+# CI runs every fuzz target on a small, fixed budget of examples (profile "weavehost-ci",
+# derandomized so a red run reproduces); ``--fuzz`` multiplies each target's budget by
+# FUZZ_FACTOR with fresh random inputs (profile "weavehost-fuzz"). ``--load`` turns the
+# load tests from their reduced CI scale to full scale (fixture ``load_scale``).
+# Every @given test's input count is printed at the end ("hypothesis <test>: N inputs"), and
+# each fuzz target's outcomes ("fuzz <target>: N inputs (…)"), visible with plain ``-q``.
+
+FUZZ_FACTOR = 20
+_FUZZ_LOG: pytest.StashKey[dict[str, Counter[str]]] = pytest.StashKey()
+_HYPOTHESIS_COUNTS: pytest.StashKey[dict[str, int]] = pytest.StashKey()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("weavehost")
+    group.addoption(
+        "--fuzz",
+        action="store_true",
+        help=f"run the fuzz targets with {FUZZ_FACTOR}x their CI examples, freshly randomized",
+    )
+    group.addoption("--load", action="store_true", help="run the load tests at full scale")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from hypothesis import settings
+
+    settings.register_profile("weavehost-ci", deadline=None, derandomize=True, print_blob=True)
+    settings.register_profile("weavehost-fuzz", deadline=None, print_blob=True)
+    fuzzing = config.getoption("--fuzz", default=False)
+    settings.load_profile("weavehost-fuzz" if fuzzing else "weavehost-ci")
+    config.stash[_FUZZ_LOG] = {}
+    config.stash[_HYPOTHESIS_COUNTS] = {}
+
+
+def fuzz_examples(ci: int) -> int:
+    """A fuzz target's example budget: ``ci`` in CI, FUZZ_FACTOR times that under --fuzz."""
+    from hypothesis import settings
+
+    fuzzing = settings.get_current_profile_name() == "weavehost-fuzz"
+    return ci * FUZZ_FACTOR if fuzzing else ci
+
+
+class FuzzLog:
+    """Counts each fuzz target's inputs by outcome, for the terminal summary."""
+
+    def __init__(self, store: dict[str, Counter[str]]) -> None:
+        self._store = store
+
+    def record(self, target: str, outcome: str = "ok") -> None:
+        self._store.setdefault(target, Counter())[outcome] += 1
+
+
+@pytest.fixture(scope="session")
+def fuzz_log(pytestconfig: pytest.Config) -> FuzzLog:
+    return FuzzLog(pytestconfig.stash[_FUZZ_LOG])
+
+
+@pytest.fixture(scope="session")
+def load_scale(pytestconfig: pytest.Config) -> str:
+    """``"full"`` under ``--load``, otherwise ``"ci"`` (the reduced scale CI runs)."""
+    return "full" if pytestconfig.getoption("--load") else "ci"
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Count the inputs of every @given test (hypothesis hands its run statistics to a
+    collector; this one sits inside the hypothesis plugin's and passes them on)."""
+    try:
+        from hypothesis.statistics import collector
+    except ImportError:  # pragma: no cover - hypothesis moved it; counts are a nicety
+        return (yield)
+    if not hasattr(getattr(item, "obj", None), "hypothesis"):
+        return (yield)
+    outer = collector.value
+    counts = item.config.stash[_HYPOTHESIS_COUNTS]
+
+    def note(stats: dict) -> None:
+        cases = sum(
+            len(phase.get("test-cases", ()))
+            for key, phase in stats.items()
+            if key.endswith("-phase") and isinstance(phase, dict)
+        )
+        counts[item.nodeid] = counts.get(item.nodeid, 0) + cases
+        if outer is not None:
+            outer(stats)
+
+    with collector.with_value(note):
+        return (yield)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    config = terminalreporter.config
+    fuzz = config.stash.get(_FUZZ_LOG, {})
+    counts = config.stash.get(_HYPOTHESIS_COUNTS, {})
+    if not fuzz and not counts:
+        return
+    terminalreporter.section("inputs per property test")
+    for target, outcomes in sorted(fuzz.items()):
+        detail = ", ".join(f"{n} {outcome}" for outcome, n in outcomes.most_common())
+        terminalreporter.write_line(f"fuzz {target}: {sum(outcomes.values())} inputs ({detail})")
+    for nodeid, n in sorted(counts.items()):
+        terminalreporter.write_line(f"hypothesis {nodeid}: {n} inputs")
