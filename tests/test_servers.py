@@ -246,3 +246,23 @@ async def test_list_tools_returns_raw_hints_so_a_string_true_is_not_read_only(
         with anyio.fail_after(5):
             [listed] = await pool.list_tools("s")
     assert listed["annotations"] == {"readOnlyHint": "true"}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "annotations",
+    [{"readOnlyHint": 5}, {"readOnlyHint": None}, {"readOnlyHint": {"x": 1}}, "junk", [True], None],
+)
+async def test_odd_annotations_leave_the_tool_listed_and_not_read_only_and_spare_the_other_tools(
+    tmp_path: Path, annotations: object
+) -> None:
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps([
+        {"name": "odd", "inputSchema": {"type": "object"}, "annotations": annotations},
+        {"name": "fine", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}},
+    ]))  # fmt: skip
+    async with ServerPool(config(raw("s", "--tools-json", str(tools)), trusted=("s",))) as pool:
+        with anyio.fail_after(5):
+            catalog = await Catalog.load(pool)
+    assert not catalog.get("odd").read_only
+    assert catalog.get("fine").read_only

@@ -199,10 +199,7 @@ class ServerPool(AsyncContextManagerMixin):
         cursor: str | None = None
         async with self._request(slot, "tools/list", bound) as client:
             for _ in range(MAX_LIST_PAGES):
-                params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-                raw = await client.session.send_request(
-                    types.ListToolsRequest(params=params), _RAW, request_read_timeout_seconds=bound
-                )
+                raw = await _list_tools_page(client.session, cursor, bound)
                 page = raw.get("tools")
                 if not isinstance(page, list):
                     raise ServerError(f"server {server!r}: tools/list result has no 'tools' list")
@@ -490,6 +487,32 @@ class _SpawnedTransport:
 
     async def __aexit__(self, *exc: Any) -> bool | None:
         return await self._cm.__aexit__(*exc)
+
+
+async def _list_tools_page(session: Any, cursor: str | None, bound: float) -> dict[str, Any]:
+    """One tools/list page as the raw result dict, not validated as a whole.
+
+    The SDK's ``send_request`` validates the whole page against its ``ListToolsResult`` model,
+    so one tool with an odd annotation (``"readOnlyHint": 5``) would fail the server's entire
+    catalog. The catalog checks every tool by itself instead (a bad one is left out, a
+    non-boolean hint is not read-only), so the page is sent through the session's dispatcher,
+    stamped the way ``send_request`` stamps it. If a later SDK lacks that seam, the validated
+    path is used.
+    """
+    params = {"cursor": cursor} if cursor else None
+    dispatcher = getattr(session, "_dispatcher", None)
+    stamp = getattr(session, "_stamp", None)
+    if dispatcher is None or stamp is None or not hasattr(dispatcher, "send_raw_request"):
+        request = types.ListToolsRequest(
+            params=types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        )
+        return await session.send_request(request, _RAW, request_read_timeout_seconds=bound)
+    data: dict[str, Any] = {"method": "tools/list", **({"params": params} if params else {})}
+    opts: dict[str, Any] = {}
+    stamp(data, opts)
+    opts["timeout"] = bound
+    raw = await dispatcher.send_raw_request("tools/list", data.get("params"), opts)
+    return raw if isinstance(raw, dict) else {}
 
 
 def _http_with_headers(url: str, headers: dict[str, str], cap: int) -> Any:
