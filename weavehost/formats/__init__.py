@@ -45,8 +45,14 @@ FORMATS: dict[str, ModelFormat] = {
     "functiongemma": FUNCTIONGEMMA,
 }
 # Other spellings users reach for.
-_ALIASES = {"hermes": "qwen", "qwen3": "qwen", "qwen2.5": "qwen", "llama3-json": "llama3",
-            "smollm2-list": "smollm2", "gemma": "functiongemma"}
+_ALIASES = {
+    "hermes": "qwen",
+    "qwen3": "qwen",
+    "qwen2.5": "qwen",
+    "llama3-json": "llama3",
+    "smollm2-list": "smollm2",
+    "gemma": "functiongemma",
+}
 
 
 @dataclass(frozen=True, slots=True)

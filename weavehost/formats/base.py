@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
@@ -81,6 +81,9 @@ class CallLayout:
 
     ``head`` holds ``{name}``; ``first_prefix`` / ``next_prefix`` hold ``{key}``. ``opener`` is
     the text whose appearance in free decoding means a call has begun (a prefix of ``head``).
+    ``escape`` writes a name or key into its hole (JSON string escaping in the JSON formats, so
+    a key holding ``"`` stays one key); it raises :class:`FormatError` for one the format cannot
+    write.
     """
 
     opener: str
@@ -89,12 +92,14 @@ class CallLayout:
     next_prefix: str
     tail: str
     closer: str
+    escape: Callable[[str], str] | None = None
 
     def head_for(self, name: str) -> str:
-        return self.head.format(name=name)
+        return self.head.format(name=self.escape(name) if self.escape else name)
 
     def prefix_for(self, key: str, *, first: bool) -> str:
-        return (self.first_prefix if first else self.next_prefix).format(key=key)
+        text = self.escape(key) if self.escape else key
+        return (self.first_prefix if first else self.next_prefix).format(key=text)
 
 
 @runtime_checkable
@@ -162,7 +167,7 @@ def render_call_from_layout(fmt: ModelFormat, call: ToolCall) -> str:
 # Placeholders for untrusted strings: characters from a private-use plane, which JSON encoding
 # (ensure_ascii=False) and Jinja leave untouched and no chat template writes.
 _PLACEHOLDER_BASE = 0xF0000
-_PLACEHOLDER_RE = re.compile("\"?([\U000f0000-\U000f0fff])\"?")
+_PLACEHOLDER_RE = re.compile('"?([\U000f0000-\U000f0fff])"?')
 
 
 class _Untrusted:
@@ -297,7 +302,9 @@ def render_chat_template(
                     "function": {
                         "name": call["function"]["name"] if "function" in call else call["name"],
                         "arguments": untrusted.hide_strings(
-                            call["function"]["arguments"] if "function" in call else call["arguments"]
+                            call["function"]["arguments"]
+                            if "function" in call
+                            else call["arguments"]
                         ),
                     },
                 }

@@ -22,7 +22,7 @@ from weavehost.formats.base import (
     render_chat_template,
 )
 
-__all__ = ["FUNCTIONGEMMA"]
+__all__ = ["FUNCTIONGEMMA", "encode_gemma_value", "writable_key"]
 
 ESCAPE = "<escape>"
 
@@ -56,13 +56,25 @@ _NUMBER_RE = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _KEY_RE = re.compile(r"[A-Za-z0-9_.\-]+")
 
 
+def writable_key(key: str) -> bool:
+    """Whether FunctionGemma can write ``key`` as a tool name or argument key (its parser,
+    like the model's own, reads ``[A-Za-z0-9_.-]+``)."""
+    return _KEY_RE.fullmatch(key) is not None
+
+
+def _key(key: Any) -> str:
+    if not isinstance(key, str) or not writable_key(key):
+        raise FormatError(f"FunctionGemma cannot write the name or key {key!r}")
+    return key
+
+
 def encode_gemma_value(value: Any) -> str:
     if isinstance(value, str):
         return f"{ESCAPE}{value}{ESCAPE}"
     if isinstance(value, bool) or value is None or isinstance(value, int | float):
         return json.dumps(value)
     if isinstance(value, Mapping):
-        return "{" + ",".join(f"{k}:{encode_gemma_value(v)}" for k, v in value.items()) + "}"
+        return "{" + ",".join(f"{_key(k)}:{encode_gemma_value(v)}" for k, v in value.items()) + "}"
     if isinstance(value, list | tuple):
         return "[" + ",".join(encode_gemma_value(v) for v in value) + "]"
     raise FormatError(f"FunctionGemma cannot write a value of type {type(value).__name__}")
@@ -138,6 +150,7 @@ class FunctionGemmaFormat(LayoutCalls):
         next_prefix=",{key}:",
         tail="}<end_function_call>",
         closer="<end_function_call>",
+        escape=_key,
     )
 
     def render_prompt(

@@ -18,13 +18,26 @@ __all__ = [
     "call_from_object",
     "decode_json_values",
     "encode_json_value",
+    "json_key_text",
     "tagged_json_values",
 ]
 
 
 def encode_json_value(value: Any) -> str:
-    """A value as the JSON formats write it (the spacing of Python's and Jinja's ``tojson``)."""
-    return json.dumps(value, ensure_ascii=False)
+    """A value as the JSON formats write it (the spacing of Python's and Jinja's ``tojson``).
+
+    DEL (U+007F) is written ``\\u007f``: JSON allows it raw, but the call constraint
+    (llguidance's JSON strings) does not, and a rendered call must be one the constraint accepts.
+    It can only stand inside a string, so the replacement never touches structure.
+    """
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def json_key_text(key: str) -> str:
+    """A name or key as it stands between the quotes of a JSON call's skeleton: JSON-escaped,
+    with ``<`` written ``\\u003c`` so that no key can spell a special token (``<|im_end|>``)
+    in skeleton text, which is tokenized with special tokens parsed."""
+    return encode_json_value(key)[1:-1].replace("<", "\\u003c")
 
 
 class JsonValues:

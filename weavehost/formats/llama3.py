@@ -19,7 +19,12 @@ from weavehost.formats.base import (
     ToolCall,
     render_chat_template,
 )
-from weavehost.formats.jsoncalls import JsonValues, call_from_object, decode_json_values
+from weavehost.formats.jsoncalls import (
+    JsonValues,
+    call_from_object,
+    decode_json_values,
+    json_key_text,
+)
 
 __all__ = ["LLAMA3"]
 
@@ -72,6 +77,7 @@ class Llama3Format(JsonValues, LayoutCalls):
         next_prefix=', "{key}": ',
         tail="}}",
         closer="<|eot_id|>",
+        escape=json_key_text,
     )
 
     def render_prompt(
@@ -93,7 +99,9 @@ class Llama3Format(JsonValues, LayoutCalls):
         )
 
     def parse_calls(self, text: str) -> list[ToolCall]:
-        body = text.replace("<|python_tag|>", "").replace("<|eot_id|>", "").replace("<|eom_id|>", "")
+        body = (
+            text.replace("<|python_tag|>", "").replace("<|eot_id|>", "").replace("<|eom_id|>", "")
+        )
         start = body.find(self.layout.opener)
         if start < 0:
             return []

@@ -17,7 +17,12 @@ from weavehost.formats.base import (
     ToolCall,
     render_chat_template,
 )
-from weavehost.formats.jsoncalls import JsonValues, call_from_object, tagged_json_values
+from weavehost.formats.jsoncalls import (
+    JsonValues,
+    call_from_object,
+    json_key_text,
+    tagged_json_values,
+)
 
 __all__ = ["QWEN"]
 
@@ -65,6 +70,7 @@ For each function call, return a json object with function name and arguments wi
 {%- if add_generation_prompt %}<|im_start|>assistant
 {% endif %}"""
 
+
 class QwenFormat(JsonValues, LayoutCalls):
     name = "qwen"
     description = 'Qwen/Hermes: <tool_call>{"name": ..., "arguments": {...}}</tool_call>'
@@ -75,6 +81,7 @@ class QwenFormat(JsonValues, LayoutCalls):
         next_prefix=', "{key}": ',
         tail="}}\n</tool_call>",
         closer="</tool_call>",
+        escape=json_key_text,
     )
 
     def render_prompt(

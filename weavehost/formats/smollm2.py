@@ -20,7 +20,12 @@ from weavehost.formats.base import (
     merge_segments,
     render_chat_template,
 )
-from weavehost.formats.jsoncalls import JsonValues, call_from_object, tagged_json_values
+from weavehost.formats.jsoncalls import (
+    JsonValues,
+    call_from_object,
+    json_key_text,
+    tagged_json_values,
+)
 
 __all__ = ["SMOLLM2"]
 
@@ -47,6 +52,7 @@ _SYSTEM_TAIL = (
     "... (more tool calls as required)\n]</tool_call>"
 )
 
+
 class SmolLM2Format(JsonValues, LayoutCalls):
     name = "smollm2"
     description = 'SmolLM2: <tool_call>[{"name": ..., "arguments": {...}}]</tool_call>'
@@ -57,6 +63,7 @@ class SmolLM2Format(JsonValues, LayoutCalls):
         next_prefix=', "{key}": ',
         tail="}}]</tool_call>",
         closer="</tool_call>",
+        escape=json_key_text,
     )
 
     def render_prompt(
@@ -84,8 +91,9 @@ class SmolLM2Format(JsonValues, LayoutCalls):
             else:
                 plain.append({"role": message["role"], "content": message.get("content") or ""})
         if not tools:
-            return render_chat_template(template, plain, None,
-                                        add_generation_prompt=add_generation_prompt)
+            return render_chat_template(
+                template, plain, None, add_generation_prompt=add_generation_prompt
+            )
         user_system = ""
         if plain and plain[0]["role"] == "system":
             user_system = plain.pop(0)["content"] + "\n\n"
