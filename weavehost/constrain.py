@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import ctypes
 import json
+import logging
+import time
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -37,13 +39,18 @@ import llama_cpp
 import llguidance
 import numpy as np
 
-from weavehost.errors import ConstraintError
+from weavehost.errors import ConstraintError, FormatError
 from weavehost.formats.base import ModelFormat
 
 if TYPE_CHECKING:
     from weavehost.engine import Engine
 
+logger = logging.getLogger(__name__)
+
 __all__ = [
+    "LIMITS",
+    "MAX_COMPILE_S",
+    "MAX_GRAMMAR_BYTES",
     "Constraint",
     "ConstraintFactory",
     "GrammarBuilder",
@@ -52,7 +59,15 @@ __all__ = [
     "value_end",
 ]
 
-# Bounds on what one grammar may cost to build and run (RELIABILITY row 16).
+# Bounds on what one grammar may cost to build and run (RELIABILITY row 16). A schema whose
+# grammar passes them is not constrained: the strategies decode it loosely and validate after
+# (``weavehost.decode.fallback``). Measured on the 2-core development machine with SmolLM2's
+# vocabulary: a 1 MB grammar (a 100k-member enum) compiles in ~0.45 s and masks a token in
+# ~0.3 ms; see tests/test_constraint_limits.py.
+MAX_GRAMMAR_BYTES = 1_000_000
+# A compile slower than this is logged (llguidance cannot be interrupted mid-compile; the byte
+# cap above is what keeps it bounded).
+MAX_COMPILE_S = 2.0
 LIMITS = llguidance.LLParserLimits(max_grammar_size=500_000, step_max_items=100_000)
 
 
@@ -99,6 +114,43 @@ def ordered_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
 _JSON_OPTIONS = {"whitespace_flexible": False, "key_separator": ": ", "item_separator": ", "}
 
 
+class _Rules:
+    """The rules of one grammar being built: each sub-grammar is written once as a named rule
+    and referenced, so a grammar grows linearly with its schema (an optional argument list or a
+    nested FunctionGemma object inlined would grow quadratically or exponentially), and the
+    text is checked against :data:`MAX_GRAMMAR_BYTES` as it grows, before anything large is
+    built or compiled."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.size = 0
+        self._by_body: dict[str, str] = {}
+
+    def add(self, body: str, kind: str = "r", *, terminal: bool = False) -> str:
+        """A rule with ``body`` (an existing one if the body is the same); returns its name."""
+        name = self._by_body.get(body)
+        if name is not None:
+            return name
+        name = f"{kind}{len(self.lines)}"
+        name = name.upper() if terminal else name
+        self._by_body[body] = name
+        self.define(name, body)
+        return name
+
+    def define(self, name: str, body: str) -> None:
+        line = f"{name}: {body}"
+        self.size += len(line.encode("utf-8")) + 1
+        if self.size > MAX_GRAMMAR_BYTES:
+            raise ConstraintError(
+                f"the grammar would pass {MAX_GRAMMAR_BYTES} bytes (the schema is too large to "
+                "constrain; it is decoded loosely and validated afterwards)"
+            )
+        self.lines.append(line)
+
+    def grammar(self, start: str) -> str:
+        return f"start: {start}\n" + "\n".join(self.lines) + "\n"
+
+
 class GrammarBuilder:
     """Lark grammars for one format and one vocabulary's special tokens."""
 
@@ -109,96 +161,135 @@ class GrammarBuilder:
     def text(self, fixed: str) -> str:
         return _lark_string(fixed, self.specials)
 
-    def value_rule(self, schema: Mapping[str, Any]) -> str:
-        """A Lark rule body matching one value of ``schema`` as the format writes values."""
+    def _value(self, rules: _Rules, schema: Mapping[str, Any]) -> str:
+        """The name of a rule matching one value of ``schema`` as the format writes values."""
         if self.fmt.name == "functiongemma":
-            return self._gemma_rule(schema)
+            return self._gemma_value(rules, schema)
         with_options = dict(schema)
         with_options["x-guidance"] = _JSON_OPTIONS
-        return "%json " + json.dumps(with_options, ensure_ascii=False)
+        try:
+            body = json.dumps(with_options, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:  # NaN or a non-JSON value in the schema
+            raise ConstraintError(f"the schema is not plain JSON: {exc}") from exc
+        return rules.add("%json " + body, "v")
 
-    def _gemma_rule(self, schema: Mapping[str, Any]) -> str:
+    def _gemma_value(self, rules: _Rules, schema: Mapping[str, Any]) -> str:
         """FunctionGemma's value syntax: strings in <escape>, bare numbers, {k:v}, [a,b]."""
         escape = self.text("<escape>")
-        string = f'{escape} /[^<]*/ {escape}'
         if "enum" in schema:
-            return "(" + " | ".join(self.text(_gemma_literal(v)) for v in schema["enum"]) + ")"
+            members = list(schema["enum"])
+            strings = [v for v in members if isinstance(v, str)]
+            others = [_gemma_literal(v) for v in members if not isinstance(v, str)]
+            # Members as one lexeme each (a terminal): llguidance masks one lexeme of 50k
+            # alternatives fast, 50k rule alternatives slowly.
+            choices = []
+            if strings:
+                lexeme = " | ".join(json.dumps(v, ensure_ascii=False) for v in strings)
+                choices.append(f"{escape} {rules.add(lexeme, 'e', terminal=True)} {escape}")
+            if others:
+                lexeme = " | ".join(json.dumps(v, ensure_ascii=False) for v in others)
+                choices.append(rules.add(lexeme, "e", terminal=True))
+            if not choices:
+                raise ConstraintError("an empty enum allows no value")
+            return rules.add(" | ".join(choices))
         kind = schema.get("type")
         if kind == "string":
-            return string
+            return rules.add(f"{escape} /[^<]*/ {escape}", "s")
         if kind == "integer":
-            return "/-?(0|[1-9][0-9]*)/"
+            return rules.add("/-?(0|[1-9][0-9]*)/", "i")
         if kind == "number":
-            return "/-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?/"
+            return rules.add("/-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?/", "n")
         if kind == "boolean":
-            return '("true" | "false")'
+            return rules.add('"true" | "false"', "b")
         if kind == "null":
-            return '"null"'
+            return rules.add('"null"', "z")
         if kind == "array":
-            item = self._gemma_rule(schema.get("items") or {})
-            return f'"[" ({item} ("," {item})*)? "]"'
+            item = self._gemma_value(rules, schema.get("items") or {})
+            return rules.add(f'"[" ({item} ("," {item})*)? "]"', "a")
         if kind == "object":
             props = schema.get("properties") or {}
             if not props:
-                return '"{" "}"'
-            pair = " | ".join(
-                f"({self.text(k + ':')} {self._gemma_rule(v)})" for k, v in props.items()
-            )
-            return f'"{{" (({pair}) ("," ({pair}))*)? "}}"'
+                return rules.add('"{" "}"', "o")
+            pairs = [f"{self.text(_gemma_key(k) + ':')} {self._gemma_value(rules, v)}"
+                     for k, v in props.items()]  # fmt: skip
+            pair = rules.add(" | ".join(pairs), "p")
+            return rules.add(f'"{{" ({pair} ("," {pair})*)? "}}"', "o")
         any_of = schema.get("anyOf") or schema.get("oneOf")
         if any_of:
-            return "(" + " | ".join(self._gemma_rule(s) for s in any_of) + ")"
-        return f'({string} | /-?[0-9]+(\\.[0-9]+)?/ | "true" | "false" | "null")'
+            return rules.add(" | ".join(self._gemma_value(rules, s) for s in any_of), "u")
+        string = rules.add(f"{escape} /[^<]*/ {escape}", "s")
+        return rules.add(f'{string} | /-?[0-9]+(\\.[0-9]+)?/ | "true" | "false" | "null"', "x")
 
-    def _pair(self, key: str, schema: Mapping[str, Any], *, first: bool) -> str:
-        prefix = self.text(self.fmt.layout.prefix_for(key, first=first))
-        return f"{prefix} {self.value_rule(schema)}"
+    def _pair(self, rules: _Rules, key: str, schema: Mapping[str, Any], *, first: bool) -> str:
+        try:
+            prefix = self.text(self.fmt.layout.prefix_for(key, first=first))
+        except FormatError as exc:
+            raise ConstraintError(str(exc)) from exc
+        return f"{prefix} {self._value(rules, schema)}"
 
-    def _optional_tail(self, props: Mapping[str, Any], optional: Sequence[str]) -> str:
-        """Any subset of ``optional``, in order, after at least one argument."""
-        return " ".join(f"({self._pair(k, props[k], first=False)})?" for k in optional)
+    def _optional_rest(self, rules: _Rules, props: Mapping[str, Any], optional: Sequence[str],
+                       tag: str) -> str:  # fmt: skip
+        """A rule for any subset of ``optional``, in order, after at least one argument:
+        ``rest_k: (pair_k)? rest_(k+1)``, one rule per argument."""
+        after = ""
+        for index in range(len(optional) - 1, -1, -1):
+            key = optional[index]
+            name = f"{tag}_rest{index}"
+            rules.define(name, f"({self._pair(rules, key, props[key], first=False)})? {after}")
+            after = name
+        return after
 
-    def _optional_chain(self, props: Mapping[str, Any], optional: Sequence[str]) -> str:
-        """A non-empty subset of ``optional`` in order; the first present one opens the list."""
-        alternatives = []
-        for index, key in enumerate(optional):
-            rest = optional[index + 1 :]
-            body = self._pair(key, props[key], first=True)
-            if rest:
-                body += " " + self._optional_tail(props, rest)
-            alternatives.append(f"({body})")
-        return " | ".join(alternatives)
+    def _optional_chain(self, rules: _Rules, props: Mapping[str, Any], optional: Sequence[str],
+                        tag: str) -> str:  # fmt: skip
+        """A rule for a non-empty subset of ``optional`` in order; the first present one opens
+        the list: ``chain_k: first_k rest_(k+1) | chain_(k+1)``."""
+        self._optional_rest(rules, props, optional, tag)
+        after = ""
+        for index in range(len(optional) - 1, -1, -1):
+            key = optional[index]
+            name = f"{tag}_chain{index}"
+            body = self._pair(rules, key, props[key], first=True)
+            if index + 1 < len(optional):
+                body += f" {tag}_rest{index + 1}"
+            rules.define(name, f"({body})" + (f" | {after}" if after else ""))
+            after = name
+        return after
 
-    def _arguments(self, parameters: Mapping[str, Any]) -> str:
+    def _arguments(self, rules: _Rules, parameters: Mapping[str, Any], tag: str) -> str:
         schema = ordered_parameters(parameters)
         props: dict[str, Any] = schema["properties"]
         required = [k for k in schema.get("required", []) if k in props]
         optional = [k for k in props if k not in required]
         if not required:
-            return f"({self._optional_chain(props, optional)})?" if optional else ""
-        body = " ".join(self._pair(k, props[k], first=i == 0) for i, k in enumerate(required))
+            return f"({self._optional_chain(rules, props, optional, tag)})?" if optional else ""
+        body = " ".join(
+            self._pair(rules, k, props[k], first=i == 0) for i, k in enumerate(required)
+        )
         if optional:
-            body += " " + self._optional_tail(props, optional)
+            body += " " + self._optional_rest(rules, props, optional, tag)
         return body
 
     def call(self, tools: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
         """Lark for one whole call to one of ``tools`` ((name, parameters) pairs)."""
         if not tools:
             raise ConstraintError("a call grammar needs at least one tool")
-        rules, alternatives = [], []
+        rules, alternatives = _Rules(), []
         for index, (name, parameters) in enumerate(tools):
-            head = self.text(self.fmt.layout.head_for(name))
+            head = self.text(self._head(name))
             tail = self.text(self.fmt.layout.tail)
-            rules.append(f"call_{index}: {head} {self._arguments(parameters)} {tail}")
+            arguments = self._arguments(rules, parameters, f"t{index}")
+            rules.define(f"call_{index}", f"{head} {arguments} {tail}")
             alternatives.append(f"call_{index}")
-        return "start: " + " | ".join(alternatives) + "\n" + "\n".join(rules) + "\n"
+        return rules.grammar(" | ".join(alternatives))
 
     def value(self, lead: str, schema: Mapping[str, Any]) -> str:
         """Lark for ``lead`` (fixed text), one value of ``schema``, then one follow character."""
         layout = self.fmt.layout
         follow = sorted({layout.next_prefix[:1], layout.tail[:1]} - {""})
         ends = " | ".join(self.text(c) for c in follow)
-        return f"start: {self.text(lead)} value ({ends})\nvalue: {self.value_rule(schema)}\n"
+        rules = _Rules()
+        rules.define("value", self._value(rules, schema))
+        return rules.grammar(f"{self.text(lead)} value ({ends})")
 
     def optional(self, parameters: Mapping[str, Any], lead: str = "") -> str:
         """Lark for ``lead`` (the last written characters, which may fuse with what follows:
@@ -207,13 +298,32 @@ class GrammarBuilder:
         props = schema["properties"]
         required = [k for k in schema.get("required", []) if k in props]
         optional = [k for k in props if k not in required]
-        start = f"start: {self.text(lead)} " if lead else "start: "
+        start = f"{self.text(lead)} " if lead else ""
         tail = self.text(self.fmt.layout.tail)
+        rules = _Rules()
         if not optional:
-            return f"{start}{tail}\n"
+            return rules.grammar(f"{start}{tail}")
         if required:
-            return f"{start}{self._optional_tail(props, optional)} {tail}\n"
-        return f"{start}({self._optional_chain(props, optional)})? {tail}\n"
+            return rules.grammar(
+                f"{start}{self._optional_rest(rules, props, optional, 'o')} {tail}"
+            )
+        chain = self._optional_chain(rules, props, optional, "o")
+        return rules.grammar(f"{start}({chain})? {tail}")
+
+    def _head(self, name: str) -> str:
+        try:
+            return self.fmt.layout.head_for(name)
+        except FormatError as exc:
+            raise ConstraintError(str(exc)) from exc
+
+
+def _gemma_key(key: str) -> str:
+    """A name or key FunctionGemma can write (its parser reads ``[A-Za-z0-9_.-]+``)."""
+    from weavehost.formats.functiongemma import writable_key
+
+    if not writable_key(key):
+        raise ConstraintError(f"FunctionGemma cannot write the name or key {key!r}")
+    return key
 
 
 def _gemma_literal(value: Any) -> str:
@@ -310,9 +420,7 @@ def _lltokenizer(engine: Engine) -> llguidance.LLTokenizer:
     tokens = []
     for token in range(engine.n_vocab):
         piece = engine.token_bytes(token)
-        if piece.decode("utf-8", errors="replace") in specials or (
-            engine.is_control(token)
-        ):
+        if piece.decode("utf-8", errors="replace") in specials or (engine.is_control(token)):
             piece = b"\xff" + piece
         tokens.append(piece)
     tokenize = ctypes.cast(llama_cpp.llama_cpp._lib.llama_tokenize, ctypes.c_void_p).value
@@ -339,6 +447,9 @@ class ConstraintFactory:
         return GrammarBuilder(fmt, self.specials)
 
     def _compile(self, lark: str) -> llguidance.LLMatcher:
+        if len(lark.encode("utf-8")) > MAX_GRAMMAR_BYTES:
+            raise ConstraintError(f"the grammar is over the {MAX_GRAMMAR_BYTES}-byte cap")
+        started = time.perf_counter()
         try:
             grammar = llguidance.LLMatcher.grammar_from_lark(lark)
             matcher = llguidance.LLMatcher(self._tokenizer, grammar, limits=LIMITS)
@@ -346,6 +457,14 @@ class ConstraintFactory:
             raise ConstraintError(f"could not build a constraint: {exc}") from exc
         if matcher.is_error():
             raise ConstraintError(f"could not build a constraint: {matcher.get_error()}")
+        elapsed = time.perf_counter() - started
+        if elapsed > MAX_COMPILE_S:
+            logger.warning(
+                "a %d-byte grammar took %.2f s to compile (cap %.1f s)",
+                len(lark),
+                elapsed,
+                MAX_COMPILE_S,
+            )
         return matcher
 
     def new(self, lark: str) -> Constraint:
