@@ -51,6 +51,7 @@ __all__ = [
     "LIMITS",
     "MAX_COMPILE_S",
     "MAX_GRAMMAR_BYTES",
+    "MAX_PROPERTIES",
     "Constraint",
     "ConstraintFactory",
     "GrammarBuilder",
@@ -65,6 +66,10 @@ __all__ = [
 # vocabulary: a 1 MB grammar (a 100k-member enum) compiles in ~0.45 s and masks a token in
 # ~0.3 ms; see tests/test_constraint_limits.py.
 MAX_GRAMMAR_BYTES = 1_000_000
+# Properties in one schema, nested ones included: llguidance's JSON compiler took 5.8 s and
+# 0.39 s per token mask for an object of 10k optional properties (a 289 KB grammar, under the
+# byte cap), and a chain of 3k optional arguments overflowed its stack (SIGSEGV).
+MAX_PROPERTIES = 1_000
 # A compile slower than this is logged (llguidance cannot be interrupted mid-compile; the byte
 # cap above is what keeps it bounded).
 MAX_COMPILE_S = 2.0
@@ -149,6 +154,31 @@ class _Rules:
 
     def grammar(self, start: str) -> str:
         return f"start: {start}\n" + "\n".join(self.lines) + "\n"
+
+
+def _check_properties(schema: Any) -> None:
+    """Raise ConstraintError if ``schema`` has more than MAX_PROPERTIES properties in all, or a
+    nested key llguidance cannot match (an iterative walk: a deep schema cannot exhaust the
+    stack)."""
+    count = 0
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            props = node.get("properties")
+            if isinstance(props, Mapping):
+                count += len(props)
+                if node is not schema and any("\x7f" in k for k in props):
+                    # llguidance spells a nested key with a raw DEL, which its own JSON strings
+                    # refuse (and which the formats write \u007f): no call could match.
+                    raise ConstraintError("a nested property key holds DEL (U+007F)")
+                if count > MAX_PROPERTIES:
+                    raise ConstraintError(
+                        f"the schema has over {MAX_PROPERTIES} properties, too many to constrain"
+                    )
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
 
 
 class GrammarBuilder:
@@ -256,6 +286,7 @@ class GrammarBuilder:
         return after
 
     def _arguments(self, rules: _Rules, parameters: Mapping[str, Any], tag: str) -> str:
+        _check_properties(parameters)
         schema = ordered_parameters(parameters)
         props: dict[str, Any] = schema["properties"]
         required = [k for k in schema.get("required", []) if k in props]
@@ -287,6 +318,7 @@ class GrammarBuilder:
         layout = self.fmt.layout
         follow = sorted({layout.next_prefix[:1], layout.tail[:1]} - {""})
         ends = " | ".join(self.text(c) for c in follow)
+        _check_properties(schema)
         rules = _Rules()
         rules.define("value", self._value(rules, schema))
         return rules.grammar(f"{self.text(lead)} value ({ends})")
@@ -294,6 +326,7 @@ class GrammarBuilder:
     def optional(self, parameters: Mapping[str, Any], lead: str = "") -> str:
         """Lark for ``lead`` (the last written characters, which may fuse with what follows:
         ``"`` + ``,`` is one token ``",``), then the optional arguments, then the tail."""
+        _check_properties(parameters)
         schema = ordered_parameters(parameters)
         props = schema["properties"]
         required = [k for k in schema.get("required", []) if k in props]
