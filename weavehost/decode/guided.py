@@ -6,22 +6,30 @@ is the same constraint, but every run of tokens the constraint forces is prefill
 instead of decoded (SGLang's jump-forward decoding). Both write the same text for the same model
 (greedy, same constraint), so their correctness is the same; only passes and time differ.
 
+A schema that cannot be constrained (llguidance refuses it, or its grammar passes the caps in
+:mod:`weavehost.constrain`) is decoded under a looser grammar, or freely, and the call is
+validated against the schema before it is returned (:mod:`weavehost.decode.fallback`).
+
 :func:`guided_decode` is also the loop the ``weave`` strategy uses to pick the tool name and to
 decide optional arguments.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from weavehost.constrain import Constraint, constraints_for
 from weavehost.decode.base import CallRequest, CallResult, read_calls
+from weavehost.decode.fallback import invalid_reason, loosened
 from weavehost.engine import Engine
 from weavehost.errors import ConstraintError
 
 __all__ = ["ConstrainedStrategy", "GuidedOutcome", "JumpForwardStrategy", "guided_decode"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,11 +105,30 @@ class _WholeCallStrategy:
         prompt_len = engine.seq_len(0)
         prompt_logits = engine.last_logits(0)
         started = time.perf_counter()
+        grammars = factory.grammars(fmt)
+        loose = False
         try:
-            grammar = factory.grammars(fmt).call([(t.name, t.parameters) for t in request.tools])
-            constraint = factory.new(grammar)
+            constraint = factory.new(grammars.call([(t.name, t.parameters) for t in request.tools]))
         except ConstraintError as exc:
-            return _failed(self.name, engine, before, started, str(exc))
+            if not request.tools:
+                return _failed(self.name, engine, before, started, str(exc))
+            # Too large or not expressible: decode loosely, validate after (row 16, row 24).
+            names = ", ".join(t.name for t in request.tools)
+            try:
+                constraint = factory.new(
+                    grammars.call([(t.name, loosened(t.parameters)) for t in request.tools])
+                )
+                logger.warning(
+                    "no constraint for %s (%s): any value per argument, validated after",
+                    names, exc,
+                )  # fmt: skip
+                loose = True
+            except ConstraintError as loose_exc:
+                logger.warning(
+                    "no constraint for %s (%s; %s): decoding freely, validated after",
+                    names, exc, loose_exc,
+                )  # fmt: skip
+                return _free_then_validated(self.name, request, before, started, prompt_logits)
         outcome = guided_decode(
             engine,
             constraint,
@@ -112,6 +139,9 @@ class _WholeCallStrategy:
         calls, error = [], outcome.error
         if error is None:
             calls, error = read_calls(fmt, outcome.text)
+        if error is None and loose:
+            error = invalid_reason(calls, request.tools)
+            calls = [] if error else calls
         if error is not None:
             # A failed call leaves no trace in the conversation.
             engine.drop(0, prompt_len, next_logits=prompt_logits)
@@ -123,10 +153,33 @@ class _WholeCallStrategy:
             stats=engine.stats.since(before),
             tool_latency_s=latency,
             final_latency_s=latency,
-            phases={"call": latency},
+            phases={"call": latency, **({"loose": latency} if loose else {})},
             error=error,
             tokens=outcome.tokens,
         )
+
+
+def _free_then_validated(
+    name: str, request: CallRequest, before, started: float, prompt_logits
+) -> CallResult:
+    """The call written freely (``serial`` from the opener), passed on only if it validates;
+    otherwise sequence 0 goes back to the prompt."""
+    from weavehost.decode.serial import SerialStrategy
+
+    engine = request.engine
+    prompt_len = engine.seq_len(0)
+    free = SerialStrategy().run(replace(request, forced=True))
+    calls, error = free.calls, free.error
+    if error is None:
+        error = invalid_reason(calls, request.tools)
+    if error is not None:
+        calls = []
+        engine.drop(0, prompt_len, next_logits=prompt_logits)
+    elapsed = time.perf_counter() - started
+    return CallResult(
+        name, calls, None, free.text, engine.stats.since(before), elapsed, elapsed,
+        {"free": elapsed}, error, free.tokens if error is None else [],
+    )  # fmt: skip
 
 
 def _failed(name: str, engine: Engine, before, started: float, error: str) -> CallResult:

@@ -111,16 +111,37 @@ class WeaveStrategy:
             roll_back()
             elapsed = time.perf_counter() - started
             return CallResult(
-                self.name, [], None, text, engine.stats.since(before), elapsed, elapsed,
-                phases, error, [],
+                self.name,
+                [],
+                None,
+                text,
+                engine.stats.since(before),
+                elapsed,
+                elapsed,
+                phases,
+                error,
+                [],
             )
+
+        def fall_back(reason: str) -> CallResult:
+            """The call decoded again by jump_forward with the whole call in view (which
+            itself falls back to post-validation for a schema it cannot constrain)."""
+            logger.info("weave falls back to jump_forward: %s", reason)
+            roll_back()
+            fallback = JumpForwardStrategy().run(request)
+            elapsed = time.perf_counter() - started
+            phases["fallback"] = fallback.final_latency_s
+            return CallResult(
+                self.name, fallback.calls, None, fallback.text, engine.stats.since(before),
+                elapsed, elapsed, phases, fallback.error, fallback.tokens,
+            )  # fmt: skip
 
         grammars = factory.grammars(fmt)
         # 1. Selector.
         try:
             selected = self._select(engine, fmt, request, grammars, factory)
         except ConstraintError as exc:
-            return failed(str(exc))
+            return fall_back(str(exc))
         if isinstance(selected, str):
             return failed(selected)
         tool, head_written, head_tokens = selected
@@ -131,8 +152,7 @@ class WeaveStrategy:
         schema = tool.parameters
         props = schema.get("properties", {})
         if len(required) + 1 > engine.n_seq_max:
-            return failed(f"{tool.name} has {len(required)} required arguments; too many for "
-                          f"n_seq_max={engine.n_seq_max}")
+            return fall_back(f"{len(required)} required arguments, n_seq_max={engine.n_seq_max}")
 
         # 2. Skeleton prefill, 3. parallel values.
         try:
@@ -143,7 +163,7 @@ class WeaveStrategy:
                 # The first value runs on sequence 0 itself, the others on forks.
                 tasks.append(ValueTask(key=key, seq=index, constraint=constraint, lead=lead))
         except ConstraintError as exc:
-            return failed(str(exc))
+            return fall_back(str(exc))
         shared: list[int] = []
         if tasks:
             shared = prefill_skeleton(engine, tasks)
@@ -162,16 +182,7 @@ class WeaveStrategy:
                 # A value that cannot be decoded alone (too long, or a model that rambles
                 # without the other values in view) is decoded again with the whole call in
                 # view: the same call jump_forward would write, at its cost plus what was spent.
-                logger.info("weave falls back to jump_forward: %s", "; ".join(broken))
-                roll_back()
-                fallback = JumpForwardStrategy().run(request)
-                elapsed = time.perf_counter() - started
-                phases["fallback"] = fallback.final_latency_s
-                return CallResult(
-                    self.name, fallback.calls, None, fallback.text,
-                    engine.stats.since(before), elapsed, elapsed, phases, fallback.error,
-                    fallback.tokens,
-                )
+                return fall_back("; ".join(broken))
 
         # 4. Provisional call.
         pairs: list[tuple[str, bool]] = []
@@ -224,7 +235,7 @@ class WeaveStrategy:
                     max_tokens=request.max_tokens,
                 )
             except ConstraintError as exc:
-                return failed(str(exc), required_text)
+                return fall_back(str(exc))
             call_tokens += rest.tokens
             final_text = required_text[: len(required_text) - len(lead)] + rest.text
             final_at = rest.completed_at
@@ -347,5 +358,3 @@ def _single_call(fmt: ModelFormat, text: str) -> ToolCall:
     if len(calls) != 1:
         raise FormatError(f"expected one call, found {len(calls)}")
     return calls[0]
-
-
