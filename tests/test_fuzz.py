@@ -579,7 +579,12 @@ def test_a_valid_call_round_trips_through_every_format_and_its_constraint_accept
                 # becomes three lone continuation bytes): no model could write this call.
                 fuzz_log.record("round trip", f"{fmt.name}: text llama.cpp cannot tokenize")
                 continue
-            constraint = factory.new(factory.grammars(fmt).call([("t", parameters)]))
+            try:
+                constraint = factory.new(factory.grammars(fmt).call([("t", parameters)]))
+            except ConstraintError as exc:
+                # Decoded loosely and validated after (test_constraint_limits.py).
+                fuzz_log.record("round trip", f"{fmt.name}: not constrained ({exc})")
+                continue
             for token in tokens:
                 assert constraint.consume(token), (fmt.name, text, engine.token_bytes(token))
             assert constraint.accepting or constraint.stopped, (fmt.name, text)
