@@ -74,7 +74,5 @@ def run_case(
     started = time.perf_counter()
     engine.prefill(0, prompt)
     prefill_s = time.perf_counter() - started
-    result = chosen.run(
-        CallRequest(engine=engine, format=fmt, tools=tools, max_tokens=max_tokens)
-    )
+    result = chosen.run(CallRequest(engine=engine, format=fmt, tools=tools, max_tokens=max_tokens))
     return CaseOutcome(result=result, prompt_tokens=len(prompt), prompt_prefill_s=prefill_s)

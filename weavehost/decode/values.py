@@ -149,8 +149,7 @@ def decode_values(
             if len(task.tokens) >= max_tokens:
                 tail = bytes(task.written[-60:]).decode("utf-8", "replace")
                 task.error = (
-                    f"the value of {task.key!r} did not end within {max_tokens} tokens "
-                    f"(…{tail!r})"
+                    f"the value of {task.key!r} did not end within {max_tokens} tokens (…{tail!r})"
                 )
                 continue
             task.fed.append(token)
