@@ -109,7 +109,8 @@ def ordered_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
     schema = dict(parameters)
     props = dict(schema.get("properties") or {})
     required = [k for k in schema.get("required", []) if k in props]
-    optional = [k for k in props if k not in required]
+    # An optional property whose schema is ``false`` can only be left out.
+    optional = [k for k in props if k not in required and props[k] is not False]
     schema["properties"] = {k: props[k] for k in [*required, *optional]}
     schema.setdefault("type", "object")
     schema["additionalProperties"] = False
@@ -181,6 +182,16 @@ def _check_properties(schema: Any) -> None:
             stack.extend(node)
 
 
+def _schema_object(schema: Any) -> Mapping[str, Any]:
+    """A boolean schema as an object: ``true`` allows anything; ``false`` allows nothing, so no
+    value of it can be written (a property with it can only be left out)."""
+    if schema is True:
+        return {}
+    if schema is False or not isinstance(schema, Mapping):
+        raise ConstraintError(f"no value can be written for the schema {schema!r}")
+    return schema
+
+
 class GrammarBuilder:
     """Lark grammars for one format and one vocabulary's special tokens."""
 
@@ -191,8 +202,9 @@ class GrammarBuilder:
     def text(self, fixed: str) -> str:
         return _lark_string(fixed, self.specials)
 
-    def _value(self, rules: _Rules, schema: Mapping[str, Any]) -> str:
+    def _value(self, rules: _Rules, schema: Mapping[str, Any] | bool) -> str:
         """The name of a rule matching one value of ``schema`` as the format writes values."""
+        schema = _schema_object(schema)
         if self.fmt.name == "functiongemma":
             return self._gemma_value(rules, schema)
         with_options = dict(schema)
@@ -203,8 +215,9 @@ class GrammarBuilder:
             raise ConstraintError(f"the schema is not plain JSON: {exc}") from exc
         return rules.add("%json " + body, "v")
 
-    def _gemma_value(self, rules: _Rules, schema: Mapping[str, Any]) -> str:
+    def _gemma_value(self, rules: _Rules, schema: Mapping[str, Any] | bool) -> str:
         """FunctionGemma's value syntax: strings in <escape>, bare numbers, {k:v}, [a,b]."""
+        schema = _schema_object(schema)
         escape = self.text("<escape>")
         if "enum" in schema:
             members = list(schema["enum"])
