@@ -352,7 +352,9 @@ def nodes(draw: Any, depth: int = 0, keys: st.SearchStrategy[str] = PLAIN_KEYS) 
         return Node(schema, lambda d: d(valid), lambda d: d(invalid), bfcl)
     if kind in ("integer", "number"):
         low = draw(st.integers(-1000, 1000))
-        high = low + draw(st.integers(0, 1000))
+        # llguidance writes a one-point number range [0, 0] as "0" only, not "0.0": a stricter
+        # grammar, not a wrong one, so number ranges here have room.
+        high = low + draw(st.integers(0 if kind == "integer" else 1, 1000))
         schema.update(minimum=low, maximum=high)
         valid = (
             st.integers(low, high)
