@@ -175,12 +175,20 @@ class _Untrusted:
 
     def __init__(self) -> None:
         self.texts: list[str] = []
+        self._known: dict[str, str] = {}
 
     def hide(self, text: str) -> str:
+        """The placeholder for ``text``; the same text always gets the same placeholder, so a
+        template that compares hidden strings (``key in required``) still can."""
+        known = self._known.get(text)
+        if known is not None:
+            return known
         if len(self.texts) >= 0xFFF:
             raise FormatError("too many separate texts in one prompt (over 4095)")
         self.texts.append(text)
-        return chr(_PLACEHOLDER_BASE + len(self.texts) - 1)
+        placeholder = chr(_PLACEHOLDER_BASE + len(self.texts) - 1)
+        self._known[text] = placeholder
+        return placeholder
 
     def hide_strings(self, value: Any) -> Any:
         """Replace every string value (not keys) in a JSON-like structure."""
@@ -195,7 +203,10 @@ class _Untrusted:
     def hide_descriptions(self, value: Any) -> Any:
         """Replace free-text fields of a tool definition (descriptions, titles, enum members).
 
-        Names and ``type`` values stay readable: templates compare and print them.
+        Names and ``type`` values stay readable: templates compare, sort and print them. A
+        property name that could hold special-token text (it has ``<``, ``[`` or ``|``) is
+        hidden too, as a key of ``properties`` and in ``required``, so a server cannot put a
+        control token into the prompt through an argument name.
         """
         if isinstance(value, Mapping):
             out: dict[str, Any] = {}
@@ -204,6 +215,13 @@ class _Untrusted:
                     out[key] = self.hide(item)
                 elif key == "enum" and isinstance(item, list):
                     out[key] = self.hide_strings(item)
+                elif key == "properties" and isinstance(item, Mapping):
+                    out[key] = {
+                        self._name(name): self.hide_descriptions(schema)
+                        for name, schema in item.items()
+                    }
+                elif key == "required" and isinstance(item, list):
+                    out[key] = [self._name(name) for name in item]
                 else:
                     out[key] = self.hide_descriptions(item)
             return out
@@ -211,8 +229,14 @@ class _Untrusted:
             return [self.hide_descriptions(item) for item in value]
         return value
 
+    def _name(self, name: Any) -> Any:
+        if isinstance(name, str) and _RISKY_NAME.search(name):
+            return self.hide(name)
+        return name
+
 
 _FREE_TEXT_KEYS = frozenset({"description", "title", "default", "examples"})
+_RISKY_NAME = re.compile(r"[<\[|]")  # what special-token text is made of in every format here
 
 
 def _tojson(value: Any, indent: int | None = None, **_: Any) -> str:
