@@ -352,15 +352,13 @@ def nodes(draw: Any, depth: int = 0, keys: st.SearchStrategy[str] = PLAIN_KEYS) 
         return Node(schema, lambda d: d(valid), lambda d: d(invalid), bfcl)
     if kind in ("integer", "number"):
         low = draw(st.integers(-1000, 1000))
-        # llguidance writes a one-point number range [0, 0] as "0" only, not "0.0": a stricter
-        # grammar, not a wrong one, so number ranges here have room.
+        # llguidance writes a one-point number range [0, 0] as "0" only, not "0.0", and a
+        # bounded number without an exponent (8.7e-134 in [0, 1] is refused): stricter grammars,
+        # not wrong ones, so number ranges here have room and floats are drawn as decimals.
         high = low + draw(st.integers(0 if kind == "integer" else 1, 1000))
         schema.update(minimum=low, maximum=high)
-        valid = (
-            st.integers(low, high)
-            if kind == "integer"
-            else st.floats(low, high, allow_nan=False) | st.integers(low, high)
-        )
+        decimals = st.floats(low, high, allow_nan=False).filter(lambda x: "e" not in repr(x))
+        valid = st.integers(low, high) if kind == "integer" else decimals | st.integers(low, high)
         return Node(
             schema,
             lambda d: d(valid),
