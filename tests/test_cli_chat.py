@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -70,46 +71,65 @@ def test_chat_answers_lists_tools_and_exits_on_slash_exit() -> None:
     assert "get_forecast(city*, days*, units)" in result.stderr  # /tools
 
 
-def test_ctrl_c_mid_decode_exits_130_within_3_seconds_and_leaves_no_server() -> None:
+@dataclass
+class Interrupted:
+    code: int
+    took: float  # seconds from SIGINT to exit
+    server_pid: int | None
+    before: list[dict[str, Any]]  # events printed before the SIGINT
+    after: list[dict[str, Any]]  # events printed after it
+    stderr: str
+
+
+def interrupt(args: list[str], when: str) -> Interrupted:
+    """Run ``weavehost run ... --json``, send SIGINT right after the first ``when`` event."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "weavehost.cli", "run", "Write a very long poem about the sea.",
-         "--server", WEATHER, "--json", "--threads", "1", "--max-steps", "1", "--tool-choice", "auto"],
+        [sys.executable, "-m", "weavehost.cli", "run", *args, "--server", WEATHER, "--json",
+         "--threads", "1", "--max-steps", "1", "--tool-choice", "auto"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    server_pid = None
+    before: list[dict[str, Any]] = []
     try:
         selector = selectors.DefaultSelector()
         selector.register(process.stdout, selectors.EVENT_READ)  # type: ignore[arg-type]
         deadline = time.monotonic() + BOUND_S
-        decoding = False
-        while time.monotonic() < deadline and not decoding:
+        while time.monotonic() < deadline and not any(e["type"] == when for e in before):
             if not selector.select(timeout=deadline - time.monotonic()):
                 break
             line = process.stdout.readline()  # type: ignore[union-attr]
             if not line:
                 break
-            event = json.loads(line)
-            if event["type"] == "ready":
-                server_pid = event["servers"]["weather"]["pid"]
-            decoding = event["type"] == "text"
-        assert decoding, "the model never started writing text"
+            before.append(json.loads(line))
+        assert any(e["type"] == when for e in before), f"no {when!r} event before the deadline"
         process.send_signal(signal.SIGINT)
         sent = time.monotonic()
         code = process.wait(timeout=10)
         took = time.monotonic() - sent
+        after = events(process.stdout.read())  # type: ignore[union-attr]
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
-    assert code == 130, process.stderr.read()  # type: ignore[union-attr]
-    assert took < INTERRUPT_BOUND_S
-    assert server_pid is not None and not group_alive(server_pid)
+    ready = [e for e in before if e["type"] == "ready"]
+    pid = ready[0]["servers"]["weather"]["pid"] if ready else None
+    return Interrupted(code, took, pid, before, after, process.stderr.read())  # type: ignore[union-attr]
+
+
+def gone(pid: int | None) -> bool:
+    if pid is None or group_alive(pid):
+        return False
     try:
-        os.kill(server_pid, 0)
-        alive = True
+        os.kill(pid, 0)
     except ProcessLookupError:
-        alive = False
-    assert not alive
+        return True
+    return False
+
+
+def test_ctrl_c_mid_decode_exits_130_within_3_seconds_and_leaves_no_server() -> None:
+    run = interrupt(["Write a very long poem about the sea."], when="text")
+    assert run.code == 130, run.stderr
+    assert run.took < INTERRUPT_BOUND_S
+    assert gone(run.server_pid)
 
 
 def test_ctrl_c_mid_prompt_stops_the_prefill_exits_130_within_3_seconds_and_leaves_no_server() -> (
@@ -118,42 +138,12 @@ def test_ctrl_c_mid_prompt_stops_the_prefill_exits_130_within_3_seconds_and_leav
     # ~5,000 tokens of prompt: the prefill takes seconds on these CPUs, so a SIGINT sent when the
     # step begins lands inside it; the abort callback must stop it there.
     prompt = "Summarise this log. " + " ".join(f"entry {i}: disk ok, fan ok." for i in range(400))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "weavehost.cli", "run", prompt, "--ctx", "8192",
-         "--server", WEATHER, "--json", "--threads", "1", "--max-steps", "1", "--tool-choice", "auto"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    server_pid = None
-    seen: list[str] = []
-    try:
-        selector = selectors.DefaultSelector()
-        selector.register(process.stdout, selectors.EVENT_READ)  # type: ignore[arg-type]
-        deadline = time.monotonic() + BOUND_S
-        while time.monotonic() < deadline and "step" not in seen:
-            if not selector.select(timeout=deadline - time.monotonic()):
-                break
-            line = process.stdout.readline()  # type: ignore[union-attr]
-            if not line:
-                break
-            event = json.loads(line)
-            seen.append(event["type"])
-            if event["type"] == "ready":
-                server_pid = event["servers"]["weather"]["pid"]
-        assert "step" in seen, "the first step never began"
-        process.send_signal(signal.SIGINT)
-        sent = time.monotonic()
-        code = process.wait(timeout=10)
-        took = time.monotonic() - sent
-        rest = events(process.stdout.read())  # type: ignore[union-attr]
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert code == 130, process.stderr.read()  # type: ignore[union-attr]
-    assert took < INTERRUPT_BOUND_S
+    run = interrupt([prompt, "--ctx", "8192"], when="step")
+    assert run.code == 130, run.stderr
+    assert run.took < INTERRUPT_BOUND_S
     # Stopped inside the prefill: the prompt fitted (no error), and no step finished its sync.
-    assert not [e for e in rest if e["type"] in ("timings", "text", "error", "done")]
-    assert server_pid is not None and not group_alive(server_pid)
+    assert not [e for e in run.after if e["type"] in ("timings", "text", "error", "done")]
+    assert gone(run.server_pid)
 
 
 def test_a_message_that_cannot_fit_the_context_is_a_clear_error_with_exit_code_1_never_a_traceback() -> (
