@@ -1,6 +1,8 @@
 """Faults on the model side, on the real embedded SmolLM2 (RELIABILITY rows 20, 22, 23, 25, 26).
 
 Row 18: a catalog of 1,000 tools with 2 KB descriptions is offered within its share of the context.
+Row 19: invalid arguments reach no server; the model reads why and may try again (bounded by
+the step limit).
 Row 20: a call cut at its token budget mid-JSON, or naming an unknown tool, starts nothing.
 Row 22: a tool result longer than the whole 512-token context is cut to fit; no overflow.
 Row 23: ``llama_decode`` returning 1 resets the KV cache and retries the step once; a second
@@ -205,6 +207,31 @@ async def test_a_call_to_an_unknown_tool_starts_nothing_and_is_reported_to_the_m
     assert not of(events, "provisional_call")[0]["started"]
     result = of(events, "tool_result")[0]
     assert result["status"] == "unknown_tool" and log == []
+    told = [m["content"] for m in model.synced[-1] if m["role"] == "tool"]
+    assert told == [result["text"]] and "format_disk" in told[0]
+
+
+async def test_invalid_arguments_reach_no_server_and_the_model_reads_why_and_may_try_again() -> (
+    None
+):
+    log: list[dict[str, Any]] = []
+    bad, good = ToolCall("read_page", {"page": "three"}), ToolCall("read_page", {"page": 3})
+    model = ScriptedModel(
+        [
+            ScriptedCall(final=bad, provisional=bad),
+            ScriptedCall(final=good, provisional=good),
+            "Done.",
+        ]
+    )
+    async with Host(inproc={"docs": docs_server(log)}, trust=["docs"], agent_model=model,
+                    max_steps=3) as host:  # fmt: skip
+        with anyio.fail_after(10):
+            events = [e async for e in host.run("Read page three.")]
+    assert [e["started"] for e in of(events, "provisional_call")] == [False, True]
+    assert [e["status"] for e in of(events, "tool_result")] == ["invalid_arguments", "ok"]
+    assert log == [{"page": 3}]  # the invalid call never reached the server
+    told = [m["content"] for m in model.synced[1] if m["role"] == "tool"]
+    assert len(told) == 1 and "page" in told[0] and "three" in told[0]
 
 
 # --------------------------------------------------------------------------- row 18
