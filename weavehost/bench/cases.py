@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from weavehost.catalog import normalize_schema
+from weavehost.schemas import normalize_schema
 from weavehost.decode.base import ToolSchema
 from weavehost.errors import BenchError, SchemaError
 
@@ -65,7 +65,7 @@ def normalize_bfcl_schema(schema: Any, where: str = "schema") -> dict[str, Any]:
     BFCL's own ``"optional": true`` on a property takes it out of its object's ``required``
     (and a ``required`` entry naming no property is dropped); everything else — ``dict`` →
     ``object``, ``float`` → ``number``, ``tuple`` → ``array``, ``any`` → no constraint, local
-    ``$ref``, size and depth caps — is the catalog's :func:`~weavehost.catalog.normalize_schema`,
+    ``$ref``, size and depth caps — is the catalog's :func:`~weavehost.schemas.normalize_schema`,
     the same normalisation every MCP tool gets. The input is not changed.
     """
     try:
