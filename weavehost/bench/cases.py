@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from weavehost.schemas import normalize_schema
 from weavehost.decode.base import ToolSchema
 from weavehost.errors import BenchError, SchemaError
+from weavehost.schemas import normalize_schema
 
 __all__ = [
     "AnswerSet",
