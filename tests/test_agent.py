@@ -324,3 +324,18 @@ async def test_two_sessions_never_enter_the_model_at_once() -> None:
                 tg.start_soon(drain, second, "Hello")
     assert model.holds == [True]  # the first call was held open while the second turn waited
     assert model.most == 1
+
+
+async def test_a_hot_phone_runs_the_model_on_fewer_threads_and_a_cool_one_gets_them_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    statuses = iter([ThermalStatus.MODERATE, ThermalStatus.NONE])
+    monkeypatch.setattr("weavehost.host.read_thermal_status", lambda: next(statuses))
+    model = ScriptedModel(["Warm.", "Cool."], threads=4)
+    async with Host(agent_model=model) as host:
+        session = host.session()
+        with anyio.fail_after(10):
+            [e async for e in session.run("one")]
+            assert model.thread_changes == [2]  # MODERATE: half the threads
+            [e async for e in session.run("two")]
+    assert model.thread_changes == [2, 4]  # cool again: every thread back

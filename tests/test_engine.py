@@ -8,6 +8,7 @@ logits whose range is ~30, and require the greedy (argmax) token to agree exactl
 
 from __future__ import annotations
 
+import llama_cpp
 import numpy as np
 import pytest
 
@@ -185,3 +186,24 @@ def test_a_file_that_is_not_gguf_fails_to_load_with_its_name(tmp_path):
     with pytest.raises(ModelLoadError, match="broken.gguf"):
         with Engine.open(bogus, n_ctx=256, n_threads=1):
             pass
+
+
+def test_fewer_threads_take_effect_in_llama_cpp_and_decode_the_same_tokens(
+    fresh_engine: Engine,
+) -> None:
+    engine = fresh_engine
+    prompt = engine.tokenize("The capital of France is", add_bos=True)
+    before = engine.n_threads
+    wide = engine.prefill(1, prompt)
+    engine.clear()
+    try:
+        engine.set_threads(1)
+        assert engine.n_threads == 1 and llama_cpp.llama_n_threads(engine._h.context) == 1
+        narrow = engine.prefill(1, prompt)
+    finally:
+        engine.set_threads(before)
+    assert llama_cpp.llama_n_threads(engine._h.context) == before
+    assert int(np.argmax(narrow)) == int(np.argmax(wide))
+    assert float(np.max(np.abs(narrow - wide))) < LOGIT_TOLERANCE
+    with pytest.raises(EngineError):
+        engine.set_threads(0)

@@ -415,6 +415,9 @@ class Session:
 
         started = time.perf_counter()
         async with self.lock.lock:
+            if backoff is not None and backoff.threads != self.model.threads:
+                # Seed 003: fewer threads while the phone is hot, all of them again after.
+                await self.lock.run(self.model.set_threads, backoff.threads)
             before = self.model.stats()
             shown, notes = await self.lock.run(self._fit, tools)
             for note in notes:

@@ -88,6 +88,11 @@ class AgentModel(Protocol):
 
     def reset(self) -> None: ...
 
+    @property
+    def threads(self) -> int: ...
+
+    def set_threads(self, n_threads: int) -> None: ...
+
     def sync(
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSchema]
     ) -> SyncReport: ...
@@ -178,6 +183,13 @@ class EngineModel:
         """Empty the KV cache; the next :meth:`sync` prefills the whole conversation."""
         self.engine.clear()
         self.held = []
+
+    @property
+    def threads(self) -> int:
+        return self.engine.n_threads
+
+    def set_threads(self, n_threads: int) -> None:
+        self.engine.set_threads(n_threads)
 
     def abort(self) -> None:
         self.engine.abort()
@@ -354,6 +366,8 @@ class ScriptedModel:
     holds: list[bool] = field(default_factory=list)  # whether each hold was released in time
     allowed_calls: list[bool] = field(default_factory=list)  # allow_call of each free decode
     resets: int = 0  # times the loop reset the model's KV cache after a decode failure
+    threads: int = 4
+    thread_changes: list[int] = field(default_factory=list)  # every set_threads, in order
     _queue: deque[str | ScriptedCall] = field(init=False)
     _pending: ScriptedCall | None = field(default=None, init=False)
     _abort: threading.Event = field(default_factory=threading.Event, init=False)
@@ -372,6 +386,10 @@ class ScriptedModel:
 
     def reset(self) -> None:
         self.resets += 1
+
+    def set_threads(self, n_threads: int) -> None:
+        self.thread_changes.append(n_threads)
+        self.threads = n_threads
 
     def stats(self) -> EngineStats:
         return EngineStats()

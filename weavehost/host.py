@@ -23,6 +23,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -40,7 +41,13 @@ from weavehost.catalog import Catalog
 from weavehost.config import HostConfig, build_config
 from weavehost.executor import Approver, Executor
 from weavehost.servers import ServerPool
-from weavehost.thermal import Backoff, backoff_for, default_thread_count, read_thermal_status
+from weavehost.thermal import (
+    Backoff,
+    backoff_for,
+    default_thread_count,
+    performance_thread_count,
+    read_thermal_status,
+)
 
 __all__ = ["DEFAULT_N_CTX", "Host", "HostSession"]
 
@@ -125,6 +132,7 @@ class Host(AsyncContextManagerMixin):
         self.executor: Executor | None = None
         self.description: dict[str, Any] = {}
         self._lock = ModelLock()
+        self._cool_threads: int | None = None
         self._tg: anyio.abc.TaskGroup | None = None
 
     # ------------------------------------------------------------------ lifetime
@@ -165,6 +173,8 @@ class Host(AsyncContextManagerMixin):
         metadata = read_metadata(choice.path, full_arrays=("tokenizer.ggml.tokens",))
         detection = detect_format(metadata, self.format_name)
         threads = self.threads or default_thread_count()
+        # What a cool device gets back after a thermal back-off (seed 003).
+        self._cool_threads = self.threads or performance_thread_count()
         if self.on_loading:
             self.on_loading(f"loading {choice.path.name} ({threads} threads)")
 
@@ -207,10 +217,14 @@ class Host(AsyncContextManagerMixin):
                 self.config,
                 max_steps=max_steps or self.max_steps,
                 system=system,
-                pacing=_thermal_pacing,
+                pacing=functools.partial(_thermal_pacing, threads=self._loaded_threads()),
                 tool_choice=self.tool_choice or "auto",  # type: ignore[arg-type]
             ),
         )
+
+    def _loaded_threads(self) -> int:
+        """The threads the model runs with when the device is cool."""
+        return self._cool_threads or self.model.threads  # type: ignore[union-attr]
 
     def run(self, prompt: str) -> AsyncIterator[Event]:
         """One turn in a fresh conversation: yields its events."""
@@ -249,7 +263,8 @@ class Host(AsyncContextManagerMixin):
             raise failure[0]
 
 
-def _thermal_pacing(max_tokens: int) -> Backoff | None:
-    """Seed 003's back-off between agent steps, where the device's temperature is readable."""
+def _thermal_pacing(max_tokens: int, *, threads: int) -> Backoff | None:
+    """Seed 003's back-off between agent steps, where the device's temperature is readable:
+    ``threads`` is what the model was loaded with, what a cool phone gets back."""
     status = read_thermal_status()
-    return None if status is None else backoff_for(status, 1, max_tokens)
+    return None if status is None else backoff_for(status, threads, max_tokens)

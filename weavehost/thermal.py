@@ -34,6 +34,7 @@ __all__ = [
     "read_thermal_status",
     "status_from_celsius",
     "default_thread_count",
+    "performance_thread_count",
 ]
 
 
@@ -121,11 +122,15 @@ def _read_max_freqs() -> dict[int, int]:
     return out
 
 
-def default_thread_count() -> int:
-    """The performance cores this process may run on, backed off when the phone is hot."""
+def performance_thread_count() -> int:
+    """The performance cores this process may run on (what a cool device runs with)."""
     try:
         allowed = set(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         allowed = set(range(os.cpu_count() or 1))
-    cores = performance_cores(_read_max_freqs(), allowed)
-    return backoff_for(read_thermal_status(), cores, 1).threads
+    return performance_cores(_read_max_freqs(), allowed)
+
+
+def default_thread_count() -> int:
+    """The performance cores this process may run on, backed off when the phone is hot."""
+    return backoff_for(read_thermal_status(), performance_thread_count(), 1).threads

@@ -332,6 +332,15 @@ class Engine:
     def clear_abort(self) -> None:
         self._abort.clear()
 
+    def set_threads(self, n_threads: int) -> None:
+        """Threads for the passes from now on (decode and batch alike), e.g. fewer while a
+        phone is hot; the KV cache and everything else stay as they are."""
+        if n_threads < 1:
+            raise EngineError(f"a context needs at least one thread, got {n_threads}")
+        with self._lock:
+            llama_cpp.llama_set_n_threads(self._h.context, n_threads, n_threads)
+            self.n_threads = n_threads
+
     def run_pass(self, rows: Sequence[Row]) -> list[np.ndarray]:
         """Run one ``llama_decode`` over ``rows``; return the logits of rows that asked.
 
