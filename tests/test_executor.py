@@ -324,3 +324,26 @@ async def test_structured_content_that_breaks_the_output_schema_becomes_a_tool_e
     assert bad.text == ("forecast returned an invalid result: structured content does not match "
                         "the tool's output schema: (root): 'temp' is a required property")  # fmt: skip
     assert (error.status, error.text) == ("tool_error", '{"wind": 3}')
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("annotations", "trusted", "name", "arguments"),
+    [
+        ({"readOnlyHint": True}, True, "forecast", {"city": "Oslo", "days": 2}),
+        ({"readOnlyHint": True}, True, "forecast", {"city": "Oslo", "days": 9}),
+        ({"readOnlyHint": True}, True, "rm_rf", {}),
+        ({"readOnlyHint": True}, False, "forecast", {"city": "Oslo", "days": 2}),
+        ({"readOnlyHint": "true"}, True, "forecast", {"city": "Oslo", "days": 2}),
+    ],
+    ids=["allowed", "invalid", "unknown", "untrusted", "string-hint"],
+)
+async def test_starts_early_answers_exactly_whether_a_provisional_run_would_reach_the_server(
+    annotations: dict[str, Any], trusted: bool, name: str, arguments: dict[str, Any]
+) -> None:
+    _, config, catalog, caller = make(annotations, trusted=trusted)
+    executor = Executor(caller, catalog, config)
+    early = executor.starts_early(name, arguments)
+    await executor.run(name, arguments, provisional=True)
+    assert early == (len(caller.calls) == 1)
+    assert early is (name == "forecast" and trusted and arguments["days"] <= 7 and annotations["readOnlyHint"] is True)

@@ -503,13 +503,6 @@ class Session:
     def _spec(self, name: str) -> ToolSpec | None:
         return self.catalog.get(name) if name in self.catalog else None
 
-    def _valid(self, call: ToolCall) -> bool:
-        try:
-            self.catalog.validate_arguments(call.name, dict(call.arguments))
-        except WeavehostError:
-            return False
-        return True
-
     def _provisional(
         self,
         call: ToolCall,
@@ -518,13 +511,7 @@ class Session:
         emit: Callable[[Event], None],
     ) -> None:
         """On the event loop: start a provisional call if the tool may run early."""
-        spec = self._spec(call.name)
-        allowed = (
-            spec is not None
-            and not self.catalog.is_stale(spec.server)  # tools/list_changed: wait, never guess
-            and may_run_provisionally(spec, self.config)
-            and self._valid(call)  # nothing starts, not even early, before the call validates
-        )
+        allowed = self.executor.starts_early(call.name, dict(call.arguments))
         cached = allowed and self.cache.get(call) is not None
         emit(Event("provisional_call", {"name": call.name, "arguments": dict(call.arguments),
                                         "started": allowed and not cached,

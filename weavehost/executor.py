@@ -310,6 +310,21 @@ class Executor:
                 return self._local(name, spec.server, args, "denied", refusal, provisional)
         return await self._call(spec, args, provisional)
 
+    def starts_early(self, name: str, arguments: Any) -> bool:
+        """Whether ``run(name, arguments, provisional=True)`` would send the call right now:
+        a known tool whose server is not being re-listed, that the provisional rule allows,
+        with arguments that validate. The agent asks this before it opens a cache entry."""
+        if name not in self.catalog:
+            return False
+        spec = self.catalog.get(name)
+        if self.catalog.is_stale(spec.server) or not self.policy.allows(spec):
+            return False
+        try:
+            self.catalog.validate_arguments(name, arguments)
+        except ArgumentValidationError:
+            return False
+        return True
+
     async def _current(self, name: str) -> ToolSpec | None:
         """The tool's spec after any re-listing of its server; None if that did not finish."""
         with anyio.move_on_after(self.config.timeouts.list_tools + REFRESH_WAIT_MARGIN):
