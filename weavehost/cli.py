@@ -204,7 +204,8 @@ def agent_options(func: F) -> F:
     return func
 
 
-def _agent(ctx: click.Context, kw: dict[str, Any], body: Any) -> None:
+def _agent(ctx: click.Context, kw: dict[str, Any], body: Any, *, exit_on_error: bool) -> None:
+    """Run ``body`` on a Host; ``exit_on_error``: a failed turn ends the command with its code."""
     import anyio
 
     from weavehost.config import build_config
@@ -233,7 +234,7 @@ def _agent(ctx: click.Context, kw: dict[str, Any], body: Any) -> None:
     if code:
         click.echo("interrupted", err=True)
         sys.exit(code)
-    if printer.failure is not None and kw.get("exit_on_error", True):
+    if printer.failure is not None and exit_on_error:
         sys.exit(printer.failure.get("exit_code", 1))  # the message was printed with the event
 
 
@@ -251,7 +252,7 @@ def run(ctx: click.Context, prompt: str, **kw: Any) -> None:
         if not printer.as_json:
             click.echo("")
 
-    _agent(ctx, kw, body)
+    _agent(ctx, kw, body, exit_on_error=True)
 
 
 @main.command()
@@ -287,8 +288,7 @@ def chat(ctx: click.Context, **kw: Any) -> None:
             if not printer.as_json:
                 click.echo("")
 
-    kw["exit_on_error"] = False  # a failed turn is reported; the conversation goes on
-    _agent(ctx, kw, body)
+    _agent(ctx, kw, body, exit_on_error=False)  # chat reports a failed turn and goes on
 
 
 def _register_bench() -> None:
