@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -32,7 +33,7 @@ from pydantic import Field
 import weavehost.engine.engine as engine_module
 from weavehost import Host
 from weavehost.agent import Event, Session
-from weavehost.agent_model import EngineModel, ScriptedCall, ScriptedModel
+from weavehost.agent_model import AgentModel, EngineModel, ScriptedCall, ScriptedModel
 from weavehost.decode import ToolSchema, get_strategy
 from weavehost.engine import Engine
 from weavehost.formats import FORMATS, ToolCall, detect_format, tool_to_openai
@@ -93,6 +94,15 @@ def session_of(host: Host, **options: Any) -> Session:
     return Session(host.model, host._lock, host.catalog, host.executor, host.config, **options)
 
 
+@asynccontextmanager
+async def docs_session(
+    model: AgentModel, log: list[dict[str, Any]], **options: Any
+) -> AsyncIterator[Session]:
+    """A session (with ``options``) on ``model`` and the trusted in-process docs server."""
+    async with Host(inproc={"docs": docs_server(log)}, trust=["docs"], agent_model=model) as host:
+        yield session_of(host, **options)
+
+
 # --------------------------------------------------------------------------- row 22
 
 
@@ -102,9 +112,9 @@ async def test_a_tool_result_longer_than_a_512_token_context_is_cut_to_fit_and_t
     model = model_on(small_engine, embedded_model_path)
     log: list[dict[str, Any]] = []
     assert model.count_tokens(PAGE) > 512
-    async with Host(inproc={"docs": docs_server(log)}, trust=["docs"], agent_model=model,
-                    max_steps=2, tool_choice="required") as host:  # fmt: skip
-        session = session_of(host, max_steps=2, tool_choice="required", free_tokens=24)
+    async with docs_session(
+        model, log, max_steps=2, tool_choice="required", free_tokens=24
+    ) as session:
         events = await run_turn(session, "Read page 3 of the manual.")
         assert not of(events, "error"), of(events, "error")
         assert of(events, "tool_result")[0]["text"] == PAGE  # the transcript keeps it whole
@@ -141,9 +151,7 @@ async def test_llama_decode_returning_1_resets_the_kv_cache_and_the_step_is_trie
 ) -> None:
     model = model_on(roomy_engine, embedded_model_path)
     log: list[dict[str, Any]] = []
-    async with Host(inproc={"docs": docs_server(log)}, trust=["docs"], agent_model=model,
-                    max_steps=1, tool_choice="required") as host:  # fmt: skip
-        session = session_of(host, max_steps=1, tool_choice="required")
+    async with docs_session(model, log, max_steps=1, tool_choice="required") as session:
         await run_turn(session, "Hello.")  # something resident to lose
         failing = FailingDecode(times=1)
         monkeypatch.setattr(engine_module.llama_cpp, "llama_decode", failing)
@@ -162,9 +170,7 @@ async def test_llama_decode_failing_twice_ends_the_turn_with_an_error_and_the_ne
 ) -> None:
     model = model_on(roomy_engine, embedded_model_path)
     log: list[dict[str, Any]] = []
-    async with Host(inproc={"docs": docs_server(log)}, trust=["docs"], agent_model=model,
-                    max_steps=1, tool_choice="required") as host:  # fmt: skip
-        session = session_of(host, max_steps=1, tool_choice="required")
+    async with docs_session(model, log, max_steps=1, tool_choice="required") as session:
         failing = FailingDecode(times=2)
         monkeypatch.setattr(engine_module.llama_cpp, "llama_decode", failing)
         events = await run_turn(session, "Read page 3 of the manual.")
@@ -186,9 +192,9 @@ async def test_a_call_cut_at_its_token_budget_mid_json_starts_nothing_not_even_p
 ) -> None:
     model = model_on(roomy_engine, embedded_model_path, strategy)
     log: list[dict[str, Any]] = []
-    async with Host(inproc={"docs": docs_server(log)}, trust=["docs"], agent_model=model,
-                    max_steps=1, tool_choice="required") as host:  # fmt: skip
-        session = session_of(host, max_steps=1, tool_choice="required", call_tokens=2)
+    async with docs_session(
+        model, log, max_steps=1, tool_choice="required", call_tokens=2
+    ) as session:
         events = await run_turn(session, "Read page 3456 of the manual.")  # digit by digit
     assert of(events, "call_failed") and of(events, "done")[0]["stop"] == "call_failed"
     assert not [e for e in of(events, "provisional_call") if e["started"]]
