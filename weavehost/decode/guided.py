@@ -21,10 +21,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from weavehost.constrain import Constraint, constraints_for
 from weavehost.decode.base import CallRequest, CallResult, read_calls
 from weavehost.decode.fallback import invalid_reason, loosened
-from weavehost.engine import Engine
+from weavehost.engine import Engine, EngineStats
 from weavehost.errors import ConstraintError
 
 __all__ = ["ConstrainedStrategy", "GuidedOutcome", "JumpForwardStrategy", "guided_decode"]
@@ -160,7 +162,11 @@ class _WholeCallStrategy:
 
 
 def _free_then_validated(
-    name: str, request: CallRequest, before, started: float, prompt_logits
+    name: str,
+    request: CallRequest,
+    before: EngineStats,
+    started: float,
+    prompt_logits: np.ndarray,
 ) -> CallResult:
     """The call written freely (``serial`` from the opener), passed on only if it validates;
     otherwise sequence 0 goes back to the prompt."""
@@ -182,7 +188,9 @@ def _free_then_validated(
     )  # fmt: skip
 
 
-def _failed(name: str, engine: Engine, before, started: float, error: str) -> CallResult:
+def _failed(
+    name: str, engine: Engine, before: EngineStats, started: float, error: str
+) -> CallResult:
     elapsed = time.perf_counter() - started
     return CallResult(name, [], None, "", engine.stats.since(before), elapsed, elapsed, {}, error)
 
