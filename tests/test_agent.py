@@ -19,18 +19,15 @@ from pydantic import Field
 
 from tools import android
 from weavehost import Host
-from weavehost.agent import Event, ResultCache, rank_tools, select_tools
-from weavehost.agent_model import (
+from weavehost.agent.model import (
     ScriptedCall,
     ScriptedModel,
     _held_back,
     common_prefix,
     opener_position,
 )
-from weavehost.decode import ToolSchema
-from weavehost.executor import StaticApprover
-from weavehost.formats import ToolCall
-from weavehost.thermal import (
+from weavehost.agent.session import Event, ResultCache, rank_tools, select_tools
+from weavehost.agent.thermal import (
     CRITICAL_PAUSE_S,
     ThermalStatus,
     backoff_for,
@@ -38,6 +35,9 @@ from weavehost.thermal import (
     read_thermal_status,
     status_from_celsius,
 )
+from weavehost.decode import ToolSchema
+from weavehost.formats import ToolCall
+from weavehost.mcp.executor import StaticApprover
 
 pytestmark = pytest.mark.anyio
 

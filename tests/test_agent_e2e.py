@@ -16,13 +16,13 @@ import anyio
 import pytest
 
 from weavehost import Host
-from weavehost.agent import Event
-from weavehost.agent_model import EngineModel
+from weavehost.agent.model import EngineModel
+from weavehost.agent.session import Event
 from weavehost.decode import get_strategy
 from weavehost.engine import Engine
-from weavehost.executor import StaticApprover
 from weavehost.formats import detect_format
 from weavehost.gguf import read_metadata
+from weavehost.mcp.executor import StaticApprover
 
 pytestmark = pytest.mark.anyio
 

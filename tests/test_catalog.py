@@ -23,15 +23,15 @@ from pathlib import Path
 
 import pytest
 
-from weavehost.catalog import (
+from weavehost.config import HostConfig, Limits, ServerConfig
+from weavehost.errors import ArgumentValidationError, SchemaError, UnknownToolError
+from weavehost.mcp.catalog import (
     DESCRIPTION_TRUNCATION_MARKER,
     Catalog,
     json_depth,
     normalize_schema,
     qualify_names,
 )
-from weavehost.config import HostConfig, Limits, ServerConfig
-from weavehost.errors import ArgumentValidationError, SchemaError, UnknownToolError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -177,7 +177,7 @@ def test_a_network_ref_is_never_fetched(canary: tuple[str, list[str]]) -> None:
 def test_a_network_ref_is_never_fetched_under_python_dash_o(canary: tuple[str, list[str]]) -> None:
     url, hits = canary
     script = textwrap.dedent(f"""
-        from weavehost.catalog import Catalog
+        from weavehost.mcp.catalog import Catalog
         schema = {{"type": "object", "properties": {{"x": {{"$ref": "{url}/s.json"}}}}}}
         catalog = Catalog.from_listings({{"srv": [{{"name": "t", "inputSchema": schema}}]}})
         assert len(catalog) == 0 or print("FETCHABLE")

@@ -19,7 +19,7 @@ from typing import Any
 from click.testing import CliRunner
 
 from weavehost.cli import main
-from weavehost.transport import group_alive
+from weavehost.mcp.transport import group_alive
 
 ROOT = Path(__file__).resolve().parents[1]
 WEATHER = "tools/weather.py"

@@ -1,8 +1,8 @@
 """Constraint limits and broken grammars (RELIABILITY rows 16 and 24), on the real SmolLM2.
 
 Row 16: a huge enum, ``maxItems: 1e5`` and 10k properties either compile under the named caps
-(:data:`~weavehost.constrain.MAX_GRAMMAR_BYTES`, :data:`~weavehost.constrain.MAX_COMPILE_S`,
-:data:`~weavehost.constrain.MAX_PROPERTIES`) or are refused quickly, and the call is then decoded
+(:data:`~weavehost.decode.grammar.MAX_GRAMMAR_BYTES`, :data:`~weavehost.decode.grammar.MAX_COMPILE_S`,
+:data:`~weavehost.decode.grammar.MAX_PROPERTIES`) or are refused quickly, and the call is then decoded
 loosely and validated afterwards, with a warning. Row 24: a broken grammar is a ConstraintError
 before use; a call the model cannot finish, or whose loose output does not validate, fails
 clearly and leaves sequence 0 holding only the prompt.
@@ -19,9 +19,9 @@ from typing import Any
 import jsonschema
 import pytest
 
-from weavehost import constrain
-from weavehost.constrain import MAX_COMPILE_S, MAX_GRAMMAR_BYTES, constraints_for
-from weavehost.decode import CallRequest, CaseOutcome, ToolSchema, get_strategy, run_case
+from weavehost.decode import CallRequest, CaseOutcome, ToolSchema, get_strategy, grammar, run_case
+from weavehost.decode.constraint import constraints_for
+from weavehost.decode.grammar import MAX_COMPILE_S, MAX_GRAMMAR_BYTES
 from weavehost.errors import ConstraintError
 from weavehost.formats import FORMATS
 
@@ -133,7 +133,7 @@ def test_a_loose_call_that_does_not_validate_is_a_clear_failure_leaving_only_the
 ):
     """The model writes days=3, which the schema forbids; with the constraint out of reach
     (the byte cap lowered), the loose or free call is caught by validation, not passed on."""
-    monkeypatch.setattr(constrain, "MAX_GRAMMAR_BYTES", cap)
+    monkeypatch.setattr(grammar, "MAX_GRAMMAR_BYTES", cap)
     strict = ToolSchema(
         "get_weather",
         "Get the weather forecast for a city",

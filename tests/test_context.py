@@ -12,7 +12,7 @@ import copy
 
 import pytest
 
-from weavehost.context import CUT_MARKER, fit_conversation
+from weavehost.agent.context import CUT_MARKER, fit_conversation
 from weavehost.errors import ContextOverflowError
 
 

@@ -10,8 +10,8 @@ import jsonschema
 import numpy as np
 import pytest
 
-from weavehost.constrain import constraints_for, value_end
 from weavehost.decode import STRATEGIES, CallRequest, ToolSchema, run_case
+from weavehost.decode.constraint import constraints_for
 from weavehost.decode.padding import PaddingPlan
 from weavehost.decode.values import ValueTask, decode_values, prefill_skeleton
 from weavehost.decode.weave import WeaveStrategy
@@ -328,19 +328,19 @@ def test_a_value_survives_the_key_value_boundary_in_every_format(
     for token in full:
         assert constraint.consume(token), engine.token_bytes(token)
     written = engine.detokenize(full)[len(lead) :]
-    end = value_end(fmt, written)
+    end = fmt.value_end(written)
     assert end is not None
     assert fmt.parse_calls(lead + written[:end] + fmt.layout.tail)[0].arguments == {"x": value}
 
 
 def test_a_number_is_not_cut_while_it_can_still_grow():
     fmt = SMOLLM2
-    assert value_end(fmt, " 21") is None
-    assert value_end(fmt, " 21.") is None
-    assert value_end(fmt, " 21.5,") == 5
-    assert value_end(fmt, ' "Paris"}') == 8
-    assert value_end(fmt, ' "Par') is None
-    assert value_end(fmt, " true") == 5
+    assert fmt.value_end(" 21") is None
+    assert fmt.value_end(" 21.") is None
+    assert fmt.value_end(" 21.5,") == 5
+    assert fmt.value_end(' "Paris"}') == 8
+    assert fmt.value_end(' "Par') is None
+    assert fmt.value_end(" true") == 5
 
 
 def test_strategies_are_listed_in_one_dict():

@@ -22,7 +22,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tools import weather
-from weavehost.catalog import Catalog
 from weavehost.config import HostConfig, Limits
 from weavehost.errors import (
     ApprovalDeniedError,
@@ -30,7 +29,8 @@ from weavehost.errors import (
     ServerDiedError,
     ServerTimeoutError,
 )
-from weavehost.executor import (
+from weavehost.mcp.catalog import Catalog
+from weavehost.mcp.executor import (
     ApprovalRequest,
     Executor,
     StaticApprover,
@@ -38,7 +38,7 @@ from weavehost.executor import (
     neutralize_control_markers,
     truncate_text,
 )
-from weavehost.servers import ServerPool
+from weavehost.mcp.servers import ServerPool
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer",
           "minimum": 1, "maximum": 7}}, "required": ["city", "days"], "additionalProperties": False}  # fmt: skip

@@ -33,10 +33,10 @@ from jsonschema import Draft202012Validator
 from referencing import Registry
 
 from tests.conftest import FuzzLog, fuzz_examples
-from weavehost.catalog import Catalog
 from weavehost.config import HostConfig
-from weavehost.constrain import constraints_for, ordered_parameters
 from weavehost.decode.base import read_calls
+from weavehost.decode.constraint import constraints_for
+from weavehost.decode.grammar import ordered_parameters
 from weavehost.decode.weave import tokenize_call_text
 from weavehost.errors import (
     ArgumentValidationError,
@@ -44,9 +44,10 @@ from weavehost.errors import (
     FormatError,
     WeavehostError,
 )
-from weavehost.executor import Executor
 from weavehost.formats import FORMATS, ToolCall, tool_to_openai
 from weavehost.formats.functiongemma import writable_key
+from weavehost.mcp.catalog import Catalog
+from weavehost.mcp.executor import Executor
 
 # The most one example may take (schema normalisation, four prompts, every constraint).
 FUZZ_EXAMPLE_S = 10.0

@@ -22,11 +22,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-from weavehost.catalog import Catalog
 from weavehost.config import HostConfig, ServerConfig, Timeouts
 from weavehost.errors import ServerStartError
-from weavehost.executor import Executor
-from weavehost.servers import ServerPool
+from weavehost.mcp.catalog import Catalog
+from weavehost.mcp.executor import Executor
+from weavehost.mcp.servers import ServerPool
 
 HTTP = str(Path(__file__).parent / "host_fixtures" / "http_server.py")
 FAST = Timeouts(startup=10, list_tools=5, call=5, ping=5, shutdown_grace=0.5, kill_grace=0.5)

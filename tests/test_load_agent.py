@@ -19,8 +19,8 @@ import anyio
 import pytest
 
 from weavehost import Host
-from weavehost.agent import Event, Session
-from weavehost.agent_model import EngineModel
+from weavehost.agent.model import EngineModel
+from weavehost.agent.session import Event, Session
 from weavehost.decode import get_strategy
 from weavehost.engine import Engine
 from weavehost.formats import detect_format

@@ -26,11 +26,11 @@ import anyio
 import numpy as np
 import pytest
 
-from weavehost.catalog import Catalog
 from weavehost.config import HostConfig, ServerConfig, Timeouts
 from weavehost.errors import ServerDiedError
-from weavehost.executor import Executor
-from weavehost.servers import MAX_CONSECUTIVE_RESTARTS, ServerPool
+from weavehost.mcp.catalog import Catalog
+from weavehost.mcp.executor import Executor
+from weavehost.mcp.servers import MAX_CONSECUTIVE_RESTARTS, ServerPool
 
 RAW = str(Path(__file__).parent / "host_fixtures" / "raw_server.py")
 FAST = Timeouts(startup=20, list_tools=20, call=10, ping=5, shutdown_grace=0.5, kill_grace=0.5)

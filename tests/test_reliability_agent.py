@@ -32,8 +32,8 @@ from pydantic import Field
 
 import weavehost.engine.engine as engine_module
 from weavehost import Host
-from weavehost.agent import Event, Session
-from weavehost.agent_model import AgentModel, EngineModel, ScriptedCall, ScriptedModel
+from weavehost.agent.model import AgentModel, EngineModel, ScriptedCall, ScriptedModel
+from weavehost.agent.session import Event, Session
 from weavehost.decode import ToolSchema, get_strategy
 from weavehost.engine import Engine
 from weavehost.formats import FORMATS, ToolCall, detect_format, tool_to_openai

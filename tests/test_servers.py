@@ -18,7 +18,6 @@ from pathlib import Path
 import anyio
 import pytest
 
-from weavehost.catalog import Catalog
 from weavehost.config import HostConfig, ServerConfig, Timeouts
 from weavehost.errors import (
     MessageTooLargeError,
@@ -26,9 +25,10 @@ from weavehost.errors import (
     ServerStartError,
     ServerTimeoutError,
 )
-from weavehost.executor import Executor
-from weavehost.servers import ServerPool
-from weavehost.transport import group_alive
+from weavehost.mcp.catalog import Catalog
+from weavehost.mcp.executor import Executor
+from weavehost.mcp.servers import ServerPool
+from weavehost.mcp.transport import group_alive
 
 RAW = str(Path(__file__).parent / "host_fixtures" / "raw_server.py")
 FAST = Timeouts(startup=10, list_tools=5, call=5, ping=5, shutdown_grace=0.5, kill_grace=0.5)

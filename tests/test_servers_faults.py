@@ -23,11 +23,11 @@ from typing import Any
 import anyio
 import pytest
 
-from weavehost.catalog import Catalog
 from weavehost.config import HostConfig, Limits, ServerConfig, Timeouts
 from weavehost.errors import ServerTimeoutError
-from weavehost.executor import ApprovalRequest, Executor, StaticApprover
-from weavehost.servers import TIMEOUT_BACKSTOP, ServerPool
+from weavehost.mcp.catalog import Catalog
+from weavehost.mcp.executor import ApprovalRequest, Executor, StaticApprover
+from weavehost.mcp.servers import TIMEOUT_BACKSTOP, ServerPool
 
 RAW = str(Path(__file__).parent / "host_fixtures" / "raw_server.py")
 FAST = Timeouts(startup=10, list_tools=10, call=5, ping=5, shutdown_grace=0.5, kill_grace=0.5)

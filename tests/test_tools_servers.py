@@ -13,11 +13,11 @@ from click.testing import CliRunner
 from mcp import Client
 
 from tools import android, files, weather
-from weavehost.catalog import Catalog
 from weavehost.cli import main
 from weavehost.config import load_config
-from weavehost.executor import Executor, StaticApprover
-from weavehost.servers import ServerPool
+from weavehost.mcp.catalog import Catalog
+from weavehost.mcp.executor import Executor, StaticApprover
+from weavehost.mcp.servers import ServerPool
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -54,7 +54,7 @@ def main(ctx: click.Context, verbose: int) -> None:
 @handle_errors
 def models(model: str | None, format_name: str | None, as_json: bool) -> None:
     """Show which model would be used, why, and the tool-call format detected for it."""
-    from weavehost.formats import describe_model_choice
+    from weavehost.models import describe_model_choice
 
     info = describe_model_choice(model, format_name)
     if as_json:
@@ -88,11 +88,11 @@ def tools(
     """List the tools of the given MCP servers: name, server, arguments, read-only and trust."""
     import anyio
 
-    from weavehost.catalog import Catalog
     from weavehost.config import build_config
     from weavehost.errors import ConfigError
-    from weavehost.executor import may_run_provisionally
-    from weavehost.servers import ServerPool
+    from weavehost.mcp.catalog import Catalog
+    from weavehost.mcp.executor import may_run_provisionally
+    from weavehost.mcp.servers import ServerPool
 
     config = build_config(config_path, servers, trust=trust)
     if not config.servers:
@@ -262,7 +262,7 @@ def run(ctx: click.Context, prompt: str, **kw: Any) -> None:
 def chat(ctx: click.Context, **kw: Any) -> None:
     """Talk with the model and the tools of the given servers. /tools lists them, /exit quits."""
     from weavehost.console import ask_line
-    from weavehost.executor import may_run_provisionally
+    from weavehost.mcp.executor import may_run_provisionally
 
     async def body(host: Any, printer: Any) -> None:
         session = host.session()

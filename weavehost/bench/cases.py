@@ -26,7 +26,7 @@ from typing import Any
 
 from weavehost.decode.base import ToolSchema
 from weavehost.errors import BenchError, SchemaError
-from weavehost.schemas import normalize_schema
+from weavehost.mcp.schemas import normalize_schema
 
 __all__ = [
     "AnswerSet",
@@ -65,8 +65,9 @@ def normalize_bfcl_schema(schema: Any, where: str = "schema") -> dict[str, Any]:
     BFCL's own ``"optional": true`` on a property takes it out of its object's ``required``
     (and a ``required`` entry naming no property is dropped); everything else — ``dict`` →
     ``object``, ``float`` → ``number``, ``tuple`` → ``array``, ``any`` → no constraint, local
-    ``$ref``, size and depth caps — is the catalog's :func:`~weavehost.schemas.normalize_schema`,
-    the same normalisation every MCP tool gets. The input is not changed.
+    ``$ref``, size and depth caps — is the catalog's
+    :func:`~weavehost.mcp.schemas.normalize_schema`, the same normalisation every MCP tool gets.
+    The input is not changed.
     """
     try:
         return normalize_schema(_without_optional_flags(schema), where=where)

@@ -1,7 +1,7 @@
 """Post-validation: the way out when a tool's schema cannot be constrained.
 
 Stage: decoding (RELIABILITY rows 16 and 24). A schema whose grammar llguidance refuses, or
-that passes the size caps in :mod:`weavehost.constrain`, is not a crash: the constrained
+that passes the size caps in :mod:`weavehost.decode.grammar`, is not a crash: the constrained
 strategies decode the call under a looser grammar (:func:`loosened`: the same tools and keys,
 any JSON value for each argument) or, if even that cannot be built, with no constraint at all
 (``serial`` with the opener forced), and then validate the call against the real schema

@@ -7,7 +7,7 @@ instead of decoded (SGLang's jump-forward decoding). Both write the same text fo
 (greedy, same constraint), so their correctness is the same; only passes and time differ.
 
 A schema that cannot be constrained (llguidance refuses it, or its grammar passes the caps in
-:mod:`weavehost.constrain`) is decoded under a looser grammar, or freely, and the call is
+:mod:`weavehost.decode.grammar`) is decoded under a looser grammar, or freely, and the call is
 validated against the schema before it is returned (:mod:`weavehost.decode.fallback`).
 
 :func:`guided_decode` is also the loop the ``weave`` strategy uses to pick the tool name and to
@@ -23,8 +23,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from weavehost.constrain import Constraint, constraints_for
 from weavehost.decode.base import CallRequest, CallResult, read_calls
+from weavehost.decode.constraint import Constraint, constraints_for
 from weavehost.decode.fallback import invalid_reason, loosened
 from weavehost.engine import Engine, EngineStats
 from weavehost.errors import ConstraintError

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from weavehost.constrain import Constraint, value_end
+from weavehost.decode.constraint import Constraint
 from weavehost.decode.padding import PaddingPlan
 from weavehost.engine import Engine, Row
 from weavehost.formats.base import ModelFormat
@@ -71,7 +71,7 @@ class ValueTask:
             text = data[len(lead) :].decode("utf-8")
         except UnicodeDecodeError:
             return False  # a multi-byte character is still being written
-        end = value_end(fmt, text)
+        end = fmt.value_end(text)
         if end is None:
             return False
         self.value = text[:end].lstrip(" ")

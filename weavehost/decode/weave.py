@@ -29,8 +29,8 @@ import logging
 import time
 from collections.abc import Sequence
 
-from weavehost.constrain import constraints_for
 from weavehost.decode.base import CallRequest, CallResult, ToolSchema
+from weavehost.decode.constraint import constraints_for
 from weavehost.decode.guided import JumpForwardStrategy, guided_decode
 from weavehost.decode.padding import PaddingPlan, load_plan
 from weavehost.decode.values import ValueTask, decode_values, prefill_skeleton

@@ -8,6 +8,7 @@ from weavehost.engine.engine import (
     Row,
     default_threads,
 )
+from weavehost.engine.segment import Segment
 
 __all__ = [
     "DEFAULT_N_CTX",
@@ -15,5 +16,6 @@ __all__ = [
     "Engine",
     "EngineStats",
     "Row",
+    "Segment",
     "default_threads",
 ]

@@ -35,7 +35,8 @@ from pathlib import Path
 import llama_cpp
 import numpy as np
 
-from weavehost.engine.native import NativeHandles, open_native
+from weavehost.engine.native import NativeHandles, open_native, tokenize_function_address
+from weavehost.engine.segment import Segment
 from weavehost.errors import (
     AbortedError,
     ContextOverflowError,
@@ -43,9 +44,16 @@ from weavehost.errors import (
     EngineError,
     KVCacheFullError,
 )
-from weavehost.formats.base import Segment
 
-__all__ = ["DEFAULT_N_CTX", "DEFAULT_N_SEQ_MAX", "Engine", "EngineStats", "Row", "default_threads"]
+__all__ = [
+    "DEFAULT_N_CTX",
+    "DEFAULT_N_SEQ_MAX",
+    "Engine",
+    "EngineStats",
+    "NativeTokenizer",
+    "Row",
+    "default_threads",
+]
 
 DEFAULT_N_CTX = 4096
 DEFAULT_N_BATCH = 512
@@ -60,6 +68,15 @@ def default_threads() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True, slots=True)
+class NativeTokenizer:
+    """What a library needs to tokenize with llama.cpp directly: the vocabulary handle and the
+    address of the C ``llama_tokenize`` function."""
+
+    vocab: llama_cpp.llama_vocab_p
+    tokenize_fn: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,10 +222,11 @@ class Engine:
     def eos_token(self) -> int:
         return int(llama_cpp.llama_vocab_eos(self._h.vocab))
 
-    @property
-    def vocab_handle(self) -> llama_cpp.llama_vocab_p:
-        """The raw vocabulary handle, for constraint libraries that read it (llguidance)."""
-        return self._h.vocab
+    def native_tokenizer(self) -> NativeTokenizer:
+        """The raw vocabulary handle and llama.cpp's C tokenize function, for a constraint
+        library that tokenizes through llama.cpp itself (llguidance). Valid while the engine is
+        open; nothing else above the engine touches llama.cpp."""
+        return NativeTokenizer(vocab=self._h.vocab, tokenize_fn=tokenize_function_address())
 
     @functools.cached_property
     def special_texts(self) -> frozenset[str]:

@@ -24,7 +24,7 @@ import llama_cpp
 
 from weavehost.errors import ModelLoadError
 
-__all__ = ["NativeHandles", "open_native", "route_llama_log"]
+__all__ = ["NativeHandles", "open_native", "route_llama_log", "tokenize_function_address"]
 
 _llama_log = logging.getLogger("weavehost.engine.llama_cpp")
 
@@ -131,3 +131,12 @@ def open_native(
             n_vocab=llama_cpp.llama_vocab_n_tokens(vocab),
             n_seq_max=n_seq_max,
         )
+
+
+def tokenize_function_address() -> int:
+    """The address of llama.cpp's C ``llama_tokenize``, for a library that tokenizes through it
+    directly (llguidance's ``LLTokenizer.from_llamacpp``)."""
+    address = ctypes.cast(llama_cpp.llama_cpp._lib.llama_tokenize, ctypes.c_void_p).value
+    if not address:
+        raise ModelLoadError("llama.cpp's llama_tokenize could not be found in its library")
+    return int(address)

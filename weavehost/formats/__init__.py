@@ -12,9 +12,7 @@ which clue decided it; a user's choice (``--format`` or ``format`` in config) al
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from typing import Any
 
 from weavehost.errors import UnknownFormatError
 from weavehost.formats.base import CallLayout, ModelFormat, Segment, ToolCall, tool_to_openai
@@ -22,8 +20,7 @@ from weavehost.formats.functiongemma import FUNCTIONGEMMA
 from weavehost.formats.llama3 import LLAMA3
 from weavehost.formats.qwen import QWEN
 from weavehost.formats.smollm2 import SMOLLM2
-from weavehost.gguf import GGUFMetadata, read_metadata
-from weavehost.models import resolve_model
+from weavehost.gguf import GGUFMetadata
 
 __all__ = [
     "FORMATS",
@@ -32,7 +29,6 @@ __all__ = [
     "ModelFormat",
     "Segment",
     "ToolCall",
-    "describe_model_choice",
     "detect_format",
     "get_format",
     "tool_to_openai",
@@ -93,21 +89,3 @@ def detect_format(metadata: GGUFMetadata, override: str | None = None) -> Detect
         f"cannot tell the tool-call format of {metadata.path.name} from its metadata; "
         f"pass --format with one of: {', '.join(sorted(FORMATS))}"
     )
-
-
-def describe_model_choice(model: str | None, format_name: str | None) -> dict[str, Any]:
-    """What ``weavehost models`` prints: the model, why it was chosen, and its format."""
-    choice = resolve_model(model)
-    metadata = read_metadata(choice.path, full_arrays=("tokenizer.ggml.tokens",))
-    detection = detect_format(metadata, format_name)
-    return {
-        "path": str(choice.path),
-        "source": choice.source,
-        "reason": choice.reason,
-        "size_mb": os.path.getsize(choice.path) / 1e6,
-        "architecture": metadata.architecture,
-        "name": metadata.name,
-        "context_length": metadata.context_length,
-        "format": detection.format.name,
-        "format_reason": detection.reason,
-    }

@@ -29,6 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from weavehost.engine.segment import Segment
 from weavehost.errors import FormatError
 
 __all__ = [
@@ -37,6 +38,8 @@ __all__ = [
     "ModelFormat",
     "Segment",
     "ToolCall",
+    "Trigger",
+    "complete_value_end",
     "render_chat_template",
     "tool_to_openai",
 ]
@@ -68,14 +71,6 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
-class Segment:
-    """A piece of prompt text; ``special`` says whether special tokens may be parsed in it."""
-
-    text: str
-    special: bool
-
-
-@dataclass(frozen=True, slots=True)
 class CallLayout:
     """The fixed text of one format's tool call, with holes for values.
 
@@ -102,6 +97,30 @@ class CallLayout:
         return (self.first_prefix if first else self.next_prefix).format(key=text)
 
 
+@dataclass(frozen=True, slots=True)
+class Trigger:
+    """Text in the model's free output that means a call has begun (``<tool_call>``).
+
+    ``at_start``: it counts only at the start of the reply, after leading whitespace (Llama 3
+    writes a call as the whole reply, so ``{"name"`` later in prose is not a call).
+    """
+
+    text: str
+    at_start: bool = False
+
+
+NUMBER_CONTINUES = frozenset("0123456789.eE+-")
+
+
+def complete_value_end(value: Any, end: int, body: str, start: int) -> int | None:
+    """``start + end`` for a value parsed from ``body`` that ended at ``end``, or ``None`` when
+    it is a number that the next character could still continue (``21`` may become ``215``)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if end == len(body) or body[end] in NUMBER_CONTINUES:
+            return None
+    return start + end
+
+
 @runtime_checkable
 class ModelFormat(Protocol):
     """A model family's tool-call format. Implementations are plain module-level objects."""
@@ -109,6 +128,7 @@ class ModelFormat(Protocol):
     name: str
     description: str
     layout: CallLayout
+    triggers: tuple[Trigger, ...]
 
     def render_prompt(
         self,
@@ -123,6 +143,13 @@ class ModelFormat(Protocol):
 
     def encode_value(self, value: JSONValue) -> str:
         """How a value is written inside a call."""
+        ...
+
+    def value_end(self, text: str) -> int | None:
+        """Where the value written at the start of ``text`` ends (after leading spaces), or
+        ``None`` if it may still continue. A number is complete only once a character that
+        cannot continue it follows; strings, arrays, objects, booleans and null end at their
+        own last character."""
         ...
 
     def render_call(self, call: ToolCall) -> str:

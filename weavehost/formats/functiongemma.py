@@ -19,6 +19,8 @@ from weavehost.formats.base import (
     LayoutCalls,
     Segment,
     ToolCall,
+    Trigger,
+    complete_value_end,
     render_chat_template,
 )
 
@@ -152,6 +154,7 @@ class FunctionGemmaFormat(LayoutCalls):
         closer="<end_function_call>",
         escape=_key,
     )
+    triggers = (Trigger("<start_function_call>"),)
 
     def render_prompt(
         self,
@@ -173,6 +176,18 @@ class FunctionGemmaFormat(LayoutCalls):
 
     def encode_value(self, value: Any) -> str:
         return encode_gemma_value(value)
+
+    def value_end(self, text: str) -> int | None:
+        start = len(text) - len(text.lstrip(" "))
+        body = text[start:]
+        if not body:
+            return None
+        parser = _ValueParser(body)
+        try:
+            value = parser.value()
+        except FormatError:
+            return None
+        return complete_value_end(value, parser.pos, body, start)
 
     def parse_calls(self, text: str) -> list[ToolCall]:
         """Scan call by call: the arguments are parsed, not matched by a pattern, so a string

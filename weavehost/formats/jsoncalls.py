@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from weavehost.errors import FormatError
-from weavehost.formats.base import ToolCall
+from weavehost.formats.base import ToolCall, complete_value_end
 
 __all__ = [
     "JsonValues",
@@ -41,10 +41,21 @@ def json_key_text(key: str) -> str:
 
 
 class JsonValues:
-    """Mixin for the JSON formats: values are written as JSON."""
+    """Mixin for the JSON formats: values are written and read as JSON."""
 
     def encode_value(self, value: Any) -> str:
         return encode_json_value(value)
+
+    def value_end(self, text: str) -> int | None:
+        start = len(text) - len(text.lstrip(" "))
+        body = text[start:]
+        if not body:
+            return None
+        try:
+            value, end = json.JSONDecoder().raw_decode(body)
+        except json.JSONDecodeError:
+            return None
+        return complete_value_end(value, end, body, start)
 
 
 def call_from_object(obj: Any, arguments_key: str) -> ToolCall:

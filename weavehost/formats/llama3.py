@@ -17,6 +17,7 @@ from weavehost.formats.base import (
     LayoutCalls,
     Segment,
     ToolCall,
+    Trigger,
     render_chat_template,
 )
 from weavehost.formats.jsoncalls import (
@@ -79,6 +80,7 @@ class Llama3Format(JsonValues, LayoutCalls):
         closer="<|eot_id|>",
         escape=json_key_text,
     )
+    triggers = (Trigger('{"name"', at_start=True),)
 
     def render_prompt(
         self,

@@ -15,6 +15,7 @@ from weavehost.formats.base import (
     LayoutCalls,
     Segment,
     ToolCall,
+    Trigger,
     render_chat_template,
 )
 from weavehost.formats.jsoncalls import (
@@ -83,6 +84,7 @@ class QwenFormat(JsonValues, LayoutCalls):
         closer="</tool_call>",
         escape=json_key_text,
     )
+    triggers = (Trigger("<tool_call>"),)
 
     def render_prompt(
         self,

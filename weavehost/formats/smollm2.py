@@ -17,6 +17,7 @@ from weavehost.formats.base import (
     LayoutCalls,
     Segment,
     ToolCall,
+    Trigger,
     merge_segments,
     render_chat_template,
 )
@@ -65,6 +66,7 @@ class SmolLM2Format(JsonValues, LayoutCalls):
         closer="</tool_call>",
         escape=json_key_text,
     )
+    triggers = (Trigger("<tool_call>"),)
 
     def render_prompt(
         self,

@@ -1,6 +1,6 @@
 """Our stdio transport: spawn an MCP server, frame its JSON-RPC lines, stop it without orphans.
 
-Stage: server transport (under :mod:`weavehost.servers`; it yields the same pair of streams as
+Stage: server transport (under :mod:`weavehost.mcp.servers`; it yields the same pair of streams as
 the SDK's ``mcp.client.stdio.stdio_client``, so ``mcp.Client`` drives it unchanged).
 
 Why not the SDK's ``stdio_client``: it buffers a line without bound (a 50 MB line is 50 MB of

@@ -13,7 +13,7 @@ Invariants:
   per model, so the model is never entered by two tasks and the event loop stays free for
   servers and tools.
 * **Provisional calls.** When the strategy hands over a provisional call of a tool that
-  :func:`~weavehost.executor.may_run_provisionally` allows (read-only hint *and* trusted
+  :func:`~weavehost.mcp.executor.may_run_provisionally` allows (read-only hint *and* trusted
   server), the tool starts at once in the turn's task group. A final call equal to it uses its
   result; a different final call cancels and discards it (the model never sees it) and runs the
   corrected call. Nothing else runs before the final call, and those calls go through approval.
@@ -22,7 +22,7 @@ Invariants:
   still running) result instead of calling again (seed 002's client-side speculation).
 * **Bounded.** At most ``max_steps`` model steps per turn; a turn that hits the bound says so.
 * **Always fits.** Before each step the model is shown a view of the transcript that fits its
-  context with room for the step (:mod:`weavehost.context`): old turns dropped whole, then the
+  context with room for the step (:mod:`weavehost.agent.context`): old turns dropped whole, then the
   current turn's tool output cut. The transcript (``messages``) itself is never cut.
 * **Engine faults end a turn, not the program.** When ``llama_decode`` fails (no KV slot, or
   another code), the KV cache is reset and the step is tried once more; a second failure, or a
@@ -46,10 +46,10 @@ import anyio.abc
 import anyio.from_thread
 import anyio.to_thread
 
-from weavehost.agent_model import AgentModel, FreeText
-from weavehost.catalog import Catalog, ToolSpec
+from weavehost.agent.context import fit_conversation
+from weavehost.agent.model import AgentModel, FreeText
+from weavehost.agent.thermal import Backoff
 from weavehost.config import HostConfig
-from weavehost.context import fit_conversation
 from weavehost.decode import ToolSchema
 from weavehost.errors import (
     AbortedError,
@@ -58,9 +58,9 @@ from weavehost.errors import (
     KVCacheFullError,
     WeavehostError,
 )
-from weavehost.executor import Executor, ToolResult, may_run_provisionally
 from weavehost.formats import ToolCall, tool_to_openai
-from weavehost.thermal import Backoff
+from weavehost.mcp.catalog import Catalog, ToolSpec
+from weavehost.mcp.executor import Executor, ToolResult, may_run_provisionally
 
 __all__ = [
     "DEFAULT_CATALOG_SHARE",

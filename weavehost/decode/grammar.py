@@ -1,11 +1,9 @@
-"""Token constraints for tool calls and single values, on llguidance.
+"""Lark grammars for tool calls and single values, written from a model format's layout.
 
-Stage: constraint building (between the formats and the decoders). We use llguidance — a
-well-kept Rust constraint engine whose Python matcher computes a token mask in ~45 µs for the
-embedded model's 49k-token vocabulary (0.6% of a 7 ms serial pass; see ``docs/decoder.md``) —
-rather than a hand-written matcher. Its "fast-forward" tokens are computed canonically: a
-token is forced only when no continuation could fuse with it, which is exactly where a skeleton
-may end so that no fused token is split between a key and its value.
+Stage: constraint building (between the formats and the decoders); the grammars are compiled
+and run by :mod:`weavehost.decode.constraint`. llguidance's "fast-forward" tokens are computed
+canonically: a token is forced only when no continuation could fuse with it, which is exactly
+where a skeleton may end so that no fused token is split between a key and its value.
 
 Guarantees:
 
@@ -15,56 +13,34 @@ Guarantees:
   schema order), and the format's tail.
 - :meth:`GrammarBuilder.value` accepts a key prefix, one value of a sub-schema, and the first
   character of whatever may follow it (``,`` or ``}``), so a token carrying the value's end
-  fused with the next separator is allowed; :func:`value_end` says where the value stops
-  inside decoded text.
+  fused with the next separator is allowed; the format's ``value_end`` says where the value
+  stops inside decoded text.
 - :meth:`GrammarBuilder.optional` accepts the rest of a call after its required arguments: any
   subset of the optional arguments, in schema order, then the tail.
-- Building a grammar for a schema llguidance rejects raises :class:`ConstraintError`; the
-  grammar size and compile effort are bounded by :data:`LIMITS`.
+- A schema that cannot be expressed raises :class:`ConstraintError`; the grammar size is
+  bounded by :data:`MAX_GRAMMAR_BYTES` and :data:`MAX_PROPERTIES` as it is built.
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
-import logging
-import time
-import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import llama_cpp
 import llguidance
-import numpy as np
 
 from weavehost.errors import ConstraintError, FormatError
 from weavehost.formats.base import ModelFormat
-
-if TYPE_CHECKING:
-    from weavehost.engine import Engine
-
-logger = logging.getLogger(__name__)
 
 __all__ = [
     "LIMITS",
     "MAX_COMPILE_S",
     "MAX_GRAMMAR_BYTES",
     "MAX_PROPERTIES",
-    "Constraint",
-    "ConstraintFactory",
     "GrammarBuilder",
-    "constraints_for",
     "ordered_parameters",
-    "value_end",
 ]
 
-# Bounds on what one grammar may cost to build and run (RELIABILITY row 16). A schema whose
-# grammar passes them is not constrained: the strategies decode it loosely and validate after
-# (``weavehost.decode.fallback``). Measured on the 2-core development machine with SmolLM2's
-# vocabulary: a 1 MB grammar (a 100k-member enum) compiles in ~0.45 s and masks a token in
-# ~0.3 ms; see tests/test_constraint_limits.py.
 MAX_GRAMMAR_BYTES = 1_000_000
 # Properties in one schema, nested ones included: llguidance's JSON compiler took 5.8 s and
 # 0.39 s per token mask for an object of 10k optional properties (a 289 KB grammar, under the
@@ -376,154 +352,3 @@ def _gemma_literal(value: Any) -> str:
     from weavehost.formats.functiongemma import encode_gemma_value
 
     return encode_gemma_value(value)
-
-
-_NUMBER_CONTINUES = frozenset("0123456789.eE+-")
-
-
-def value_end(fmt: ModelFormat, text: str) -> int | None:
-    """Where the value at the start of ``text`` ends (after leading spaces), or ``None`` if it
-    may still continue. A number is complete only once a character that cannot continue it
-    follows; strings, arrays, objects, booleans and null end at their own last character."""
-    start = len(text) - len(text.lstrip(" "))
-    body = text[start:]
-    if not body:
-        return None
-    if fmt.name == "functiongemma":
-        return _gemma_value_end(body, start)
-    try:
-        value, end = json.JSONDecoder().raw_decode(body)
-    except json.JSONDecodeError:
-        return None
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if end == len(body) or body[end] in _NUMBER_CONTINUES:
-            return None  # "21" or "21." may still grow
-    return start + end
-
-
-def _gemma_value_end(body: str, start: int) -> int | None:
-    from weavehost.errors import FormatError
-    from weavehost.formats.functiongemma import _ValueParser
-
-    parser = _ValueParser(body)
-    try:
-        value = parser.value()
-    except FormatError:
-        return None
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if parser.pos == len(body) or body[parser.pos] in _NUMBER_CONTINUES:
-            return None
-    return start + parser.pos
-
-
-@dataclass(slots=True)
-class Constraint:
-    """One running matcher: mask logits, consume tokens, ask for forced tokens."""
-
-    matcher: llguidance.LLMatcher
-    n_vocab: int
-
-    def allowed(self) -> np.ndarray:
-        """A boolean array over the vocabulary: which tokens may come next."""
-        raw = np.frombuffer(self.matcher.compute_bitmask(), dtype=np.uint8)
-        return np.unpackbits(raw, bitorder="little")[: self.n_vocab].astype(bool)
-
-    def best(self, logits: np.ndarray) -> int | None:
-        """The allowed token with the highest logit (greedy), or None if nothing is allowed."""
-        mask = self.allowed()
-        if not mask.any():
-            return None
-        return int(np.where(mask, logits[: self.n_vocab], -np.inf).argmax())
-
-    def consume(self, token: int) -> bool:
-        return bool(self.matcher.consume_token(token))
-
-    def forced(self) -> list[int]:
-        """Tokens the grammar forces next (safe to prefill: none can fuse with what follows)."""
-        return list(self.matcher.compute_ff_tokens())
-
-    def forced_bytes(self) -> bytes:
-        return bytes(self.matcher.compute_ff_bytes())
-
-    @property
-    def accepting(self) -> bool:
-        return bool(self.matcher.is_accepting())
-
-    @property
-    def stopped(self) -> bool:
-        return bool(self.matcher.is_stopped())
-
-    @property
-    def failed(self) -> bool:
-        return bool(self.matcher.is_error())
-
-
-def _lltokenizer(engine: Engine) -> llguidance.LLTokenizer:
-    """llguidance's view of the engine's vocabulary: every token's bytes, with the tokens that
-    only special parsing reaches marked by a 0xFF prefix (llguidance's convention), and
-    llama.cpp's own tokenize function for the text it must split."""
-    specials = engine.special_texts
-    tokens = []
-    for token in range(engine.n_vocab):
-        piece = engine.token_bytes(token)
-        if piece.decode("utf-8", errors="replace") in specials or (engine.is_control(token)):
-            piece = b"\xff" + piece
-        tokens.append(piece)
-    tokenize = ctypes.cast(llama_cpp.llama_cpp._lib.llama_tokenize, ctypes.c_void_p).value
-    eos = engine.eos_token
-    return llguidance.LLTokenizer.from_llamacpp(  # type: ignore[attr-defined]
-        tokens=tokens,
-        vocab_ptr=engine.vocab_handle,
-        tokenize_fptr=tokenize,
-        eos_token=eos,
-        slices=None,
-    )
-
-
-class ConstraintFactory:
-    """Builds constraints for one engine's vocabulary; compiled grammars are cached."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.n_vocab = engine.n_vocab
-        self.specials = engine.special_texts
-        self._tokenizer = _lltokenizer(engine)
-        self._compiled = lru_cache(maxsize=512)(self._compile)
-
-    def grammars(self, fmt: ModelFormat) -> GrammarBuilder:
-        return GrammarBuilder(fmt, self.specials)
-
-    def _compile(self, lark: str) -> llguidance.LLMatcher:
-        if len(lark.encode("utf-8")) > MAX_GRAMMAR_BYTES:
-            raise ConstraintError(f"the grammar is over the {MAX_GRAMMAR_BYTES}-byte cap")
-        started = time.perf_counter()
-        try:
-            grammar = llguidance.LLMatcher.grammar_from_lark(lark)
-            matcher = llguidance.LLMatcher(self._tokenizer, grammar, limits=LIMITS)
-        except Exception as exc:  # llguidance raises plain ValueError/RuntimeError
-            raise ConstraintError(f"could not build a constraint: {exc}") from exc
-        if matcher.is_error():
-            raise ConstraintError(f"could not build a constraint: {matcher.get_error()}")
-        elapsed = time.perf_counter() - started
-        if elapsed > MAX_COMPILE_S:
-            logger.warning(
-                "a %d-byte grammar took %.2f s to compile (cap %.1f s)",
-                len(lark),
-                elapsed,
-                MAX_COMPILE_S,
-            )
-        return matcher
-
-    def new(self, lark: str) -> Constraint:
-        """A fresh matcher at the start of ``lark`` (a copy of the cached compiled one)."""
-        return Constraint(self._compiled(lark).deep_copy(), self.n_vocab)
-
-
-_FACTORIES: weakref.WeakKeyDictionary[Engine, ConstraintFactory] = weakref.WeakKeyDictionary()
-
-
-def constraints_for(engine: Engine) -> ConstraintFactory:
-    """The constraint factory of ``engine`` (built once: reading the vocabulary takes ~0.3 s)."""
-    factory = _FACTORIES.get(engine)
-    if factory is None:
-        factory = _FACTORIES[engine] = ConstraintFactory(engine)
-    return factory

@@ -37,7 +37,6 @@ from typing import Any, Literal, Protocol
 import anyio
 import mcp_types as types
 
-from weavehost.catalog import Catalog, ToolSpec
 from weavehost.config import HostConfig
 from weavehost.errors import (
     ApprovalDeniedError,
@@ -46,6 +45,7 @@ from weavehost.errors import (
     ServerTimeoutError,
     UnknownToolError,
 )
+from weavehost.mcp.catalog import Catalog, ToolSpec
 
 __all__ = [
     "ApprovalRequest",

@@ -5,7 +5,7 @@ which render and call them).
 
 Invariants:
 
-* A schema in a ToolSpec is normalised by :func:`weavehost.schemas.normalize_schema` (local
+* A schema in a ToolSpec is normalised by :func:`weavehost.mcp.schemas.normalize_schema` (local
   ``$ref`` inlined, BFCL spellings mapped, checked against Draft 2020-12, a remote ``$ref`` never
   fetched). Nothing here opens a socket or a file (the jsonschema validators get an empty
   ``referencing.Registry``, which cannot retrieve).
@@ -43,7 +43,7 @@ from referencing import Registry
 
 from weavehost.config import HostConfig, Limits
 from weavehost.errors import ArgumentValidationError, SchemaError, UnknownToolError
-from weavehost.schemas import json_depth, normalize_schema, schema_hash
+from weavehost.mcp.schemas import json_depth, normalize_schema, schema_hash
 
 __all__ = [
     "Catalog",
@@ -166,7 +166,7 @@ class Catalog:
 
     Build it with :meth:`from_listings` from raw ``tools/list`` entries (dicts as they came over
     the wire, so a hint of ``"true"`` is not mistaken for ``true``), or :meth:`load` from a live
-    :class:`~weavehost.servers.ServerPool`. :meth:`refresh` re-lists one server (on
+    :class:`~weavehost.mcp.servers.ServerPool`. :meth:`refresh` re-lists one server (on
     ``notifications/tools/list_changed``) and bumps :attr:`version`.
     """
 

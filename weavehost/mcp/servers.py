@@ -56,7 +56,7 @@ from weavehost.errors import (
     ServerStartError,
     ServerTimeoutError,
 )
-from weavehost.transport import MESSAGE_TOO_LARGE, ProcessInfo, StdioSpec, stdio_transport
+from weavehost.mcp.transport import MESSAGE_TOO_LARGE, ProcessInfo, StdioSpec, stdio_transport
 
 __all__ = ["ServerPool", "ServerStatus"]
 

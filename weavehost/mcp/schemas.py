@@ -1,6 +1,6 @@
 """Tool schemas: normalised, self-contained, checked, and hashed, before any tool uses them.
 
-Stage: catalog (the schema half; :mod:`weavehost.catalog` builds the records). Used for MCP
+Stage: catalog (the schema half; :mod:`weavehost.mcp.catalog` builds the records). Used for MCP
 tools and for the benchmark's BFCL functions alike, so both get the same caps and ``$ref``
 handling.
 

@@ -160,9 +160,11 @@ class EngineModel:
         self._replies: OrderedDict[str, list[int]] = OrderedDict()
         self._reply_start = 0
         self._rendered: tuple[str, list[int]] | None = None  # the last render: key, tokens
-        self._opener = fmt.layout.opener.encode("utf-8")
-        # Llama 3 writes a call as the whole reply: its opener only counts at the start.
-        self._start_only = fmt.name == "llama3"
+        # The format's call trigger (its first; the strategy writes the call from its layout's
+        # opener). ``at_start``: it counts only at the start of the reply (Llama 3's JSON call).
+        trigger = fmt.triggers[0]
+        self._opener = trigger.text.encode("utf-8")
+        self._start_only = trigger.at_start
 
     @property
     def n_ctx(self) -> int:
