@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 
 from weavehost import Host
-from weavehost.executor import ApprovalRequest
+from weavehost.mcp.executor import ApprovalRequest
 
 TOOLS = Path(__file__).resolve().parents[1] / "tools"
 
