@@ -1,7 +1,8 @@
 """ServerPool: one ``mcp.Client`` per configured MCP server, owned by one async context manager.
 
 Stage: servers (the host's only contact with MCP servers; the catalog lists through it and the
-executor calls through it).
+executor calls through it). How a server is reached (stdio process, streamable HTTP, in-process)
+is :mod:`~weavehost.mcp.connections`; this module owns each connection's lifetime and requests.
 
 Invariants:
 
@@ -43,12 +44,11 @@ import anyio.abc
 import mcp_types as types
 from anyio import AsyncContextManagerMixin
 from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from weavehost import __version__
-from weavehost.config import HostConfig, ServerConfig, resolve_command
+from weavehost.config import HostConfig, ServerConfig
 from weavehost.errors import (
     MessageTooLargeError,
     ServerDiedError,
@@ -56,7 +56,8 @@ from weavehost.errors import (
     ServerStartError,
     ServerTimeoutError,
 )
-from weavehost.mcp.transport import MESSAGE_TOO_LARGE, ProcessInfo, StdioSpec, stdio_transport
+from weavehost.mcp.connections import list_tools_page, open_transport
+from weavehost.mcp.transport import MESSAGE_TOO_LARGE, ProcessInfo
 
 __all__ = ["ServerPool", "ServerStatus"]
 
@@ -70,7 +71,6 @@ TIMEOUT_BACKSTOP = 0.5  # a hard bound past the SDK's own request timeout, whate
 EXIT_REPORT_WAIT = 0.2  # time to let the exit watcher record an exit code for the message
 LIVENESS_PING_TIMEOUT = 2.0  # an HTTP response stream ended unanswered: is the server still there?
 
-_RAW = TypeAdapter(dict[str, Any])
 ToolsChanged = Callable[[str], Callable[[], Awaitable[None]] | None]
 State = Literal["starting", "running", "dead", "stopped"]
 
@@ -199,7 +199,7 @@ class ServerPool(AsyncContextManagerMixin):
         cursor: str | None = None
         async with self._request(slot, "tools/list", bound) as client:
             for _ in range(MAX_LIST_PAGES):
-                raw = await _list_tools_page(client.session, cursor, bound)
+                raw = await list_tools_page(client.session, cursor, bound)
                 page = raw.get("tools")
                 if not isinstance(page, list):
                     raise ServerError(f"server {server!r}: tools/list result has no 'tools' list")
@@ -421,26 +421,17 @@ class ServerPool(AsyncContextManagerMixin):
         return f"server {slot.config.name!r} ({slot.config.describe()}) failed to start: {reason}"
 
     def _transport(self, slot: _Slot) -> Any:
-        if slot.inproc is not None:
-            return slot.inproc
-        server, limits, timeouts = slot.config, self.config.limits, self.config.timeouts
-        if server.url is not None:
-            if server.headers:
-                return _http_with_headers(
-                    server.url, dict(server.headers), limits.max_message_bytes
-                )
-            return streamable_http_client(server.url, max_sse_event_size=limits.max_message_bytes)
-        spec = StdioSpec(
-            command=resolve_command(server),
-            args=server.args,
-            env=server.env,
-            cwd=server.cwd,
-            max_message_bytes=limits.max_message_bytes,
-            shutdown_grace=timeouts.shutdown_grace,
-            kill_grace=timeouts.kill_grace,
-            label=f"server {server.name!r}",
+        def on_spawn(info: ProcessInfo) -> None:
+            slot.process = info
+
+        return open_transport(
+            slot.config,
+            self.config.limits,
+            self.config.timeouts,
+            inproc=slot.inproc,
+            on_spawn=on_spawn,
+            on_exit=lambda info: self._on_exit(slot, info),
         )
-        return _SpawnedTransport(spec, slot, self)
 
     def _on_exit(self, slot: _Slot, info: ProcessInfo) -> None:
         slot.exited.set()
@@ -459,74 +450,6 @@ class ServerPool(AsyncContextManagerMixin):
                 logger.debug("server %r transport fault: %s", name, message)
 
         return handle
-
-
-class _SpawnedTransport:
-    """Adapts :func:`stdio_transport` to the SDK's ``Transport`` protocol, recording the process."""
-
-    def __init__(self, spec: StdioSpec, slot: _Slot, pool: ServerPool) -> None:
-        self._spec, self._slot, self._pool = spec, slot, pool
-        self._cm: Any = None
-
-    async def __aenter__(self) -> Any:
-        def on_spawn(info: ProcessInfo) -> None:
-            self._slot.process = info
-
-        def on_exit(info: ProcessInfo) -> None:
-            self._pool._on_exit(self._slot, info)
-
-        self._cm = stdio_transport(self._spec, on_spawn=on_spawn, on_exit=on_exit)
-        try:
-            streams = await self._cm.__aenter__()
-        except OSError as exc:
-            raise ServerStartError(
-                f"server {self._slot.config.name!r}: cannot run {self._spec.command!r}: "
-                f"{exc.strerror or exc}"
-            ) from exc
-        return streams
-
-    async def __aexit__(self, *exc: Any) -> bool | None:
-        return await self._cm.__aexit__(*exc)
-
-
-async def _list_tools_page(session: Any, cursor: str | None, bound: float) -> dict[str, Any]:
-    """One tools/list page as the raw result dict, not validated as a whole.
-
-    The SDK's ``send_request`` validates the whole page against its ``ListToolsResult`` model,
-    so one tool with an odd annotation (``"readOnlyHint": 5``) would fail the server's entire
-    catalog. The catalog checks every tool by itself instead (a bad one is left out, a
-    non-boolean hint is not read-only), so the page is sent through the session's dispatcher,
-    stamped the way ``send_request`` stamps it. If a later SDK lacks that seam, the validated
-    path is used.
-    """
-    params = {"cursor": cursor} if cursor else None
-    dispatcher = getattr(session, "_dispatcher", None)
-    stamp = getattr(session, "_stamp", None)
-    if dispatcher is None or stamp is None or not hasattr(dispatcher, "send_raw_request"):
-        request = types.ListToolsRequest(
-            params=types.PaginatedRequestParams(cursor=cursor) if cursor else None
-        )
-        return await session.send_request(request, _RAW, request_read_timeout_seconds=bound)
-    data: dict[str, Any] = {"method": "tools/list", **({"params": params} if params else {})}
-    opts: dict[str, Any] = {}
-    stamp(data, opts)
-    opts["timeout"] = bound
-    raw = await dispatcher.send_raw_request("tools/list", data.get("params"), opts)
-    return raw if isinstance(raw, dict) else {}
-
-
-def _http_with_headers(url: str, headers: dict[str, str], cap: int) -> Any:
-    from mcp.shared._httpx_utils import create_mcp_http_client
-
-    @asynccontextmanager
-    async def transport() -> AsyncIterator[Any]:
-        async with create_mcp_http_client(headers=headers) as http:
-            async with streamable_http_client(
-                url, http_client=http, max_sse_event_size=cap
-            ) as streams:
-                yield streams
-
-    return transport()
 
 
 def _first_error(exc: BaseException) -> BaseException:
