@@ -242,6 +242,24 @@ async def test_a_result_over_the_cap_is_truncated_with_a_marker() -> None:
     assert result.text.startswith("y" * 141)
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("case", ["unknown tool", "server failure"])
+async def test_a_result_made_locally_records_its_full_length_before_truncation_as_a_server_result_does(
+    case: str,
+) -> None:
+    async def run(cap: int) -> Any:
+        _, config, catalog, caller = make(
+            {"readOnlyHint": True}, limits=Limits(max_result_chars=cap)
+        )
+        caller.error = ServerDiedError("gone " * 200)
+        name = "forecast" if case == "server failure" else "x" * 1_000
+        return await Executor(caller, catalog, config).run(name, {"city": "Rome", "days": 1})
+
+    full, cut = await run(100_000), await run(200)
+    assert not full.truncated and cut.truncated and len(cut.text) <= 200
+    assert cut.total_chars == full.total_chars == len(full.text) >= 1_000
+
+
 @given(st.text(), st.integers(60, 500))
 def test_truncation_never_exceeds_the_cap(text: str, cap: int) -> None:
     out, cut = truncate_text(text, cap)
@@ -346,4 +364,9 @@ async def test_starts_early_answers_exactly_whether_a_provisional_run_would_reac
     early = executor.starts_early(name, arguments)
     await executor.run(name, arguments, provisional=True)
     assert early == (len(caller.calls) == 1)
-    assert early is (name == "forecast" and trusted and arguments["days"] <= 7 and annotations["readOnlyHint"] is True)
+    assert early is (
+        name == "forecast"
+        and trusted
+        and arguments["days"] <= 7
+        and annotations["readOnlyHint"] is True
+    )

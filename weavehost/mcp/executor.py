@@ -403,14 +403,14 @@ class Executor:
     ) -> ToolResult:
         if status in ("denied", "not_provisional", "unknown_tool", "invalid_arguments"):
             logger.info("call %s not sent: %s", name, text)
-        text, truncated = truncate_text(text, self.config.limits.max_result_chars)
+        shown, truncated = truncate_text(text, self.config.limits.max_result_chars)
         return ToolResult(
             name=name,
             server=server,
             arguments=dict(args),
             status=status,
-            text=neutralize_control_markers(text),
+            text=neutralize_control_markers(shown),
             truncated=truncated,
-            total_chars=len(text),
+            total_chars=len(text),  # the full length, as on the main path: before truncation
             provisional=provisional,
         )
