@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -76,8 +77,10 @@ def test_a_call_is_the_skeleton_with_values_in_its_holes(name):
 json_scalars = st.none() | st.booleans() | st.integers(-(10**9), 10**9) | st.text(max_size=20)
 json_values = st.recursive(
     json_scalars,
-    lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(st.from_regex(r"[a-z_][a-z0-9_]{0,8}", fullmatch=True), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.from_regex(r"[a-z_][a-z0-9_]{0,8}", fullmatch=True), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 argument_dicts = st.dictionaries(
@@ -199,3 +202,200 @@ def test_a_json_string_value_may_hold_the_call_closer(name):
     fmt = FORMATS[name]
     call = ToolCall("note", {"text": "a </tool_call> inside", "n": 1})
     assert fmt.parse_calls(fmt.render_call(call) + "\n" + fmt.render_call(call)) == [call, call]
+
+
+# --------------------------------------------------------------------------- pinned prompts
+
+PIN_TOOLS = [
+    tool_to_openai(
+        "get_weather",
+        "Get the weather for a city.",
+        {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "description": "The city"},
+                "days": {"type": "integer", "enum": [1, 3]},
+            },
+            "required": ["city"],
+        },
+    ),
+    tool_to_openai("now", "The time.", {"type": "object", "properties": {}}),
+]
+PIN_CONVERSATIONS = {
+    "system-call-result": [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": "Checking.",
+            "tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}],
+        },
+        {"role": "tool", "name": "get_weather", "content": "sunny"},
+    ],
+    "no-system-two-calls": [
+        {"role": "user", "content": "Time and weather in Oslo?"},
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {"type": "function", "function": {"name": "now", "arguments": {}}},
+                {
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": {"city": "Oslo"}},
+                },
+            ],
+        },
+        {"role": "tool", "name": "now", "content": "12:00"},
+        {"role": "tool", "name": "get_weather", "content": "rain"},
+        {"role": "assistant", "content": "Rain at noon."},
+        {"role": "user", "content": "Thanks"},
+    ],
+}
+# A GGUF template that knows tools in every format's eyes (it holds each format's marker), and
+# shows what the format hands it: bos_token, Llama 3's extra variables, FunctionGemma's filter.
+TOOL_AWARE_TEMPLATE = """\
+{#- <tool_call> parameters <start_function_declaration> -#}
+{{ bos_token }}[{{ tools_in_user_message }} {{ date_string }}]
+{%- for tool in tools or [] %}<tool>{{ tool | tojson }}</tool>{% endfor %}
+{%- for m in messages %}<|{{ m.role }}|>{{ m.content }}
+{%- for c in m.tool_calls or [] %}<call>{{ c.function.name }} {{ c.function.arguments | tojson }}
+{%- if 'gemma_value' is filter %} {{ c.function.arguments | gemma_value }}{% endif %}</call>
+{%- endfor %}{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"""
+# SmolLM2's own GGUF template: ChatML, no tools.
+CHATML_TEMPLATE = """\
+{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}\
+{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face\
+<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + \
+'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}\
+{% endif %}"""
+PIN_TEMPLATES = {"none": None, "tool-aware": TOOL_AWARE_TEMPLATE, "chatml": CHATML_TEMPLATE}
+
+# sha256 of each rendering's segments (special flag and text), captured before the four
+# render_prompt methods became one function; a change here changes what a model reads.
+PINNED_PROMPTS = {
+    "functiongemma-none-system-call-result-True-True": "99df24d1facec308",
+    "functiongemma-none-system-call-result-True-False": "b97b72236ca2c0d5",
+    "functiongemma-none-system-call-result-False-True": "TypeError",
+    "functiongemma-none-no-system-two-calls-True-True": "566cf27bbaa63b04",
+    "functiongemma-none-no-system-two-calls-False-True": "c9aa9d719b34e163",
+    "functiongemma-tool-aware-system-call-result-True-True": "03c41cd116454ea5",
+    "functiongemma-tool-aware-system-call-result-True-False": "5d10e2fe61310fe6",
+    "functiongemma-tool-aware-system-call-result-False-True": "1311822d3cce20d7",
+    "functiongemma-tool-aware-no-system-two-calls-True-True": "3517d9420921f2bc",
+    "functiongemma-tool-aware-no-system-two-calls-False-True": "77933b253fe02d79",
+    "functiongemma-chatml-system-call-result-True-True": "99df24d1facec308",
+    "functiongemma-chatml-system-call-result-True-False": "b97b72236ca2c0d5",
+    "functiongemma-chatml-system-call-result-False-True": "TypeError",
+    "functiongemma-chatml-no-system-two-calls-True-True": "566cf27bbaa63b04",
+    "functiongemma-chatml-no-system-two-calls-False-True": "c9aa9d719b34e163",
+    "functiongemma-qwen-gguf-system-call-result-True-True": "99df24d1facec308",
+    "functiongemma-qwen-gguf-system-call-result-True-False": "b97b72236ca2c0d5",
+    "functiongemma-qwen-gguf-system-call-result-False-True": "TypeError",
+    "functiongemma-qwen-gguf-no-system-two-calls-True-True": "566cf27bbaa63b04",
+    "functiongemma-qwen-gguf-no-system-two-calls-False-True": "c9aa9d719b34e163",
+    "llama3-none-system-call-result-True-True": "80fe27304a90ee61",
+    "llama3-none-system-call-result-True-False": "9ff72e743d8cf610",
+    "llama3-none-system-call-result-False-True": "e8bbd5cc3475f95a",
+    "llama3-none-no-system-two-calls-True-True": "87f95b9c4c67060b",
+    "llama3-none-no-system-two-calls-False-True": "ac02ab573388d9ee",
+    "llama3-tool-aware-system-call-result-True-True": "565839e9b32f02e6",
+    "llama3-tool-aware-system-call-result-True-False": "f0fba760e21efbb5",
+    "llama3-tool-aware-system-call-result-False-True": "861b7b1171bcb5c1",
+    "llama3-tool-aware-no-system-two-calls-True-True": "726c3776d32d1693",
+    "llama3-tool-aware-no-system-two-calls-False-True": "015e7652d235d2f8",
+    "llama3-chatml-system-call-result-True-True": "80fe27304a90ee61",
+    "llama3-chatml-system-call-result-True-False": "9ff72e743d8cf610",
+    "llama3-chatml-system-call-result-False-True": "e8bbd5cc3475f95a",
+    "llama3-chatml-no-system-two-calls-True-True": "87f95b9c4c67060b",
+    "llama3-chatml-no-system-two-calls-False-True": "ac02ab573388d9ee",
+    "llama3-qwen-gguf-system-call-result-True-True": "80fe27304a90ee61",
+    "llama3-qwen-gguf-system-call-result-True-False": "9ff72e743d8cf610",
+    "llama3-qwen-gguf-system-call-result-False-True": "e8bbd5cc3475f95a",
+    "llama3-qwen-gguf-no-system-two-calls-True-True": "87f95b9c4c67060b",
+    "llama3-qwen-gguf-no-system-two-calls-False-True": "ac02ab573388d9ee",
+    "qwen-none-system-call-result-True-True": "a7acaeb3496a14ca",
+    "qwen-none-system-call-result-True-False": "38ebf47546063f40",
+    "qwen-none-system-call-result-False-True": "3086247eac857c4f",
+    "qwen-none-no-system-two-calls-True-True": "4b27ddab49b69356",
+    "qwen-none-no-system-two-calls-False-True": "05d56f31e8fb3f75",
+    "qwen-tool-aware-system-call-result-True-True": "51d4677bdab4acb5",
+    "qwen-tool-aware-system-call-result-True-False": "390f13a50f06a6d8",
+    "qwen-tool-aware-system-call-result-False-True": "292063cf6288186d",
+    "qwen-tool-aware-no-system-two-calls-True-True": "22109e804ad22fd6",
+    "qwen-tool-aware-no-system-two-calls-False-True": "2390f2d450b70ee5",
+    "qwen-chatml-system-call-result-True-True": "a7acaeb3496a14ca",
+    "qwen-chatml-system-call-result-True-False": "38ebf47546063f40",
+    "qwen-chatml-system-call-result-False-True": "3086247eac857c4f",
+    "qwen-chatml-no-system-two-calls-True-True": "4b27ddab49b69356",
+    "qwen-chatml-no-system-two-calls-False-True": "05d56f31e8fb3f75",
+    "qwen-qwen-gguf-system-call-result-True-True": "5a5a8851eecd972d",
+    "qwen-qwen-gguf-system-call-result-True-False": "06d5c32eba54b8df",
+    "qwen-qwen-gguf-system-call-result-False-True": "3086247eac857c4f",
+    "qwen-qwen-gguf-no-system-two-calls-True-True": "2d90e1964d191145",
+    "qwen-qwen-gguf-no-system-two-calls-False-True": "3c6b7671a144ee76",
+    "smollm2-none-system-call-result-True-True": "2a2f8615eaabfbaa",
+    "smollm2-none-system-call-result-True-False": "d84cd5762bd7f9f3",
+    "smollm2-none-system-call-result-False-True": "81aee999a89f581d",
+    "smollm2-none-no-system-two-calls-True-True": "312d937ee20d06df",
+    "smollm2-none-no-system-two-calls-False-True": "7790923058a3bb57",
+    "smollm2-tool-aware-system-call-result-True-True": "3930fdb001fd453a",
+    "smollm2-tool-aware-system-call-result-True-False": "57e23a75866b2558",
+    "smollm2-tool-aware-system-call-result-False-True": "21c595be8e67c1bb",
+    "smollm2-tool-aware-no-system-two-calls-True-True": "0af9799e40c0d1d2",
+    "smollm2-tool-aware-no-system-two-calls-False-True": "a88c3337c757b420",
+    "smollm2-chatml-system-call-result-True-True": "2a2f8615eaabfbaa",
+    "smollm2-chatml-system-call-result-True-False": "d84cd5762bd7f9f3",
+    "smollm2-chatml-system-call-result-False-True": "81aee999a89f581d",
+    "smollm2-chatml-no-system-two-calls-True-True": "312d937ee20d06df",
+    "smollm2-chatml-no-system-two-calls-False-True": "b3374067df82f07a",
+    "smollm2-qwen-gguf-system-call-result-True-True": "2a2f8615eaabfbaa",
+    "smollm2-qwen-gguf-system-call-result-True-False": "d84cd5762bd7f9f3",
+    "smollm2-qwen-gguf-system-call-result-False-True": "81aee999a89f581d",
+    "smollm2-qwen-gguf-no-system-two-calls-True-True": "312d937ee20d06df",
+    "smollm2-qwen-gguf-no-system-two-calls-False-True": "3d8c2b7b6c7acc53",
+}
+
+
+def _pinned_rendering(name, template, conversation, with_tools, generation):
+    chat_template = _qwen_gguf_template() if template == "qwen-gguf" else PIN_TEMPLATES[template]
+    return FORMATS[name].render_prompt(
+        PIN_CONVERSATIONS[conversation],
+        PIN_TOOLS if with_tools else [],
+        chat_template=chat_template,
+        add_generation_prompt=generation,
+    )
+
+
+def _digest(segments) -> str:
+    canonical = json.dumps([[s.special, s.text] for s in segments], ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+def _qwen_gguf_template() -> str:
+    template = read_metadata(_qwen_gguf_head()).chat_template
+    assert template
+    return template
+
+
+PIN_CASES = [
+    (name, template, conversation, with_tools, generation)
+    for name in sorted(FORMATS)
+    for template in [*PIN_TEMPLATES, "qwen-gguf"]
+    for conversation in PIN_CONVERSATIONS
+    for with_tools in (True, False)
+    for generation in (True, False)
+    if generation or (conversation == "system-call-result" and with_tools)
+]
+
+
+def _case_id(case) -> str:
+    return "-".join(str(part) for part in case)
+
+
+@pytest.mark.parametrize("case", PIN_CASES, ids=_case_id)
+def test_each_format_renders_a_conversation_byte_for_byte_as_pinned(case):
+    try:
+        segments = _pinned_rendering(*case)
+    except Exception as exc:  # pinned as the error it raises today
+        assert type(exc).__name__ == PINNED_PROMPTS[_case_id(case)], exc
+        return
+    assert _digest(segments) == PINNED_PROMPTS[_case_id(case)], segments
