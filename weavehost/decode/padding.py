@@ -4,23 +4,22 @@ Stage: parallel value decoding (planning). A pass with n rows may be cheaper pad
 batch (llama.cpp's repacked Q4_0 kernels work on 4 and 8 rows; the paper pads to 4 on phones).
 Instead of hard-coding a width, ``weavehost calibrate`` measures the cost of each width and
 :func:`plan_from_costs` pads n to the width w >= n of least measured cost. Plans are stored per
-model file and thread count in the cache directory; without one, passes are not padded.
+model file and thread count under :func:`weavehost.paths.cache_dir`; without one, passes are not
+padded.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from weavehost.engine import Engine
 from weavehost.engine.calibrate import PassCosts
 from weavehost.errors import ConfigError
+from weavehost.paths import cache_dir
 
-__all__ = ["PaddingPlan", "cache_dir", "load_plan", "plan_from_costs", "plan_path", "save_plan"]
-
-CACHE_ENV_VAR = "WEAVEHOST_CACHE"
+__all__ = ["PaddingPlan", "load_plan", "plan_from_costs", "plan_path", "save_plan"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,15 +45,6 @@ def plan_from_costs(costs: PassCosts, *, margin: float = 0.03) -> PaddingPlan:
         if best != n and costs.pass_s[best] < costs.pass_s[n] * (1 - margin):
             widths[n] = best
     return PaddingPlan(widths, "calibrated")
-
-
-def cache_dir() -> Path:
-    """Where weavehost keeps calibrations and benchmark assets (``WEAVEHOST_CACHE`` or
-    ``~/.cache/weavehost``)."""
-    root = os.environ.get(CACHE_ENV_VAR) or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "weavehost"
-    )
-    return Path(root)
 
 
 def plan_path(model: Path, threads: int) -> Path:
