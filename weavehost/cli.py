@@ -1,13 +1,19 @@
 """The ``weavehost`` command line: thin click commands over the library.
 
-Each command parses its options, calls the library (``anyio.run`` for async work) and turns a
-:class:`~weavehost.errors.WeavehostError` into a one-line message on stderr and the error's exit
-code. No traceback reaches the user for bad input.
+Stage: CLI (the top). Each command parses its options and calls the library (``anyio.run`` for
+async work). Errors take one path, :class:`ErrorPath`: a
+:class:`~weavehost.errors.WeavehostError` raised by any command of the group (``bench``
+included), or by a command run by itself (``python -m weavehost.bench.assets``), becomes one
+``Error: <message>`` line on stderr and the error's exit code (the table is in
+:mod:`weavehost.errors`). No traceback reaches the user for bad input.
+
+Defaults are the library's names (``DEFAULT_N_CTX`` of the engine, ``DEFAULT_MAX_STEPS`` and
+``TOOL_CHOICES`` of the agent, ``DEFAULT_STRATEGY`` of the host, ``APPROVAL_MODES`` of the
+config), never numbers of their own; only ``calibrate``'s are named here.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import sys
@@ -17,26 +23,54 @@ from typing import Any, TypeVar
 import click
 
 from weavehost import __version__
+from weavehost.agent import DEFAULT_MAX_STEPS, TOOL_CHOICES
+from weavehost.config import APPROVAL_MODES
+from weavehost.engine import DEFAULT_N_CTX
 from weavehost.errors import WeavehostError
+from weavehost.host import DEFAULT_STRATEGY
+
+__all__ = ["CommandFailed", "ErrorPath", "WeavehostCommand", "WeavehostGroup", "main"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# ``weavehost calibrate``: a short probe prompt and max width + 1 sequences fit well within
+# 2,048 tokens; 30 passes per width give a stable median on a phone-class CPU.
+CALIBRATE_N_CTX = 2048
+CALIBRATE_MAX_WIDTH = 8
+CALIBRATE_REPEATS = 30
 
-def handle_errors(func: F) -> F:
-    """Turn a WeavehostError into ``Error: <message>`` and its exit code."""
 
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+class CommandFailed(click.ClickException):
+    """A :class:`WeavehostError` as click reports it: ``Error: <message>`` and its exit code."""
+
+    def __init__(self, error: WeavehostError) -> None:
+        super().__init__(str(error))
+        self.exit_code = error.exit_code
+
+
+class ErrorPath:
+    """The one place a command's :class:`WeavehostError` becomes :class:`CommandFailed`.
+
+    Mixed into the group (which runs every subcommand inside its own ``invoke``) and into a
+    command that runs by itself; click's standalone mode then prints the line and exits.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
         try:
-            return func(*args, **kwargs)
+            return super().invoke(ctx)  # type: ignore[misc]
         except WeavehostError as exc:
-            click.echo(f"Error: {exc}", err=True)
-            sys.exit(exc.exit_code)
-
-    return wrapper  # type: ignore[return-value]
+            raise CommandFailed(exc) from exc
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class WeavehostGroup(ErrorPath, click.Group):
+    """``weavehost``: every subcommand's errors take the :class:`ErrorPath`."""
+
+
+class WeavehostCommand(ErrorPath, click.Command):
+    """A command run outside the group (``python -m weavehost.bench.assets``), same errors."""
+
+
+@click.group(cls=WeavehostGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="weavehost")
 @click.option("-v", "--verbose", count=True, help="Log more (-v info, -vv debug, incl. llama.cpp).")
 @click.pass_context
@@ -51,7 +85,6 @@ def main(ctx: click.Context, verbose: int) -> None:
 @click.option("--model", "model", type=str, default=None, help="Path to a local GGUF file.")
 @click.option("--format", "format_name", type=str, default=None, help="Override the model format.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@handle_errors
 def models(model: str | None, format_name: str | None, as_json: bool) -> None:
     """Show which model would be used, why, and the tool-call format detected for it."""
     from weavehost.models import describe_model_choice
@@ -81,7 +114,6 @@ def models(model: str | None, format_name: str | None, as_json: bool) -> None:
 @click.option("--config", "config_path", type=str, default=None, help="A host config (JSON).")
 @click.option("--trust", multiple=True, metavar="SERVER", help="Trust this server (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the catalog as JSON.")
-@handle_errors
 def tools(
     servers: tuple[str, ...], config_path: str | None, trust: tuple[str, ...], as_json: bool
 ) -> None:
@@ -142,10 +174,17 @@ def tools(
 @main.command()
 @click.option("--model", "model", type=str, default=None, help="Path to a local GGUF file.")
 @click.option("--threads", type=int, default=None, help="Threads (default: available CPUs).")
-@click.option("--repeats", type=int, default=30, show_default=True, help="Passes per width.")
-@click.option("--max-width", type=int, default=8, show_default=True, help="Widest pass measured.")
+@click.option(
+    "--repeats", type=int, default=CALIBRATE_REPEATS, show_default=True, help="Passes per width."
+)
+@click.option(
+    "--max-width",
+    type=int,
+    default=CALIBRATE_MAX_WIDTH,
+    show_default=True,
+    help="Widest pass measured.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the measurement as JSON.")
-@handle_errors
 def calibrate(
     model: str | None, threads: int | None, repeats: int, max_width: int, as_json: bool
 ) -> None:
@@ -156,7 +195,9 @@ def calibrate(
     from weavehost.models import resolve_model
 
     choice = resolve_model(model)
-    with Engine.open(choice.path, n_ctx=2048, n_seq_max=max_width + 1, n_threads=threads) as eng:
+    with Engine.open(
+        choice.path, n_ctx=CALIBRATE_N_CTX, n_seq_max=max_width + 1, n_threads=threads
+    ) as eng:
         costs = measure_pass_costs(eng, max_width=max_width, repeats=repeats)
         plan = plan_from_costs(costs)
         path = save_plan(eng, costs, plan)
@@ -180,20 +221,21 @@ def agent_options(func: F) -> F:
                      help="A host config (JSON)."),
         click.option("--trust", multiple=True, metavar="SERVER",
                      help="Trust this server: its read-only tools may run provisionally."),
-        click.option("--approval", type=click.Choice(["ask", "always", "never"]), default=None,
+        click.option("--approval", type=click.Choice(APPROVAL_MODES), default=None,
                      help="Calls that need approval: ask (default), always, never."),
         click.option("--model", "model", type=str, default=None, help="Path to a local GGUF file."),
         click.option("--format", "format_name", type=str, default=None,
                      help="Override the model format."),
-        click.option("--strategy", default="weave", show_default=True,
+        click.option("--strategy", default=DEFAULT_STRATEGY, show_default=True,
                      help="How calls are written: weave, jump_forward, constrained, serial."),
         click.option("--threads", type=int, default=None,
                      help="Threads (default: the performance cores available)."),
-        click.option("--max-steps", type=click.IntRange(1, 100), default=6, show_default=True,
+        click.option("--max-steps", type=click.IntRange(1, 100), default=DEFAULT_MAX_STEPS,
+                     show_default=True,
                      help="Model steps per turn."),
-        click.option("--ctx", "n_ctx", type=click.IntRange(256, 131072), default=4096,
+        click.option("--ctx", "n_ctx", type=click.IntRange(256, 131072), default=DEFAULT_N_CTX,
                      show_default=True, help="Context size in tokens."),
-        click.option("--tool-choice", type=click.Choice(["auto", "required"]), default=None,
+        click.option("--tool-choice", type=click.Choice(TOOL_CHOICES), default=None,
                      help="auto: the model decides; required: each turn starts with a call "
                      "(default: required on the embedded 135M model, auto otherwise)."),
         click.option("--json", "as_json", is_flag=True,
@@ -242,7 +284,6 @@ def _agent(ctx: click.Context, kw: dict[str, Any], body: Any, *, exit_on_error: 
 @click.argument("prompt")
 @agent_options
 @click.pass_context
-@handle_errors
 def run(ctx: click.Context, prompt: str, **kw: Any) -> None:
     """Answer one PROMPT with the tools of the given servers, then exit (for scripts)."""
 
@@ -258,7 +299,6 @@ def run(ctx: click.Context, prompt: str, **kw: Any) -> None:
 @main.command()
 @agent_options
 @click.pass_context
-@handle_errors
 def chat(ctx: click.Context, **kw: Any) -> None:
     """Talk with the model and the tools of the given servers. /tools lists them, /exit quits."""
     from weavehost.console import ask_line

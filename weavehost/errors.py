@@ -9,33 +9,37 @@ boundary of the stage that meets them, and chained (``raise ... from exc``).
 Expected outcomes are *not* errors: a tool result with ``isError`` stays a result the model
 reads, and a value sequence that fails to decode is a state of that sequence.
 
-Hierarchy::
+Hierarchy, with the exit code a command ends with (``exit_code``; a subclass inherits its
+parent's). Every command maps these in one place (:class:`weavehost.cli.ErrorPath`): one
+``Error: <message>`` line on stderr, then this code. 2 is configuration and usage, 3 the model,
+130 an interrupt, 1 anything that went wrong while running::
 
-    WeavehostError                      exit code 1 unless stated
-    ├── ConfigError                     malformed config file, flag or environment (exit 2)
-    ├── ModelError                      choosing and loading a GGUF model
-    │   ├── ModelNotFoundError          no model could be found; says what to install (exit 3)
-    │   └── ModelLoadError              the file exists but llama.cpp cannot load it (exit 3)
-    ├── EngineError                     running the llama.cpp context
-    │   ├── ContextOverflowError        a sequence would pass n_ctx
-    │   ├── KVCacheFullError            llama_decode found no KV slot (returned 1)
-    │   ├── DecodeFailedError           llama_decode returned another error code
-    │   └── AbortedError                decoding was stopped (Ctrl-C) between or inside passes
-    ├── FormatError                     model formats: rendering prompts, parsing calls
-    │   └── UnknownFormatError          no format with that name, or none detected
-    ├── ServerError                     MCP servers
-    │   ├── ServerStartError            the server could not be started or initialised
-    │   ├── ServerDiedError             the connection closed or the process exited
-    │   ├── ServerTimeoutError          a request passed its named timeout
-    │   └── MessageTooLargeError        one message from a server passed the byte cap
-    ├── CatalogError                    tools and their schemas
-    │   ├── SchemaError                 a tool's schema is invalid, recursive or too large
-    │   ├── UnknownToolError            the model or user named a tool the catalog lacks
-    │   └── ArgumentValidationError     arguments do not validate against the tool's schema
-    ├── ExecutionError                  running calls
-    │   └── ApprovalDeniedError         the approval policy refused a call
-    ├── ConstraintError                 building a value or call constraint (grammar) failed
-    └── BenchError                      benchmark inputs (case files, answers) are unusable
+    WeavehostError                      1
+    ├── ConfigError                     2  malformed config file, flag or environment
+    ├── ModelError                      3  choosing and loading a GGUF model
+    │   ├── ModelNotFoundError          3  no model could be found; says what to install
+    │   └── ModelLoadError              3  the file exists but is not a GGUF llama.cpp can load
+    ├── EngineError                     1  running the llama.cpp context
+    │   ├── ContextOverflowError        1  a sequence would pass n_ctx
+    │   ├── KVCacheFullError            1  llama_decode found no KV slot (returned 1)
+    │   ├── DecodeFailedError           1  llama_decode returned another error code
+    │   └── AbortedError              130  decoding was stopped (Ctrl-C) between or inside passes
+    ├── FormatError                     1  model formats: rendering prompts, parsing calls
+    │   └── UnknownFormatError          2  no format with that name (--format), or none detected
+    ├── ServerError                     1  MCP servers
+    │   ├── ServerStartError            1  the server could not be started or initialised
+    │   ├── ServerDiedError             1  the connection closed or the process exited
+    │   ├── ServerTimeoutError          1  a request passed its named timeout
+    │   └── MessageTooLargeError        1  one message from a server passed the byte cap
+    ├── CatalogError                    1  tools and their schemas
+    │   ├── SchemaError                 1  a tool's schema is invalid, recursive or too large
+    │   ├── UnknownToolError            1  the model or user named a tool the catalog lacks
+    │   └── ArgumentValidationError     1  arguments do not validate against the tool's schema
+    ├── ExecutionError                  1  running calls
+    │   └── ApprovalDeniedError         1  the approval policy refused a call
+    ├── ConstraintError                 1  building a value or call constraint (grammar) failed
+    └── BenchError                      2  benchmark inputs (case files, answers, strategy or
+                                           quantization names) are unusable
 """
 
 from __future__ import annotations
@@ -125,7 +129,12 @@ class FormatError(WeavehostError):
 
 
 class UnknownFormatError(FormatError):
-    """No model format has the requested name, or none could be detected."""
+    """No model format has the requested name, or none could be detected.
+
+    Either way the user's remedy is a flag (``--format``), so it is a usage error.
+    """
+
+    exit_code = 2
 
 
 class ServerError(WeavehostError):
@@ -177,6 +186,6 @@ class ConstraintError(WeavehostError):
 
 
 class BenchError(WeavehostError):
-    """A benchmark input (case file, answer file, strategy list) is unusable."""
+    """A benchmark input (case file, answer file, strategy or quantization list) is unusable."""
 
     exit_code = 2

