@@ -251,7 +251,7 @@ def _agent(ctx: click.Context, kw: dict[str, Any], body: Any, *, exit_on_error: 
     import anyio
 
     from weavehost.config import build_config
-    from weavehost.console import EventPrinter, TerminalApprover, run_agent
+    from weavehost.console import EXIT_INTERRUPTED, EventPrinter, TerminalApprover, run_agent
     from weavehost.errors import ConfigError
     from weavehost.host import Host
 
@@ -272,7 +272,7 @@ def _agent(ctx: click.Context, kw: dict[str, Any], body: Any, *, exit_on_error: 
     try:
         code = anyio.run(run_agent, make_host, body, printer)
     except KeyboardInterrupt:  # Ctrl-C before our handler was installed
-        code = 130
+        code = EXIT_INTERRUPTED
     if code:
         click.echo("interrupted", err=True)
         sys.exit(code)

@@ -30,12 +30,13 @@ import anyio.from_thread
 import anyio.lowlevel
 
 from weavehost.agent import Event
+from weavehost.errors import AbortedError
 from weavehost.host import Host
 from weavehost.mcp.executor import ApprovalRequest
 
 __all__ = ["EXIT_INTERRUPTED", "EventPrinter", "TerminalApprover", "ask_line", "run_agent"]
 
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = AbortedError.exit_code  # Ctrl-C ends a command as an aborted decode does
 SPINNER_PERIOD_S = 0.1
 _RESULT_PREVIEW = 200
 
