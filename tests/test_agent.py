@@ -19,14 +19,10 @@ from pydantic import Field
 
 from tools import android
 from weavehost import Host
-from weavehost.agent.model import (
-    ScriptedCall,
-    ScriptedModel,
-    _held_back,
-    common_prefix,
-    opener_position,
-)
-from weavehost.agent.session import Event, ResultCache, rank_tools, select_tools
+from weavehost.agent.cache import ResultCache
+from weavehost.agent.events import Event
+from weavehost.agent.model import _held_back, common_prefix, opener_position
+from weavehost.agent.scripted import ScriptedCall, ScriptedModel
 from weavehost.agent.thermal import (
     CRITICAL_PAUSE_S,
     ThermalStatus,
@@ -35,6 +31,7 @@ from weavehost.agent.thermal import (
     read_thermal_status,
     status_from_celsius,
 )
+from weavehost.agent.tools import rank_tools, select_tools
 from weavehost.decode import ToolSchema
 from weavehost.formats import ToolCall
 from weavehost.mcp.executor import StaticApprover

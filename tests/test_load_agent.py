@@ -19,8 +19,9 @@ import anyio
 import pytest
 
 from weavehost import Host
+from weavehost.agent.events import Event
 from weavehost.agent.model import EngineModel
-from weavehost.agent.session import Event, Session
+from weavehost.agent.session import Session
 from weavehost.decode import get_strategy
 from weavehost.engine import Engine
 from weavehost.formats import detect_format

@@ -32,8 +32,10 @@ from pydantic import Field
 
 import weavehost.engine.engine as engine_module
 from weavehost import Host
-from weavehost.agent.model import AgentModel, EngineModel, ScriptedCall, ScriptedModel
-from weavehost.agent.session import Event, Session
+from weavehost.agent.events import Event
+from weavehost.agent.model import AgentModel, EngineModel
+from weavehost.agent.scripted import ScriptedCall, ScriptedModel
+from weavehost.agent.session import Session
 from weavehost.decode import ToolSchema, get_strategy
 from weavehost.engine import Engine
 from weavehost.formats import FORMATS, ToolCall, detect_format, tool_to_openai

@@ -1,4 +1,4 @@
-"""The agent's seam to "the model": the real engine-backed model and a scripted one for tests.
+"""The agent's seam to "the model": the protocol the loop calls and the engine-backed model.
 
 Stage: agent (between the agent loop and the engine/decoder). The loop never touches llama.cpp
 itself; it asks an :class:`AgentModel` to
@@ -9,8 +9,9 @@ itself; it asks an :class:`AgentModel` to
    call opener, streaming text,
 3. :meth:`~AgentModel.write_call` with a decoding strategy once the opener was seen.
 
-Every method is blocking and is called from a worker thread, one at a time (the loop holds the
-inference lock). Invariants of :class:`EngineModel`:
+Every method but ``abort``/``clear_abort`` is blocking and is called from a worker thread, one
+at a time, by a task holding the model's :class:`~weavehost.agent.lock.ModelLock`. A scripted
+stand-in for tests is :mod:`weavehost.agent.scripted`. Invariants of :class:`EngineModel`:
 
 * Sequence 0 always holds ``self.held``: the rendered conversation so far, then what the model
   wrote after it. :meth:`sync` renders the whole conversation, keeps the longest common prefix
@@ -26,26 +27,25 @@ inference lock). Invariants of :class:`EngineModel`:
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
 from weavehost.decode import CallRequest, CallResult, DecodeStrategy, ToolSchema
 from weavehost.engine import Engine, EngineStats
-from weavehost.errors import AbortedError, ContextOverflowError
+from weavehost.errors import ContextOverflowError
 from weavehost.formats import ModelFormat, ToolCall, tool_to_openai
 
 __all__ = [
     "AgentModel",
     "EngineModel",
     "FreeText",
-    "ScriptedCall",
-    "ScriptedModel",
+    "ProvisionalSink",
     "SyncReport",
+    "TextSink",
     "common_prefix",
     "opener_position",
 ]
@@ -340,123 +340,3 @@ class EngineModel:
         else:  # a free-writing strategy that failed: what it wrote is unknown here
             self.engine.drop(0, len(self.held))
         return result
-
-
-# --------------------------------------------------------------------------- scripted
-
-
-@dataclass(frozen=True, slots=True)
-class ScriptedCall:
-    """A scripted call: text before it, the provisional call (if any) and the final call.
-
-    ``hold`` (when set) is waited on after the provisional call was handed over and before the
-    final call is returned, so a test can check that a tool started while the call was still
-    being written. ``error`` scripts a call that failed to decode.
-    """
-
-    final: ToolCall | None
-    provisional: ToolCall | None = None
-    text: str = ""
-    hold: threading.Event | None = None
-    error: str | None = None
-
-
-@dataclass
-class ScriptedModel:
-    """A model with a queue of replies (``str`` answers or :class:`ScriptedCall` s).
-
-    Records every conversation it was synced to (``synced``) and the tools offered each time.
-    When the queue runs dry it answers ``"(no more scripted replies)"``.
-    """
-
-    replies: list[str | ScriptedCall]
-    n_ctx: int = 4096
-    hold_timeout_s: float = 5.0
-    synced: list[list[dict[str, Any]]] = field(default_factory=list)
-    offered: list[list[str]] = field(default_factory=list)
-    holds: list[bool] = field(default_factory=list)  # whether each hold was released in time
-    allowed_calls: list[bool] = field(default_factory=list)  # allow_call of each free decode
-    resets: int = 0  # times the loop reset the model's KV cache after a decode failure
-    threads: int = 4
-    thread_changes: list[int] = field(default_factory=list)  # every set_threads, in order
-    _queue: deque[str | ScriptedCall] = field(init=False)
-    _pending: ScriptedCall | None = field(default=None, init=False)
-    _abort: threading.Event = field(default_factory=threading.Event, init=False)
-
-    def __post_init__(self) -> None:
-        self._queue = deque(self.replies)
-
-    def count_tokens(self, text: str) -> int:
-        return len(text) // 4 + 1
-
-    def prompt_tokens(
-        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSchema]
-    ) -> int:
-        offered = [tool_to_openai(t.name, t.description, t.parameters) for t in tools]
-        return self.count_tokens(json.dumps([list(messages), offered], default=str))
-
-    def reset(self) -> None:
-        self.resets += 1
-
-    def set_threads(self, n_threads: int) -> None:
-        self.thread_changes.append(n_threads)
-        self.threads = n_threads
-
-    def stats(self) -> EngineStats:
-        return EngineStats()
-
-    def abort(self) -> None:
-        self._abort.set()
-
-    def clear_abort(self) -> None:
-        self._abort.clear()
-
-    def _check(self) -> None:
-        if self._abort.is_set():
-            raise AbortedError("decoding was stopped")
-
-    def sync(
-        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSchema]
-    ) -> SyncReport:
-        self._check()
-        self.synced.append([dict(m) for m in messages])
-        self.offered.append([t.name for t in tools])
-        return SyncReport(total=len(messages), reused=0, prefilled=len(messages))
-
-    def free_decode(self, on_text: TextSink, max_tokens: int, allow_call: bool = True) -> FreeText:
-        self._check()
-        self.allowed_calls.append(allow_call)
-        reply = self._queue.popleft() if self._queue else "(no more scripted replies)"
-        if isinstance(reply, ScriptedCall) and not allow_call:
-            reply = reply.text or "(a call was not allowed)"
-        if isinstance(reply, str):
-            if reply:
-                on_text(reply)
-            return FreeText(text=reply, call=False, stop="end")
-        if reply.text:
-            on_text(reply.text)
-        self._pending = reply
-        return FreeText(text=reply.text, call=True, stop="call")
-
-    def write_call(
-        self, tools: Sequence[ToolSchema], on_provisional: ProvisionalSink, max_tokens: int
-    ) -> CallResult:
-        self._check()
-        script, self._pending = self._pending, None
-        assert script is not None, "write_call without a scripted call"
-        if script.provisional is not None:
-            on_provisional(script.provisional)
-        if script.hold is not None:
-            self.holds.append(script.hold.wait(self.hold_timeout_s))
-        self._check()
-        calls = [script.final] if script.final is not None else []
-        return CallResult(
-            strategy="scripted",
-            calls=calls,
-            provisional=script.provisional,
-            text="",
-            stats=EngineStats(),
-            tool_latency_s=0.0,
-            final_latency_s=0.0,
-            error=script.error if script.final is None else None,
-        )

@@ -2,28 +2,32 @@
 
 Stage: agent (on top of the decoder, the catalog and the executor). One :class:`Session` is one
 conversation; :meth:`Session.turn` runs one user message to its answer and reports what happens
-as :class:`Event` s (the same records ``--json`` prints, one per line).
+as :class:`~weavehost.agent.events.Event` s (the same records ``--json`` prints, one per line).
 
 Invariants:
 
 * **Resident conversation.** Each step syncs the model to the message list; the model reuses
   what its KV cache holds and prefills only the new tokens (``SyncReport``).
-* **One inference lock.** Every model call runs in a worker thread behind a
-  ``CapacityLimiter(1)``, and a whole step (sync, free decode, call) holds one ``anyio.Lock``
-  per model, so the model is never entered by two tasks and the event loop stays free for
-  servers and tools.
+* **One model lock.** Every model call (offering tools, sync, free decode, the call, a reset)
+  runs in a worker thread through the model's :class:`~weavehost.agent.lock.ModelLock`, and a
+  whole step holds it from sync to the end of its call, so the model is never entered by two
+  tasks and the event loop stays free for servers and tools.
 * **Provisional calls.** When the strategy hands over a provisional call of a tool that
-  :func:`~weavehost.mcp.executor.may_run_provisionally` allows (read-only hint *and* trusted
+  :meth:`~weavehost.mcp.executor.Executor.starts_early` allows (read-only hint *and* trusted
   server), the tool starts at once in the turn's task group. A final call equal to it uses its
   result; a different final call cancels and discards it (the model never sees it) and runs the
   corrected call. Nothing else runs before the final call, and those calls go through approval.
-* **Result cache.** Results of provisional-eligible calls are kept per session, keyed by the
-  canonical call, bounded in entries and age; an identical call awaits the cached (possibly
-  still running) result instead of calling again (seed 002's client-side speculation).
+* **Result cache.** Runs of provisional-eligible calls are kept per session
+  (:mod:`weavehost.agent.cache`); an identical call awaits the cached (possibly still running)
+  result instead of calling again (seed 002's client-side speculation).
+* **Bounded runs.** A run of a trusted read-only call (provisional, cached or final) is stopped
+  after :func:`run_bound` of the config's timeouts, and the model reads a ``timeout`` tool
+  result, as for a server that did not answer; it never escapes as an exception. (Other calls
+  may wait for the user's approval, so only the executor's own bounds apply to them.)
 * **Bounded.** At most ``max_steps`` model steps per turn; a turn that hits the bound says so.
 * **Always fits.** Before each step the model is shown a view of the transcript that fits its
-  context with room for the step (:mod:`weavehost.agent.context`): old turns dropped whole, then the
-  current turn's tool output cut. The transcript (``messages``) itself is never cut.
+  context with room for the step (:mod:`weavehost.agent.context`): old turns dropped whole, then
+  the current turn's tool output cut. The transcript (``messages``) itself is never cut.
 * **Engine faults end a turn, not the program.** When ``llama_decode`` fails (no KV slot, or
   another code), the KV cache is reset and the step is tried once more; a second failure, or a
   message that cannot fit at all, ends the turn with an ``error`` event and ``done`` with
@@ -32,24 +36,24 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
 import anyio.abc
 import anyio.from_thread
-import anyio.to_thread
 
+from weavehost.agent.cache import CacheEntry, ResultCache
 from weavehost.agent.context import fit_conversation
+from weavehost.agent.events import Event
+from weavehost.agent.lock import ModelLock
 from weavehost.agent.model import AgentModel, FreeText
 from weavehost.agent.thermal import Backoff
-from weavehost.config import HostConfig
+from weavehost.agent.tools import DEFAULT_CATALOG_SHARE, select_tools, tool_schema
+from weavehost.config import HostConfig, Timeouts
 from weavehost.decode import ToolSchema
 from weavehost.errors import (
     AbortedError,
@@ -58,21 +62,18 @@ from weavehost.errors import (
     KVCacheFullError,
     WeavehostError,
 )
-from weavehost.formats import ToolCall, tool_to_openai
+from weavehost.formats import ToolCall
 from weavehost.mcp.catalog import Catalog, ToolSpec
-from weavehost.mcp.executor import Executor, ToolResult, may_run_provisionally
+from weavehost.mcp.executor import REFRESH_WAIT_MARGIN, Executor, ToolResult, may_run_provisionally
+from weavehost.mcp.servers import RESTART_BACKOFF_MAX, TIMEOUT_BACKSTOP
 
 __all__ = [
-    "DEFAULT_CATALOG_SHARE",
     "DEFAULT_MAX_STEPS",
-    "Event",
-    "ModelLock",
-    "ResultCache",
-    "Session",
+    "RUN_BOUND_SLACK_S",
     "TOOL_CHOICES",
+    "Session",
     "ToolChoice",
-    "rank_tools",
-    "select_tools",
+    "run_bound",
 ]
 
 logger = logging.getLogger(__name__)
@@ -87,175 +88,31 @@ TOOL_CHOICES: tuple[str, ...] = ("auto", "required")
 DEFAULT_MAX_STEPS = 6
 DEFAULT_FREE_TOKENS = 512  # free text per step
 DEFAULT_CALL_TOKENS = 256  # one call's value or optional-argument budget
-DEFAULT_CATALOG_SHARE = 0.25  # tool descriptions may take this share of n_ctx
-CACHE_MAX_ENTRIES = 64
-CACHE_MAX_AGE_S = 120.0
+RUN_BOUND_SLACK_S = 1.0  # past the sum of a run's own bounds: scheduling, cancelling on a server
 
 
-# --------------------------------------------------------------------------- events
+def run_bound(timeouts: Timeouts) -> float:
+    """How long a trusted read-only run may take before the loop stops it and the model reads a
+    ``timeout`` result. A healthy run ends sooner: it may wait for its server's re-listing, the
+    pool's restart back-off and the server's startup before the call itself, and each of those
+    has its own bound; this is their sum and :data:`RUN_BOUND_SLACK_S`."""
+    relisting = timeouts.list_tools + REFRESH_WAIT_MARGIN
+    call = timeouts.call + TIMEOUT_BACKSTOP
+    return relisting + RESTART_BACKOFF_MAX + timeouts.startup + call + RUN_BOUND_SLACK_S
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One thing that happened in a turn. ``type`` is one of:
+@dataclass(slots=True)
+class _EarlyRun:
+    """The run a step's provisional call started, if any. Written on the event loop (the worker
+    thread hands the provisional call over through ``anyio.from_thread``) and read there after
+    the step's worker calls return, so it needs no lock of its own."""
 
-    ``text`` (``text``: streamed assistant text), ``step`` (``step``: a model step begins),
-    ``provisional_call`` (``name``, ``arguments``, ``started``: whether the tool started early),
-    ``final_call`` (``name``, ``arguments``, ``replaced``: the provisional call differed),
-    ``call_failed`` (``error``: the model's call did not decode; treated as no call),
-    ``tool_result`` (``name``, ``arguments``, ``status``, ``text``, ``source``: ``final``,
-    ``provisional`` or ``cache``), ``notice`` (``text``), ``timings`` (numbers of one step),
-    ``error`` (``error``: the message, ``kind``: the error class, ``exit_code``),
-    ``done`` (``stop``: ``answer``, ``max_steps``, ``call_failed`` or ``error``; ``steps``).
-    """
+    entry: CacheEntry | None = None
 
-    type: str
-    data: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> str:
-        return json.dumps({"type": self.type, **self.data}, ensure_ascii=False, default=str)
-
-    def __getitem__(self, key: str) -> Any:
-        return self.data[key]
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.data.get(key, default)
-
-
-# --------------------------------------------------------------------------- result cache
-
-
-@dataclass
-class _Entry:
-    call: ToolCall
-    created: float
-    done: anyio.Event = field(default_factory=anyio.Event)
-    result: ToolResult | None = None
-    scope: anyio.CancelScope | None = None
-
-
-class ResultCache:
-    """Results of read-only, trusted calls by canonical call text; bounded in size and age.
-
-    An entry is created when a call starts, so an identical call awaits it while it runs.
-    Failed results are removed once known, so they are tried again.
-    """
-
-    def __init__(
-        self,
-        max_entries: int = CACHE_MAX_ENTRIES,
-        max_age_s: float = CACHE_MAX_AGE_S,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.max_entries, self.max_age_s, self.clock = max_entries, max_age_s, clock
-        self._entries: OrderedDict[str, _Entry] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get(self, call: ToolCall) -> _Entry | None:
-        key = call.canonical()
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        if self.clock() - entry.created > self.max_age_s:
-            del self._entries[key]
-            return None
-        self._entries.move_to_end(key)
+    def take(self) -> CacheEntry | None:
+        """The run, forgotten here (so it is discarded at most once)."""
+        entry, self.entry = self.entry, None
         return entry
-
-    def open(self, call: ToolCall) -> _Entry:
-        entry = _Entry(call, self.clock())
-        self._entries[call.canonical()] = entry
-        self._entries.move_to_end(call.canonical())
-        while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
-        return entry
-
-    def finish(self, entry: _Entry, result: ToolResult | None) -> None:
-        entry.result = result
-        entry.done.set()
-        if result is None or result.status != "ok":
-            self.discard(entry)
-
-    def discard(self, entry: _Entry) -> None:
-        key = entry.call.canonical()
-        if self._entries.get(key) is entry:
-            del self._entries[key]
-
-
-# --------------------------------------------------------------------------- large catalogs
-
-_WORD = re.compile(r"[a-z0-9]+")
-_STOP = frozenset(
-    "a an and are as at be by can do for from get how i in is it me my of on or please set "
-    "the this to was what when where which will with you your".split()
-)
-
-
-def _words(text: str) -> set[str]:
-    spaced = re.sub(r"([a-z])([A-Z])", r"\1 \2", text).replace("_", " ").lower()
-    return {w for w in _WORD.findall(spaced) if w not in _STOP}
-
-
-def rank_tools(tools: Sequence[ToolSchema], request: str) -> list[ToolSchema]:
-    """Tools by how many words of the request their name (counted twice) and description
-    share; ties keep catalog order. Cheap: no model, no embeddings."""
-    wanted = _words(request)
-
-    def score(item: tuple[int, ToolSchema]) -> tuple[int, int]:
-        index, tool = item
-        name = _words(tool.name) & wanted
-        desc = _words(tool.description) & wanted
-        return (-(2 * len(name) + len(desc)), index)
-
-    return [tool for _, tool in sorted(enumerate(tools), key=score)]
-
-
-def select_tools(
-    tools: Sequence[ToolSchema],
-    request: str,
-    *,
-    budget_tokens: int,
-    count_tokens: Callable[[str], int],
-) -> tuple[list[ToolSchema], int]:
-    """The tools to offer for ``request``: all of them when their descriptions fit in
-    ``budget_tokens``, otherwise the best-ranked ones that fit (at least one). Also returns
-    the token estimate of the whole catalog."""
-    cost = {
-        t.name: count_tokens(json.dumps(tool_to_openai(t.name, t.description, t.parameters)))
-        for t in tools
-    }
-    total = sum(cost.values())
-    if total <= budget_tokens:
-        return list(tools), total
-    chosen: list[ToolSchema] = []
-    used = 0
-    for tool in rank_tools(tools, request):
-        if chosen and used + cost[tool.name] > budget_tokens:
-            continue
-        chosen.append(tool)
-        used += cost[tool.name]
-    order = {t.name: i for i, t in enumerate(tools)}
-    return sorted(chosen, key=lambda t: order[t.name]), total
-
-
-# --------------------------------------------------------------------------- the loop
-
-
-class ModelLock:
-    """One per model: the lock a step holds and the limiter its worker threads run under."""
-
-    def __init__(self) -> None:
-        self.lock = anyio.Lock()
-        self.limiter = anyio.CapacityLimiter(1)
-
-    async def run(self, func: Callable[..., Any], *args: Any) -> Any:
-        return await anyio.to_thread.run_sync(func, *args, limiter=self.limiter)
-
-
-def _schema(spec: ToolSpec) -> ToolSchema:
-    return ToolSchema(spec.qualified_name, spec.description, spec.schema_dict())
 
 
 class Session:
@@ -277,6 +134,7 @@ class Session:
         pacing: Callable[[int], Backoff | None] | None = None,
         tool_choice: ToolChoice = "auto",
         reserve_tokens: int | None = None,
+        run_bound_s: float | None = None,
     ) -> None:
         if tool_choice not in TOOL_CHOICES:
             raise ConfigError(
@@ -292,6 +150,9 @@ class Session:
         if system:
             self.messages.append({"role": "system", "content": system})
         self.cache = ResultCache()
+        # How long a trusted read-only run may take (see run_bound); a parameter so an app can
+        # choose a shorter wait than the sum of every stage's bound.
+        self.run_bound_s = run_bound(config.timeouts) if run_bound_s is None else run_bound_s
         self.prefilled: list[int] = []  # tokens prefilled per step, for tests and timings
         # Context kept free for what one step writes; the prompt gets the rest (the "room").
         # A small context gives the prompt at least three quarters; each step's budgets then
@@ -302,11 +163,15 @@ class Session:
         self._view_start = 0  # the context view: first transcript message shown, and cuts
         self._view_cuts: dict[int, int] = {}
         self.shown: list[dict[str, Any]] = []  # the view the model was last synced to
+        self._turn_calls: set[str] = set()  # this turn's calls, canonical: a repeat is dropped
+        self._answer_only = False  # the model repeated a call: this turn must answer now
 
     # ------------------------------------------------------------------ tools on offer
 
     def offered_tools(self, request: str) -> tuple[list[ToolSchema], str | None]:
-        tools = [_schema(spec) for spec in self.catalog]
+        """The tools this request is offered, and a note when some were left out. Blocking (it
+        counts tokens on the model): the loop calls it through the model lock."""
+        tools = [tool_schema(spec) for spec in self.catalog]
         budget = int(self.model.n_ctx * self.catalog_share)
         chosen, total = select_tools(
             tools, request, budget_tokens=budget, count_tokens=self.model.count_tokens
@@ -326,9 +191,10 @@ class Session:
         """Run one user message to an answer (or the step bound), emitting events."""
         self.model.clear_abort()
         self.messages.append({"role": "user", "content": prompt})
-        self._turn_calls: set[str] = set()
+        self._turn_calls = set()
         self._answer_only = False
-        tools, note = self.offered_tools(prompt)
+        async with self.lock:
+            tools, note = await self.lock.run(self.offered_tools, prompt)
         if note:
             logger.info("%s", note)
             emit(Event("notice", {"text": note}))
@@ -365,7 +231,7 @@ class Session:
             logger.warning("step %d: %s; resetting the KV cache and trying again", step, exc)
             emit(Event("notice", {"text": f"{exc}; the KV cache was reset and the step is "
                                           "tried once more"}))  # fmt: skip
-            async with self.lock.lock:
+            async with self.lock:
                 await self.lock.run(self.model.reset)
             return await self._step(step, tools, tg, emit)
 
@@ -405,7 +271,7 @@ class Session:
                 await anyio.sleep(backoff.step_pause_s)
             free_tokens = min(free_tokens, backoff.max_tokens)
         emit(Event("step", {"step": step}))
-        early: dict[str, Any] = {"entry": None, "call": None}
+        early = _EarlyRun()
 
         def on_text(text: str) -> None:
             anyio.from_thread.run_sync(emit, Event("text", {"text": text}))
@@ -414,7 +280,7 @@ class Session:
             anyio.from_thread.run_sync(self._provisional, call, tg, early, emit)
 
         started = time.perf_counter()
-        async with self.lock.lock:
+        async with self.lock:
             if backoff is not None and backoff.threads != self.model.threads:
                 # Seed 003: fewer threads while the phone is hot, all of them again after.
                 await self.lock.run(self.model.set_threads, backoff.threads)
@@ -507,7 +373,7 @@ class Session:
         self,
         call: ToolCall,
         tg: anyio.abc.TaskGroup,
-        early: dict[str, Any],
+        early: _EarlyRun,
         emit: Callable[[Event], None],
     ) -> None:
         """On the event loop: start a provisional call if the tool may run early."""
@@ -518,52 +384,69 @@ class Session:
                                         "cached": cached}))  # fmt: skip
         if not allowed or cached:
             return  # not allowed early, or already known or running: the final call awaits it
-        early["call"] = call
-        entry = self.cache.open(call)
-        early["entry"] = entry
-        tg.start_soon(self._run_entry, entry, True)
+        early.entry = self.cache.open(call)
+        tg.start_soon(self._run_entry, early.entry, True)
 
-    async def _run_entry(self, entry: Any, provisional: bool) -> None:
+    async def _run_entry(self, entry: CacheEntry, provisional: bool) -> None:
+        """Run a cacheable call into its entry; past :attr:`run_bound_s` the run is stopped and
+        its result is a ``timeout`` the model reads. A discarded run ends with no result."""
         result: ToolResult | None = None
         try:
             with anyio.CancelScope() as scope:
                 entry.scope = scope
-                result = await self.executor.run(
-                    entry.call.name, dict(entry.call.arguments), provisional=provisional
-                )
+                with anyio.move_on_after(self.run_bound_s) as bounded:
+                    result = await self.executor.run(
+                        entry.call.name, dict(entry.call.arguments), provisional=provisional
+                    )
+                if bounded.cancelled_caught:
+                    result = self._timed_out(entry.call, provisional)
         finally:
             self.cache.finish(entry, result)
 
-    async def _discard(self, early: dict[str, Any]) -> None:
+    def _timed_out(self, call: ToolCall, provisional: bool) -> ToolResult:
+        """The result of a run stopped at its bound: a ``timeout``, as the executor reports a
+        server that did not answer in time."""
+        logger.warning("call %s outlived its %g s bound; stopped", call.name, self.run_bound_s)
+        spec = self._spec(call.name)
+        text = (
+            f"{call.name} did not finish within {self.run_bound_s:g} s and was stopped; "
+            "its result is unknown"
+        )
+        return ToolResult(
+            name=call.name,
+            server=spec.server if spec is not None else None,
+            arguments=dict(call.arguments),
+            status="timeout",
+            text=text,
+            total_chars=len(text),
+            duration_s=self.run_bound_s,
+            provisional=provisional,
+        )
+
+    async def _discard(self, early: _EarlyRun) -> None:
         """Cancel and forget the provisional run this step started (never shown to the model)."""
-        entry = early.get("entry")
+        entry = early.take()
         if entry is None:
             return
-        early["entry"] = None
         if entry.scope is not None:
             entry.scope.cancel()
         self.cache.discard(entry)
 
-    async def _execute(self, final: ToolCall, early: dict[str, Any]) -> tuple[ToolResult, str]:
+    async def _execute(self, final: ToolCall, early: _EarlyRun) -> tuple[ToolResult, str]:
         spec = self._spec(final.name)
         cacheable = spec is not None and may_run_provisionally(spec, self.config)
         if cacheable:
             entry = self.cache.get(final)
-            source = "provisional" if early.get("entry") is entry else "cache"
+            source = "provisional" if early.entry is entry else "cache"
             if entry is None:
                 entry = self.cache.open(final)
                 source = "final"
                 await self._run_entry(entry, False)
-            with anyio.fail_after(self.config.timeouts.call + 5):
-                await entry.done.wait()
+            # Bounded: the task running the entry stops it at run_bound_s (a timeout result).
+            await entry.done.wait()
             if entry.result is not None:
                 return entry.result, source
         return await self.executor.run(final.name, dict(final.arguments)), "final"
 
     def transcript(self) -> list[dict[str, Any]]:
         return [dict(m) for m in self.messages]
-
-
-def event_dict(event: Event) -> dict[str, Any]:
-    """An event as a plain dict (``type`` plus its data)."""
-    return {"type": event.type, **asdict(event)["data"]}

@@ -1,0 +1,143 @@
+"""A scripted model for the agent loop's tests: a queue of replies instead of weights.
+
+Stage: agent (the test double behind the :class:`~weavehost.agent.model.AgentModel` seam). It
+makes the loop's control flow testable without a GGUF file, as ``llm``'s ``MockModel`` does.
+
+Invariants: replies come in the order given (a ``str`` answers, a :class:`ScriptedCall` opens a
+call); every sync, offer, free decode, hold and thread change is recorded for the test to read;
+:meth:`ScriptedModel.abort` is honoured at every call, as the engine honours it between passes.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from weavehost.agent.model import FreeText, ProvisionalSink, SyncReport, TextSink
+from weavehost.decode import CallResult, ToolSchema
+from weavehost.engine import EngineStats
+from weavehost.errors import AbortedError
+from weavehost.formats import ToolCall, tool_to_openai
+
+__all__ = ["ScriptedCall", "ScriptedModel"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedCall:
+    """A scripted call: text before it, the provisional call (if any) and the final call.
+
+    ``hold`` (when set) is waited on after the provisional call was handed over and before the
+    final call is returned, so a test can check that a tool started while the call was still
+    being written. ``error`` scripts a call that failed to decode.
+    """
+
+    final: ToolCall | None
+    provisional: ToolCall | None = None
+    text: str = ""
+    hold: threading.Event | None = None
+    error: str | None = None
+
+
+@dataclass
+class ScriptedModel:
+    """A model with a queue of replies (``str`` answers or :class:`ScriptedCall` s).
+
+    Records every conversation it was synced to (``synced``) and the tools offered each time.
+    When the queue runs dry it answers ``"(no more scripted replies)"``.
+    """
+
+    replies: list[str | ScriptedCall]
+    n_ctx: int = 4096
+    hold_timeout_s: float = 5.0
+    synced: list[list[dict[str, Any]]] = field(default_factory=list)
+    offered: list[list[str]] = field(default_factory=list)
+    holds: list[bool] = field(default_factory=list)  # whether each hold was released in time
+    allowed_calls: list[bool] = field(default_factory=list)  # allow_call of each free decode
+    resets: int = 0  # times the loop reset the model's KV cache after a decode failure
+    threads: int = 4
+    thread_changes: list[int] = field(default_factory=list)  # every set_threads, in order
+    _queue: deque[str | ScriptedCall] = field(init=False)
+    _pending: ScriptedCall | None = field(default=None, init=False)
+    _abort: threading.Event = field(default_factory=threading.Event, init=False)
+
+    def __post_init__(self) -> None:
+        self._queue = deque(self.replies)
+
+    def count_tokens(self, text: str) -> int:
+        return len(text) // 4 + 1
+
+    def prompt_tokens(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSchema]
+    ) -> int:
+        offered = [tool_to_openai(t.name, t.description, t.parameters) for t in tools]
+        return self.count_tokens(json.dumps([list(messages), offered], default=str))
+
+    def reset(self) -> None:
+        self.resets += 1
+
+    def set_threads(self, n_threads: int) -> None:
+        self.thread_changes.append(n_threads)
+        self.threads = n_threads
+
+    def stats(self) -> EngineStats:
+        return EngineStats()
+
+    def abort(self) -> None:
+        self._abort.set()
+
+    def clear_abort(self) -> None:
+        self._abort.clear()
+
+    def _check(self) -> None:
+        if self._abort.is_set():
+            raise AbortedError("decoding was stopped")
+
+    def sync(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSchema]
+    ) -> SyncReport:
+        self._check()
+        self.synced.append([dict(m) for m in messages])
+        self.offered.append([t.name for t in tools])
+        return SyncReport(total=len(messages), reused=0, prefilled=len(messages))
+
+    def free_decode(self, on_text: TextSink, max_tokens: int, allow_call: bool = True) -> FreeText:
+        self._check()
+        self.allowed_calls.append(allow_call)
+        reply = self._queue.popleft() if self._queue else "(no more scripted replies)"
+        if isinstance(reply, ScriptedCall) and not allow_call:
+            reply = reply.text or "(a call was not allowed)"
+        if isinstance(reply, str):
+            if reply:
+                on_text(reply)
+            return FreeText(text=reply, call=False, stop="end")
+        if reply.text:
+            on_text(reply.text)
+        self._pending = reply
+        return FreeText(text=reply.text, call=True, stop="call")
+
+    def write_call(
+        self, tools: Sequence[ToolSchema], on_provisional: ProvisionalSink, max_tokens: int
+    ) -> CallResult:
+        self._check()
+        script, self._pending = self._pending, None
+        assert script is not None, "write_call without a scripted call"
+        if script.provisional is not None:
+            on_provisional(script.provisional)
+        if script.hold is not None:
+            self.holds.append(script.hold.wait(self.hold_timeout_s))
+        self._check()
+        calls = [script.final] if script.final is not None else []
+        return CallResult(
+            strategy="scripted",
+            calls=calls,
+            provisional=script.provisional,
+            text="",
+            stats=EngineStats(),
+            tool_latency_s=0.0,
+            final_latency_s=0.0,
+            error=script.error if script.final is None else None,
+        )

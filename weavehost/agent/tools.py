@@ -1,0 +1,83 @@
+"""Which tools a turn offers the model when the whole catalog would not fit its context.
+
+Stage: agent (before each turn's first step). Tool descriptions are part of every prompt, so a
+catalog of hundreds of tools would leave no room for the conversation. The catalog is offered
+whole while its descriptions fit a share of the context (``DEFAULT_CATALOG_SHARE``); otherwise
+the tools that share the most words with the request, as many as fit.
+
+Invariants: cheap (word overlap, no model and no embeddings); deterministic (ties keep catalog
+order); at least one tool is offered from a non-empty catalog; the chosen tools keep their
+catalog order.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+
+from weavehost.decode import ToolSchema
+from weavehost.formats import tool_to_openai
+from weavehost.mcp.catalog import ToolSpec
+
+__all__ = ["DEFAULT_CATALOG_SHARE", "rank_tools", "select_tools", "tool_schema"]
+
+DEFAULT_CATALOG_SHARE = 0.25  # tool descriptions may take this share of n_ctx
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    "a an and are as at be by can do for from get how i in is it me my of on or please set "
+    "the this to was what when where which will with you your".split()
+)
+
+
+def tool_schema(spec: ToolSpec) -> ToolSchema:
+    """A catalog tool as the decoder sees it: qualified name, description, input schema."""
+    return ToolSchema(spec.qualified_name, spec.description, spec.schema_dict())
+
+
+def _words(text: str) -> set[str]:
+    spaced = re.sub(r"([a-z])([A-Z])", r"\1 \2", text).replace("_", " ").lower()
+    return {w for w in _WORD.findall(spaced) if w not in _STOP}
+
+
+def rank_tools(tools: Sequence[ToolSchema], request: str) -> list[ToolSchema]:
+    """Tools by how many words of the request their name (counted twice) and description
+    share; ties keep catalog order. Cheap: no model, no embeddings."""
+    wanted = _words(request)
+
+    def score(item: tuple[int, ToolSchema]) -> tuple[int, int]:
+        index, tool = item
+        name = _words(tool.name) & wanted
+        desc = _words(tool.description) & wanted
+        return (-(2 * len(name) + len(desc)), index)
+
+    return [tool for _, tool in sorted(enumerate(tools), key=score)]
+
+
+def select_tools(
+    tools: Sequence[ToolSchema],
+    request: str,
+    *,
+    budget_tokens: int,
+    count_tokens: Callable[[str], int],
+) -> tuple[list[ToolSchema], int]:
+    """The tools to offer for ``request``: all of them when their descriptions fit in
+    ``budget_tokens``, otherwise the best-ranked ones that fit (at least one). Also returns
+    the token estimate of the whole catalog."""
+    cost = {
+        t.name: count_tokens(json.dumps(tool_to_openai(t.name, t.description, t.parameters)))
+        for t in tools
+    }
+    total = sum(cost.values())
+    if total <= budget_tokens:
+        return list(tools), total
+    chosen: list[ToolSchema] = []
+    used = 0
+    for tool in rank_tools(tools, request):
+        if chosen and used + cost[tool.name] > budget_tokens:
+            continue
+        chosen.append(tool)
+        used += cost[tool.name]
+    order = {t.name: i for i, t in enumerate(tools)}
+    return sorted(chosen, key=lambda t: order[t.name]), total
