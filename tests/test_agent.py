@@ -69,7 +69,9 @@ OSLO = ToolCall("get_current_weather", {"city": "Oslo"})
 OSLO_F = ToolCall("get_current_weather", {"city": "Oslo", "units": "imperial"})
 
 
-async def test_a_trusted_read_only_call_starts_on_the_provisional_call_and_its_result_is_used() -> None:
+async def test_a_trusted_read_only_call_starts_on_the_provisional_call_and_its_result_is_used() -> (
+    None
+):
     log: list[dict[str, Any]] = []
     started = threading.Event()
     model = ScriptedModel([ScriptedCall(final=OSLO, provisional=OSLO, hold=started), "Sunny."])
@@ -81,7 +83,11 @@ async def test_a_trusted_read_only_call_starts_on_the_provisional_call_and_its_r
     assert [e["started"] for e in of(events, "provisional_call")] == [True]
     assert of(events, "final_call")[0]["replaced"] is False
     assert of(events, "tool_result")[0]["source"] == "provisional"
-    assert model.synced[-1][-1] == {"role": "tool", "name": "get_current_weather", "content": "Oslo: sunny, 20 C"}
+    assert model.synced[-1][-1] == {
+        "role": "tool",
+        "name": "get_current_weather",
+        "content": "Oslo: sunny, 20 C",
+    }
     assert of(events, "done")[0]["stop"] == "answer"
 
 
@@ -99,7 +105,9 @@ async def test_an_untrusted_servers_read_only_call_waits_for_the_final_call_and_
     assert of(events, "tool_result")[0]["source"] == "final"
 
 
-async def test_a_final_call_that_an_optional_argument_changed_replaces_the_provisional_one() -> None:
+async def test_a_final_call_that_an_optional_argument_changed_replaces_the_provisional_one() -> (
+    None
+):
     log: list[dict[str, Any]] = []
     started = threading.Event()
     model = ScriptedModel([ScriptedCall(final=OSLO_F, provisional=OSLO, hold=started), "68 F."])
@@ -117,7 +125,9 @@ async def test_a_final_call_that_an_optional_argument_changed_replaces_the_provi
 
 
 @pytest.mark.parametrize("answer", [False, True], ids=["denied", "approved"])
-async def test_a_message_sending_tool_never_starts_before_approval_and_never_runs_when_denied(answer: bool) -> None:
+async def test_a_message_sending_tool_never_starts_before_approval_and_never_runs_when_denied(
+    answer: bool,
+) -> None:
     call = ToolCall("send_message", {"recipient": "Bob Okafor", "text": "hi"})
     device = android.Device()
     sent_at_approval: list[int] = []
@@ -152,7 +162,9 @@ async def test_an_identical_read_only_call_in_the_same_session_is_served_from_th
     assert of(second, "tool_result")[0]["text"] == "Oslo: sunny, 20 C"
 
 
-async def test_a_call_repeated_in_the_same_turn_is_not_run_again_and_the_model_must_answer() -> None:
+async def test_a_call_repeated_in_the_same_turn_is_not_run_again_and_the_model_must_answer() -> (
+    None
+):
     log: list[dict[str, Any]] = []
     model = ScriptedModel([ScriptedCall(final=OSLO), ScriptedCall(final=OSLO), "Sunny, 20 C."])
     async with Host(agent_model=model, inproc={"weather": weather_server(log, threading.Event())},

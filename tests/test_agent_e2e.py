@@ -46,14 +46,18 @@ def model(one_thread_engine: Engine, embedded_model_path: Path) -> EngineModel:
     one_thread_engine.clear_abort()
     metadata = read_metadata(embedded_model_path, full_arrays=("tokenizer.ggml.tokens",))
     fmt = detect_format(metadata).format
-    return EngineModel(one_thread_engine, fmt, get_strategy("weave"), chat_template=metadata.chat_template)
+    return EngineModel(
+        one_thread_engine, fmt, get_strategy("weave"), chat_template=metadata.chat_template
+    )
 
 
 def of(events: list[Event], kind: str) -> list[Event]:
     return [e for e in events if e.type == kind]
 
 
-async def test_a_one_shot_weather_question_makes_a_validated_call_and_ends_with_an_answer(model: EngineModel) -> None:
+async def test_a_one_shot_weather_question_makes_a_validated_call_and_ends_with_an_answer(
+    model: EngineModel,
+) -> None:
     async with Host(servers=[WEATHER], trust=["weather"], agent_model=model, max_steps=4,
                     tool_choice="required") as host:  # fmt: skip
         with anyio.fail_after(BOUND_S):
