@@ -170,8 +170,10 @@ class Session:
 
     def offered_tools(self, request: str) -> tuple[list[ToolSchema], str | None]:
         """The tools this request is offered, and a note when some were left out. Blocking (it
-        counts tokens on the model): the loop calls it through the model lock."""
-        tools = [tool_schema(spec) for spec in self.catalog]
+        counts tokens on the model)."""
+        return self._offer([tool_schema(spec) for spec in self.catalog], request)
+
+    def _offer(self, tools: list[ToolSchema], request: str) -> tuple[list[ToolSchema], str | None]:
         budget = int(self.model.n_ctx * self.catalog_share)
         chosen, total = select_tools(
             tools, request, budget_tokens=budget, count_tokens=self.model.count_tokens
@@ -193,8 +195,11 @@ class Session:
         self.messages.append({"role": "user", "content": prompt})
         self._turn_calls = set()
         self._answer_only = False
+        # The catalog is read here, on the event loop that re-lists it; only counting tokens
+        # (on the model) runs in the worker.
+        catalog = [tool_schema(spec) for spec in self.catalog]
         async with self.lock:
-            tools, note = await self.lock.run(self.offered_tools, prompt)
+            tools, note = await self.lock.run(self._offer, catalog, prompt)
         if note:
             logger.info("%s", note)
             emit(Event("notice", {"text": note}))
