@@ -70,7 +70,9 @@ async def test_a_server_that_crashes_mid_call_fails_the_call_at_once_and_the_oth
                 match=r"server 'a' died during tools/call 'crash': exited with code 1",
             ):
                 await pool.call_tool("a", "crash", {})
-            assert anyio.current_time() - started < 1.0
+            # A healthy run fails within milliseconds (the transport watches the process); under
+            # the call timeout means the exit failed the call, not a wait for EOF or the clock.
+            assert anyio.current_time() - started < FAST.call
             while pid_alive(pid):  # the runner reaps it; bounded by fail_after
                 await anyio.lowlevel.checkpoint()
             reply = await pool.call_tool("b", "echo", {"text": "still here"})

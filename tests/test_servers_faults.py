@@ -30,6 +30,7 @@ from weavehost.mcp.executor import ApprovalRequest, Executor, StaticApprover
 from weavehost.mcp.servers import TIMEOUT_BACKSTOP, ServerPool
 
 RAW = str(Path(__file__).parent / "host_fixtures" / "raw_server.py")
+SCHEDULING_SLACK_S = 3.0  # a busy 2-core machine may run the event loop late by this much
 FAST = Timeouts(startup=10, list_tools=10, call=5, ping=5, shutdown_grace=0.5, kill_grace=0.5)
 # The Invariant Labs tool-poisoning proof of concept, as a server would send it.
 POISON = (
@@ -73,7 +74,10 @@ async def test_a_server_sending_progress_every_10_ms_forever_is_still_cut_off_at
             elapsed = anyio.current_time() - started
             await pool.ping("chatty")  # the session outlived the flood
             reply = await pool.call_tool("chatty", "echo", {"text": "after"})
-    assert bound <= elapsed < bound + TIMEOUT_BACKSTOP + 0.5
+    # The timeout is honoured (never early), and the call ends near its bound although progress
+    # never stops: a healthy run measures the bound plus milliseconds. SCHEDULING_SLACK_S is
+    # generous for a busy machine yet far below the 10 s a cap extended by progress would run to.
+    assert bound <= elapsed < bound + TIMEOUT_BACKSTOP + SCHEDULING_SLACK_S
     [cancel] = recorded(record, "notifications/cancelled")
     [call] = recorded(record, "tools/call")[:1]
     assert cancel["params"]["requestId"] == call["id"]
