@@ -1,5 +1,6 @@
 """`weavehost run` and `weavehost chat` as a user runs them: real processes, real stdio servers,
-the embedded model. Includes Ctrl-C (SIGINT) mid-decode: exit 130 within 3 s, no server left."""
+the embedded model. Includes Ctrl-C (SIGINT) mid-decode and mid-prefill: exit 130 promptly (see
+INTERRUPT_BOUND_S), no server left."""
 
 # ruff: noqa: E501 - test names are sentences
 
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from weavehost.cli import main
@@ -24,7 +26,11 @@ from weavehost.mcp.transport import group_alive
 ROOT = Path(__file__).resolve().parents[1]
 WEATHER = "tools/weather.py"
 BOUND_S = 90  # model load, server start and a couple of steps on a busy 2-core machine
-INTERRUPT_BOUND_S = 3.0
+# SIGINT to exit. A healthy run measures ~1 s on a busy 2-core machine (the abort callback stops
+# the pass, the server is stopped, the interpreter exits). The bound still catches a hang and, on
+# such a machine, a decode or prefill that runs on to its end instead of stopping (the 512-token
+# step of the poem prompt takes ~18 s there, the ~5,000-token prefill longer).
+INTERRUPT_BOUND_S = 10.0
 
 
 def weavehost(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -50,6 +56,7 @@ def test_run_with_an_unknown_strategy_fails_before_anything_starts() -> None:
     assert "unknown strategy 'psychic'" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.model  # the command it runs loads the embedded model
 def test_run_json_prints_one_event_per_line_from_ready_to_done() -> None:
     result = weavehost("run", "What is the weather in Paris?", "--server", WEATHER, "--trust",
                        "weather", "--json", "--threads", "1", "--max-steps", "4")  # fmt: skip
@@ -62,6 +69,7 @@ def test_run_json_prints_one_event_per_line_from_ready_to_done() -> None:
     assert "timings" in kinds
 
 
+@pytest.mark.model  # the command it runs loads the embedded model
 def test_chat_answers_lists_tools_and_exits_on_slash_exit() -> None:
     result = weavehost("chat", "--server", WEATHER, "--trust", "weather", "--threads", "1",
                        stdin="What is the weather in Paris?\n/tools\n/exit\n")  # fmt: skip
@@ -103,7 +111,7 @@ def interrupt(args: list[str], when: str) -> Interrupted:
         assert any(e["type"] == when for e in before), f"no {when!r} event before the deadline"
         process.send_signal(signal.SIGINT)
         sent = time.monotonic()
-        code = process.wait(timeout=10)
+        code = process.wait(timeout=BOUND_S)  # a hang fails here; INTERRUPT_BOUND_S judges `took`
         took = time.monotonic() - sent
         after = events(process.stdout.read())  # type: ignore[union-attr]
     finally:
@@ -125,16 +133,16 @@ def gone(pid: int | None) -> bool:
     return False
 
 
-def test_ctrl_c_mid_decode_exits_130_within_3_seconds_and_leaves_no_server() -> None:
+@pytest.mark.model  # the command it runs loads the embedded model
+def test_ctrl_c_mid_decode_exits_130_promptly_and_leaves_no_server() -> None:
     run = interrupt(["Write a very long poem about the sea."], when="text")
     assert run.code == 130, run.stderr
     assert run.took < INTERRUPT_BOUND_S
     assert gone(run.server_pid)
 
 
-def test_ctrl_c_mid_prompt_stops_the_prefill_exits_130_within_3_seconds_and_leaves_no_server() -> (
-    None
-):
+@pytest.mark.model  # the command it runs loads the embedded model
+def test_ctrl_c_mid_prompt_stops_the_prefill_exits_130_promptly_and_leaves_no_server() -> None:
     # ~5,000 tokens of prompt: the prefill takes seconds on these CPUs, so a SIGINT sent when the
     # step begins lands inside it; the abort callback must stop it there.
     prompt = "Summarise this log. " + " ".join(f"entry {i}: disk ok, fan ok." for i in range(400))
@@ -146,6 +154,7 @@ def test_ctrl_c_mid_prompt_stops_the_prefill_exits_130_within_3_seconds_and_leav
     assert gone(run.server_pid)
 
 
+@pytest.mark.model  # the command it runs loads the embedded model
 def test_a_message_that_cannot_fit_the_context_is_a_clear_error_with_exit_code_1_never_a_traceback() -> (
     None
 ):
