@@ -26,24 +26,59 @@ __all__ = ["bench"]
 
 @click.command("bench")
 @click.argument("cases", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--answers", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="BFCL possible_answer file for CASES; without it 'correct' is null.")
-@click.option("--model", default=None, metavar="PATH",
-              help="GGUF model (default: WEAVEHOST_MODEL, then the embedded SmolLM2).")
-@click.option("--strategies", default=",".join(DEFAULT_STRATEGIES), show_default=True,
-              help="Comma-separated strategies to run on every case.")
-@click.option("--limit", type=click.IntRange(min=1), default=None,
-              help="Run only the first N cases.")
-@click.option("--threads", type=click.IntRange(min=1), default=None,
-              help="llama.cpp threads (default: the CPUs this process may use).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="Folder for results.jsonl, summary.json, summary.svg and run.json.")
-@click.option("--format", "format_name", default=None,
-              help="Model format, overriding detection (qwen, llama3, smollm2, functiongemma).")
-@click.option("--ctx", type=click.IntRange(min=256), default=DEFAULT_N_CTX, show_default=True,
-              help="Context size (tokens) of the engine and of the stock peer.")
-@click.option("--max-tokens", type=click.IntRange(min=1), default=DEFAULT_MAX_TOKENS,
-              show_default=True, help="Most tokens one call may take.")
+@click.option(
+    "--answers",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="BFCL possible_answer file for CASES; without it 'correct' is null.",
+)
+@click.option(
+    "--model",
+    default=None,
+    metavar="PATH",
+    help="GGUF model (default: WEAVEHOST_MODEL, then the embedded SmolLM2).",
+)
+@click.option(
+    "--strategies",
+    default=",".join(DEFAULT_STRATEGIES),
+    show_default=True,
+    help="Comma-separated strategies to run on every case.",
+)
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=None, help="Run only the first N cases."
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=None,
+    help="llama.cpp threads (default: the CPUs this process may use).",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Folder for results.jsonl, summary.json, summary.svg and run.json.",
+)
+@click.option(
+    "--format",
+    "format_name",
+    default=None,
+    help="Model format, overriding detection (qwen, llama3, smollm2, functiongemma).",
+)
+@click.option(
+    "--ctx",
+    type=click.IntRange(min=256),
+    default=DEFAULT_N_CTX,
+    show_default=True,
+    help="Context size (tokens) of the engine and of the stock peer.",
+)
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_TOKENS,
+    show_default=True,
+    help="Most tokens one call may take.",
+)
 def bench(
     cases: Path,
     answers: Path | None,

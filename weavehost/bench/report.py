@@ -1,7 +1,7 @@
 """The benchmark summary: per-strategy geometric means, speedup over ``constrained``, a plot.
 
 Stage: benchmark report (after the runner, or on its own over a ``results.jsonl``).
-Guarantees, as DESIGN.md's "Latency metric" asks:
+Guarantees (the metrics ``docs/benchmarks.md`` "How it measures" describes):
 
 - Latencies are summarised by the **geometric mean** over the cases whose latency was measured
   (a line with a null latency — a case that raised — is left out of that mean, not counted as 0).
@@ -123,22 +123,25 @@ def format_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
     rows = [header]
     for name, numbers in summary.items():
         rate = numbers.get("correct_rate")
-        rows.append((
-            name,
-            str(numbers["n"]),
-            _ms(numbers["geo_tool_latency_s"]),
-            _ms(numbers["geo_final_latency_s"]),
-            _num(numbers["speedup_vs_constrained"], ".2f") + ("x" if numbers[
-                "speedup_vs_constrained"] is not None else ""),
-            _num(numbers["mean_forward_passes"], ".1f"),
-            "-" if rate is None else f"{rate * 100:.1f}%",
-            str(numbers.get("errors", "-")),
-        ))
+        rows.append(
+            (
+                name,
+                str(numbers["n"]),
+                _ms(numbers["geo_tool_latency_s"]),
+                _ms(numbers["geo_final_latency_s"]),
+                _num(numbers["speedup_vs_constrained"], ".2f")
+                + ("x" if numbers["speedup_vs_constrained"] is not None else ""),
+                _num(numbers["mean_forward_passes"], ".1f"),
+                "-" if rate is None else f"{rate * 100:.1f}%",
+                str(numbers.get("errors", "-")),
+            )
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = []
     for index, row in enumerate(rows):
-        cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:],
-                                                                         strict=True)]
+        cells = [row[0].ljust(widths[0])] + [
+            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
+        ]
         lines.append("  ".join(cells))
         if index == 0:
             lines.append("  ".join("-" * w for w in widths))

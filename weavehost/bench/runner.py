@@ -6,9 +6,9 @@ Stage: benchmark. Guarantees:
   one stock ``Llama`` on the same file with the same threads, context and batch size) serves
   every case. Strategies are interleaved per case (case 1 under all strategies, then case 2…),
   and the order rotates by one each case, so machine noise and cache warmth hit all alike.
-- **The contract of DESIGN.md.** ``DIR/results.jsonl`` gets one line per case and strategy,
-  written and flushed as soon as it is known, with ``id``, ``strategy``, ``calls``,
-  ``provisional``, ``forward_passes``, ``decoded_tokens``, ``prefilled_tokens``,
+- **The results contract** (``docs/benchmarks.md``). ``DIR/results.jsonl`` gets one line per
+  case and strategy, written and flushed as soon as it is known, with ``id``, ``strategy``,
+  ``calls``, ``provisional``, ``forward_passes``, ``decoded_tokens``, ``prefilled_tokens``,
   ``tool_latency_s``, ``final_latency_s``, ``prompt_prefill_s`` and ``correct`` (null without an
   answer), plus ``error``, ``check_error``, ``phases``, ``padded_tokens``, ``prompt_tokens`` and
   ``text``. ``DIR/run.json`` records the setup, ``DIR/summary.json`` and ``DIR/summary.svg``
@@ -56,7 +56,7 @@ __all__ = [
 ]
 
 DEFAULT_STRATEGIES = ("serial", "constrained", "jump_forward", "weave", PEER_NAME)
-# The fields DESIGN.md's benchmark contract requires on every line of results.jsonl.
+# The fields the benchmark contract (docs/benchmarks.md) requires on every results.jsonl line.
 RESULT_FIELDS = (
     "id",
     "strategy",
@@ -262,9 +262,7 @@ def _run_one(
     )
 
 
-def run_bench(
-    config: BenchConfig, *, progress: Callable[[str], None] | None = None
-) -> BenchRun:
+def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = None) -> BenchRun:
     """Run the benchmark ``config`` describes and write its files under ``config.out``."""
     say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     strategies = parse_strategies(config.strategies)
