@@ -9,7 +9,7 @@ included), or by a command run by itself (``python -m weavehost.bench.assets``),
 
 Defaults are the library's names (``DEFAULT_N_CTX`` of the engine, ``DEFAULT_MAX_STEPS`` and
 ``TOOL_CHOICES`` of the agent, ``DEFAULT_STRATEGY`` of the host, ``APPROVAL_MODES`` of the
-config), never numbers of their own; only ``calibrate``'s are named here.
+config, ``calibrate``'s of :mod:`weavehost.engine.calibrate`), never numbers of their own.
 """
 
 from __future__ import annotations
@@ -26,18 +26,13 @@ from weavehost import __version__
 from weavehost.agent import DEFAULT_MAX_STEPS, TOOL_CHOICES
 from weavehost.config import APPROVAL_MODES
 from weavehost.engine import DEFAULT_N_CTX
+from weavehost.engine.calibrate import CALIBRATION_N_CTX, DEFAULT_MAX_WIDTH, DEFAULT_REPEATS
 from weavehost.errors import WeavehostError
 from weavehost.host import DEFAULT_STRATEGY
 
 __all__ = ["CommandFailed", "ErrorPath", "WeavehostCommand", "WeavehostGroup", "main"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-# ``weavehost calibrate``: a short probe prompt and max width + 1 sequences fit well within
-# 2,048 tokens; 30 passes per width give a stable median on a phone-class CPU.
-CALIBRATE_N_CTX = 2048
-CALIBRATE_MAX_WIDTH = 8
-CALIBRATE_REPEATS = 30
 
 
 class CommandFailed(click.ClickException):
@@ -175,12 +170,12 @@ def tools(
 @click.option("--model", "model", type=str, default=None, help="Path to a local GGUF file.")
 @click.option("--threads", type=int, default=None, help="Threads (default: available CPUs).")
 @click.option(
-    "--repeats", type=int, default=CALIBRATE_REPEATS, show_default=True, help="Passes per width."
+    "--repeats", type=int, default=DEFAULT_REPEATS, show_default=True, help="Passes per width."
 )
 @click.option(
     "--max-width",
     type=int,
-    default=CALIBRATE_MAX_WIDTH,
+    default=DEFAULT_MAX_WIDTH,
     show_default=True,
     help="Widest pass measured.",
 )
@@ -196,7 +191,7 @@ def calibrate(
 
     choice = resolve_model(model)
     with Engine.open(
-        choice.path, n_ctx=CALIBRATE_N_CTX, n_seq_max=max_width + 1, n_threads=threads
+        choice.path, n_ctx=CALIBRATION_N_CTX, n_seq_max=max_width + 1, n_threads=threads
     ) as eng:
         costs = measure_pass_costs(eng, max_width=max_width, repeats=repeats)
         plan = plan_from_costs(costs)

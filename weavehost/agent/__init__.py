@@ -3,6 +3,7 @@
 It joins the decoder (a strategy writes each call) and the MCP side (the executor runs it):
 
 - :mod:`~weavehost.agent.session` — :class:`Session`, the bounded loop of one conversation;
+- :mod:`~weavehost.agent.options` — tool choices and the step bound (names only);
 - :mod:`~weavehost.agent.events` — :class:`Event`, what a turn reports;
 - :mod:`~weavehost.agent.cache` — :class:`ResultCache`, runs of trusted read-only calls;
 - :mod:`~weavehost.agent.tools` — which tools a large catalog offers a request;
@@ -13,12 +14,20 @@ It joins the decoder (a strategy writes each call) and the MCP side (the executo
 - :mod:`~weavehost.agent.thermal` — threads and pacing on a hot phone.
 """
 
-from weavehost.agent.cache import ResultCache
-from weavehost.agent.events import Event
-from weavehost.agent.lock import ModelLock
-from weavehost.agent.model import AgentModel, EngineModel
-from weavehost.agent.scripted import ScriptedCall, ScriptedModel
-from weavehost.agent.session import DEFAULT_MAX_STEPS, TOOL_CHOICES, Session, ToolChoice
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from weavehost.agent.options import DEFAULT_MAX_STEPS, TOOL_CHOICES, ToolChoice
+
+if TYPE_CHECKING:
+    from weavehost.agent.cache import ResultCache
+    from weavehost.agent.events import Event
+    from weavehost.agent.lock import ModelLock
+    from weavehost.agent.model import AgentModel, EngineModel
+    from weavehost.agent.scripted import ScriptedCall, ScriptedModel
+    from weavehost.agent.session import Session
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
@@ -33,3 +42,23 @@ __all__ = [
     "Session",
     "ToolChoice",
 ]
+
+# The classes pull in the MCP SDK and llama.cpp; they load on first use, so the command line
+# can read the options above quickly (as ``weavehost/__init__.py`` does for ``Host``).
+_LAZY = {
+    "AgentModel": "model",
+    "EngineModel": "model",
+    "Event": "events",
+    "ModelLock": "lock",
+    "ResultCache": "cache",
+    "ScriptedCall": "scripted",
+    "ScriptedModel": "scripted",
+    "Session": "session",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'weavehost.agent' has no attribute {name!r}")
+    return getattr(import_module(f"weavehost.agent.{module}"), name)

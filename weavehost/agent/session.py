@@ -40,7 +40,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -51,6 +51,7 @@ from weavehost.agent.context import fit_conversation
 from weavehost.agent.events import Event
 from weavehost.agent.lock import ModelLock
 from weavehost.agent.model import AgentModel, FreeText
+from weavehost.agent.options import DEFAULT_MAX_STEPS, TOOL_CHOICES, ToolChoice
 from weavehost.agent.thermal import Backoff
 from weavehost.agent.tools import DEFAULT_CATALOG_SHARE, select_tools, tool_schema
 from weavehost.config import HostConfig, Timeouts
@@ -78,14 +79,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-ToolChoice = Literal["auto", "required"]
-"""``auto``: the model decides whether to call (a call begins when it writes the format's
-opener). ``required``: each turn's first step is a call, written by the strategy from the
-opener on; later steps are ``auto`` again, so a turn cannot loop on calls (the OpenAI Agents
-SDK resets ``tool_choice`` after a call for the same reason)."""
-TOOL_CHOICES: tuple[str, ...] = ("auto", "required")
-
-DEFAULT_MAX_STEPS = 6
 DEFAULT_FREE_TOKENS = 512  # free text per step
 DEFAULT_CALL_TOKENS = 256  # one call's value or optional-argument budget
 RUN_BOUND_SLACK_S = 1.0  # past the sum of a run's own bounds: scheduling, cancelling on a server

@@ -15,7 +15,19 @@ from dataclasses import dataclass
 from weavehost.engine.engine import Engine, Row
 from weavehost.errors import EngineError
 
-__all__ = ["PassCosts", "measure_pass_costs"]
+__all__ = [
+    "CALIBRATION_N_CTX",
+    "DEFAULT_MAX_WIDTH",
+    "DEFAULT_REPEATS",
+    "PassCosts",
+    "measure_pass_costs",
+]
+
+# The probe prompt and max width + 1 sequences fit well within this context.
+CALIBRATION_N_CTX = 2048
+DEFAULT_MAX_WIDTH = 8
+# Passes per width: enough for a stable median on a phone-class CPU.
+DEFAULT_REPEATS = 30
 
 _PROMPT = (
     "<|im_start|>system\nYou are a helpful assistant with tools.<|im_end|>\n"
@@ -43,7 +55,11 @@ class PassCosts:
 
 
 def measure_pass_costs(
-    engine: Engine, *, max_width: int = 8, repeats: int = 30, prefill_tokens: int = 20
+    engine: Engine,
+    *,
+    max_width: int = DEFAULT_MAX_WIDTH,
+    repeats: int = DEFAULT_REPEATS,
+    prefill_tokens: int = 20,
 ) -> PassCosts:
     """Time passes of 1..``max_width`` sequences; leaves the KV cache empty afterwards."""
     if max_width + 1 > engine.n_seq_max:

@@ -1,6 +1,7 @@
 """The MCP side of the host: servers, their tools, and running calls. It knows no model.
 
 - :mod:`~weavehost.mcp.transport` — our stdio transport (spawn, frame, stop without orphans);
+- :mod:`~weavehost.mcp.connections` — how a server is reached: stdio, HTTP, in-process;
 - :mod:`~weavehost.mcp.servers` — :class:`ServerPool`, one client per configured server;
 - :mod:`~weavehost.mcp.schemas` — tool schemas normalised, checked and hashed;
 - :mod:`~weavehost.mcp.catalog` — every tool of every server as one :class:`ToolSpec`;
