@@ -23,7 +23,6 @@ Guarantees:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -31,6 +30,7 @@ import llguidance
 
 from weavehost.errors import ConstraintError, FormatError
 from weavehost.formats.base import ModelFormat
+from weavehost.formats.lark import LarkRules, lark_string
 
 __all__ = [
     "LIMITS",
@@ -52,31 +52,6 @@ MAX_COMPILE_S = 2.0
 LIMITS = llguidance.LLParserLimits(max_grammar_size=500_000, step_max_items=100_000)
 
 
-def _lark_string(text: str, specials: frozenset[str] = frozenset()) -> str:
-    """Lark for the fixed ``text``: string literals (JSON escaping is valid Lark escaping), with
-    the model's special tokens (``<tool_call>`` in Qwen) referenced as tokens, not spelled."""
-    if not text:
-        return '""'
-    parts: list[str] = []
-    cursor = 0
-    while cursor < len(text):
-        hit = None
-        for special in specials:
-            at = text.find(special, cursor)
-            if at < 0:
-                continue
-            if hit is None or at < hit[0] or (at == hit[0] and len(special) > len(hit[1])):
-                hit = (at, special)
-        if hit is None:
-            parts.append(json.dumps(text[cursor:], ensure_ascii=False))
-            break
-        if hit[0] > cursor:
-            parts.append(json.dumps(text[cursor : hit[0]], ensure_ascii=False))
-        parts.append(hit[1])
-        cursor = hit[0] + len(hit[1])
-    return " ".join(parts)
-
-
 def ordered_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
     """The schema with required properties first, then optional ones, each in schema order.
 
@@ -91,46 +66,6 @@ def ordered_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
     schema.setdefault("type", "object")
     schema["additionalProperties"] = False
     return schema
-
-
-_JSON_OPTIONS = {"whitespace_flexible": False, "key_separator": ": ", "item_separator": ", "}
-
-
-class _Rules:
-    """The rules of one grammar being built: each sub-grammar is written once as a named rule
-    and referenced, so a grammar grows linearly with its schema (an optional argument list or a
-    nested FunctionGemma object inlined would grow quadratically or exponentially), and the
-    text is checked against :data:`MAX_GRAMMAR_BYTES` as it grows, before anything large is
-    built or compiled."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.size = 0
-        self._by_body: dict[str, str] = {}
-
-    def add(self, body: str, kind: str = "r", *, terminal: bool = False) -> str:
-        """A rule with ``body`` (an existing one if the body is the same); returns its name."""
-        name = self._by_body.get(body)
-        if name is not None:
-            return name
-        name = f"{kind}{len(self.lines)}"
-        name = name.upper() if terminal else name
-        self._by_body[body] = name
-        self.define(name, body)
-        return name
-
-    def define(self, name: str, body: str) -> None:
-        line = f"{name}: {body}"
-        self.size += len(line.encode("utf-8")) + 1
-        if self.size > MAX_GRAMMAR_BYTES:
-            raise ConstraintError(
-                f"the grammar would pass {MAX_GRAMMAR_BYTES} bytes (the schema is too large to "
-                "constrain; it is decoded loosely and validated afterwards)"
-            )
-        self.lines.append(line)
-
-    def grammar(self, start: str) -> str:
-        return f"start: {start}\n" + "\n".join(self.lines) + "\n"
 
 
 def _check_properties(schema: Any) -> None:
@@ -158,16 +93,6 @@ def _check_properties(schema: Any) -> None:
             stack.extend(node)
 
 
-def _schema_object(schema: Any) -> Mapping[str, Any]:
-    """A boolean schema as an object: ``true`` allows anything; ``false`` allows nothing, so no
-    value of it can be written (a property with it can only be left out)."""
-    if schema is True:
-        return {}
-    if schema is False or not isinstance(schema, Mapping):
-        raise ConstraintError(f"no value can be written for the schema {schema!r}")
-    return schema
-
-
 class GrammarBuilder:
     """Lark grammars for one format and one vocabulary's special tokens."""
 
@@ -176,78 +101,22 @@ class GrammarBuilder:
         self.specials = specials
 
     def text(self, fixed: str) -> str:
-        return _lark_string(fixed, self.specials)
+        return lark_string(fixed, self.specials)
 
-    def _value(self, rules: _Rules, schema: Mapping[str, Any] | bool) -> str:
-        """The name of a rule matching one value of ``schema`` as the format writes values."""
-        schema = _schema_object(schema)
-        if self.fmt.name == "functiongemma":
-            return self._gemma_value(rules, schema)
-        with_options = dict(schema)
-        with_options["x-guidance"] = _JSON_OPTIONS
-        try:
-            body = json.dumps(with_options, ensure_ascii=False, allow_nan=False)
-        except (TypeError, ValueError) as exc:  # NaN or a non-JSON value in the schema
-            raise ConstraintError(f"the schema is not plain JSON: {exc}") from exc
-        return rules.add("%json " + body, "v")
+    def _rules(self) -> LarkRules:
+        # The cap is read here, at build time, so the decoder's policy is one module global.
+        return LarkRules(self.specials, MAX_GRAMMAR_BYTES)
 
-    def _gemma_value(self, rules: _Rules, schema: Mapping[str, Any] | bool) -> str:
-        """FunctionGemma's value syntax: strings in <escape>, bare numbers, {k:v}, [a,b]."""
-        schema = _schema_object(schema)
-        escape = self.text("<escape>")
-        if "enum" in schema:
-            members = list(schema["enum"])
-            strings = [v for v in members if isinstance(v, str)]
-            others = [_gemma_literal(v) for v in members if not isinstance(v, str)]
-            # Members as one lexeme each (a terminal): llguidance masks one lexeme of 50k
-            # alternatives fast, 50k rule alternatives slowly.
-            choices = []
-            if strings:
-                lexeme = " | ".join(json.dumps(v, ensure_ascii=False) for v in strings)
-                choices.append(f"{escape} {rules.add(lexeme, 'e', terminal=True)} {escape}")
-            if others:
-                lexeme = " | ".join(json.dumps(v, ensure_ascii=False) for v in others)
-                choices.append(rules.add(lexeme, "e", terminal=True))
-            if not choices:
-                raise ConstraintError("an empty enum allows no value")
-            return rules.add(" | ".join(choices))
-        kind = schema.get("type")
-        if kind == "string":
-            return rules.add(f"{escape} /[^<]*/ {escape}", "s")
-        if kind == "integer":
-            return rules.add("/-?(0|[1-9][0-9]*)/", "i")
-        if kind == "number":
-            return rules.add("/-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?/", "n")
-        if kind == "boolean":
-            return rules.add('"true" | "false"', "b")
-        if kind == "null":
-            return rules.add('"null"', "z")
-        if kind == "array":
-            item = self._gemma_value(rules, schema.get("items") or {})
-            return rules.add(f'"[" ({item} ("," {item})*)? "]"', "a")
-        if kind == "object":
-            props = schema.get("properties") or {}
-            if not props:
-                return rules.add('"{" "}"', "o")
-            pairs = [f"{self.text(_gemma_key(k) + ':')} {self._gemma_value(rules, v)}"
-                     for k, v in props.items()]  # fmt: skip
-            pair = rules.add(" | ".join(pairs), "p")
-            return rules.add(f'"{{" ({pair} ("," {pair})*)? "}}"', "o")
-        any_of = schema.get("anyOf") or schema.get("oneOf")
-        if any_of:
-            return rules.add(" | ".join(self._gemma_value(rules, s) for s in any_of), "u")
-        string = rules.add(f"{escape} /[^<]*/ {escape}", "s")
-        return rules.add(f'{string} | /-?[0-9]+(\\.[0-9]+)?/ | "true" | "false" | "null"', "x")
-
-    def _pair(self, rules: _Rules, key: str, schema: Mapping[str, Any], *, first: bool) -> str:
+    def _pair(self, rules: LarkRules, key: str, schema: Mapping[str, Any], *, first: bool) -> str:
         try:
             prefix = self.text(self.fmt.layout.prefix_for(key, first=first))
         except FormatError as exc:
             raise ConstraintError(str(exc)) from exc
-        return f"{prefix} {self._value(rules, schema)}"
+        return f"{prefix} {self.fmt.value_rule(rules, schema)}"
 
-    def _optional_rest(self, rules: _Rules, props: Mapping[str, Any], optional: Sequence[str],
-                       tag: str) -> str:  # fmt: skip
+    def _optional_rest(
+        self, rules: LarkRules, props: Mapping[str, Any], optional: Sequence[str], tag: str
+    ) -> str:
         """A rule for any subset of ``optional``, in order, after at least one argument:
         ``rest_k: (pair_k)? rest_(k+1)``, one rule per argument."""
         after = ""
@@ -258,8 +127,9 @@ class GrammarBuilder:
             after = name
         return after
 
-    def _optional_chain(self, rules: _Rules, props: Mapping[str, Any], optional: Sequence[str],
-                        tag: str) -> str:  # fmt: skip
+    def _optional_chain(
+        self, rules: LarkRules, props: Mapping[str, Any], optional: Sequence[str], tag: str
+    ) -> str:
         """A rule for a non-empty subset of ``optional`` in order; the first present one opens
         the list: ``chain_k: first_k rest_(k+1) | chain_(k+1)``."""
         self._optional_rest(rules, props, optional, tag)
@@ -274,7 +144,7 @@ class GrammarBuilder:
             after = name
         return after
 
-    def _arguments(self, rules: _Rules, parameters: Mapping[str, Any], tag: str) -> str:
+    def _arguments(self, rules: LarkRules, parameters: Mapping[str, Any], tag: str) -> str:
         _check_properties(parameters)
         schema = ordered_parameters(parameters)
         props: dict[str, Any] = schema["properties"]
@@ -293,7 +163,7 @@ class GrammarBuilder:
         """Lark for one whole call to one of ``tools`` ((name, parameters) pairs)."""
         if not tools:
             raise ConstraintError("a call grammar needs at least one tool")
-        rules, alternatives = _Rules(), []
+        rules, alternatives = self._rules(), []
         for index, (name, parameters) in enumerate(tools):
             head = self.text(self._head(name))
             tail = self.text(self.fmt.layout.tail)
@@ -308,8 +178,8 @@ class GrammarBuilder:
         follow = sorted({layout.next_prefix[:1], layout.tail[:1]} - {""})
         ends = " | ".join(self.text(c) for c in follow)
         _check_properties(schema)
-        rules = _Rules()
-        rules.define("value", self._value(rules, schema))
+        rules = self._rules()
+        rules.define("value", self.fmt.value_rule(rules, schema))
         return rules.grammar(f"{self.text(lead)} value ({ends})")
 
     def optional(self, parameters: Mapping[str, Any], lead: str = "") -> str:
@@ -322,7 +192,7 @@ class GrammarBuilder:
         optional = [k for k in props if k not in required]
         start = f"{self.text(lead)} " if lead else ""
         tail = self.text(self.fmt.layout.tail)
-        rules = _Rules()
+        rules = self._rules()
         if not optional:
             return rules.grammar(f"{start}{tail}")
         if required:
@@ -337,18 +207,3 @@ class GrammarBuilder:
             return self.fmt.layout.head_for(name)
         except FormatError as exc:
             raise ConstraintError(str(exc)) from exc
-
-
-def _gemma_key(key: str) -> str:
-    """A name or key FunctionGemma can write (its parser reads ``[A-Za-z0-9_.-]+``)."""
-    from weavehost.formats.functiongemma import writable_key
-
-    if not writable_key(key):
-        raise ConstraintError(f"FunctionGemma cannot write the name or key {key!r}")
-    return key
-
-
-def _gemma_literal(value: Any) -> str:
-    from weavehost.formats.functiongemma import encode_gemma_value
-
-    return encode_gemma_value(value)

@@ -1,8 +1,8 @@
 """What every model format provides, and the pieces they share.
 
 Stage: prompt rendering and call parsing (between the catalog and the engine). A model format
-is explicit data plus two functions: how a conversation with tools becomes prompt text, and how
-a tool call is written and read back. Its call layout is given as a *skeleton*: a head that
+is explicit data plus a few functions: how a conversation with tools becomes prompt text, how a
+tool call is written and read back, and how a value's grammar is written. Its call layout is given as a *skeleton*: a head that
 names the tool, one prefix per argument, a value encoding per JSON type, and a tail. Rendering a
 call is exactly ``head + prefix(k1) + value(v1) + prefix(k2) + value(v2) + ... + tail``, so the
 decoder can prefill the fixed parts and decode only the holes.
@@ -31,6 +31,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from weavehost.engine.segment import Segment
 from weavehost.errors import FormatError
+from weavehost.formats.lark import LarkRules
 
 __all__ = [
     "CallLayout",
@@ -123,7 +124,10 @@ def complete_value_end(value: Any, end: int, body: str, start: int) -> int | Non
 
 @runtime_checkable
 class ModelFormat(Protocol):
-    """A model family's tool-call format. Implementations are plain module-level objects."""
+    """A model family's tool-call format, and the only place that knows it: shared code asks
+    the format (its layout, triggers, prompt, value syntax and grammar) and never its name.
+    Implementations are plain module-level objects; the shipped ones render prompts from a
+    :class:`~weavehost.formats.prompt.PromptStyle`."""
 
     name: str
     description: str
@@ -143,6 +147,12 @@ class ModelFormat(Protocol):
 
     def encode_value(self, value: JSONValue) -> str:
         """How a value is written inside a call."""
+        ...
+
+    def value_rule(self, rules: LarkRules, schema: Any) -> str:
+        """The name of a rule, added to ``rules``, that matches exactly the texts this format
+        writes for values of the JSON ``schema``; raises ConstraintError for a schema no
+        grammar can express (see :mod:`weavehost.formats.lark`)."""
         ...
 
     def value_end(self, text: str) -> int | None:

@@ -3,26 +3,28 @@
 Strings are written between ``<escape>`` tokens (``city:<escape>Tokyo<escape>``); numbers,
 booleans and ``null`` bare; arrays ``[a,b]`` and objects ``{k:v}`` with the same rules inside.
 The GGUF's template declares the tools when it has one that knows ``<start_function_declaration>``;
-otherwise our template below writes them the same way.
+otherwise our template below writes them the same way. A value's grammar
+(:meth:`FunctionGemmaFormat.value_rule`) is written in Lark here, since llguidance's JSON
+compiler knows only JSON.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from weavehost.errors import FormatError
+from weavehost.errors import ConstraintError, FormatError
 from weavehost.formats.base import (
     CallLayout,
     LayoutCalls,
-    Segment,
     ToolCall,
     Trigger,
     complete_value_end,
-    render_chat_template,
 )
+from weavehost.formats.lark import LarkRules, schema_object
+from weavehost.formats.prompt import PromptStyle, StyledPrompt
 
 __all__ = ["FUNCTIONGEMMA", "encode_gemma_value", "writable_key"]
 
@@ -67,6 +69,12 @@ def writable_key(key: str) -> bool:
 def _key(key: Any) -> str:
     if not isinstance(key, str) or not writable_key(key):
         raise FormatError(f"FunctionGemma cannot write the name or key {key!r}")
+    return key
+
+
+def _grammar_key(key: str) -> str:
+    if not writable_key(key):
+        raise ConstraintError(f"FunctionGemma cannot write the name or key {key!r}")
     return key
 
 
@@ -142,7 +150,7 @@ class _ValueParser:
         return out
 
 
-class FunctionGemmaFormat(LayoutCalls):
+class FunctionGemmaFormat(LayoutCalls, StyledPrompt):
     name = "functiongemma"
     description = "FunctionGemma: <start_function_call>call:name{key:<escape>value<escape>}"
     layout = CallLayout(
@@ -155,27 +163,66 @@ class FunctionGemmaFormat(LayoutCalls):
         escape=_key,
     )
     triggers = (Trigger("<start_function_call>"),)
-
-    def render_prompt(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]],
-        *,
-        chat_template: str | None,
-        add_generation_prompt: bool = True,
-    ) -> list[Segment]:
-        known = chat_template and "<start_function_declaration>" in chat_template
-        return render_chat_template(
-            chat_template if known else _FALLBACK_TEMPLATE,
-            messages,
-            tools,
-            add_generation_prompt=add_generation_prompt,
-            bos_token="<bos>",
-            filters={"gemma_value": encode_gemma_value},
-        )
+    prompt = PromptStyle(
+        fallback_template=_FALLBACK_TEMPLATE,
+        template_marker="<start_function_declaration>",
+        bos_token="<bos>",
+        filters={"gemma_value": encode_gemma_value},
+    )
 
     def encode_value(self, value: Any) -> str:
         return encode_gemma_value(value)
+
+    def value_rule(self, rules: LarkRules, schema: Any) -> str:
+        """Strings in <escape>, bare numbers, ``{k:v}``, ``[a,b]``: one named rule per
+        sub-schema, so nested objects grow the grammar linearly."""
+        schema = schema_object(schema)
+        escape = rules.literal(ESCAPE)
+        if "enum" in schema:
+            members = list(schema["enum"])
+            strings = [v for v in members if isinstance(v, str)]
+            others = [encode_gemma_value(v) for v in members if not isinstance(v, str)]
+            # Members as one lexeme each (a terminal): llguidance masks one lexeme of 50k
+            # alternatives fast, 50k rule alternatives slowly.
+            choices = []
+            if strings:
+                lexeme = " | ".join(json.dumps(v, ensure_ascii=False) for v in strings)
+                choices.append(f"{escape} {rules.add(lexeme, 'e', terminal=True)} {escape}")
+            if others:
+                lexeme = " | ".join(json.dumps(v, ensure_ascii=False) for v in others)
+                choices.append(rules.add(lexeme, "e", terminal=True))
+            if not choices:
+                raise ConstraintError("an empty enum allows no value")
+            return rules.add(" | ".join(choices))
+        kind = schema.get("type")
+        if kind == "string":
+            return rules.add(f"{escape} /[^<]*/ {escape}", "s")
+        if kind == "integer":
+            return rules.add("/-?(0|[1-9][0-9]*)/", "i")
+        if kind == "number":
+            return rules.add("/-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?/", "n")
+        if kind == "boolean":
+            return rules.add('"true" | "false"', "b")
+        if kind == "null":
+            return rules.add('"null"', "z")
+        if kind == "array":
+            item = self.value_rule(rules, schema.get("items") or {})
+            return rules.add(f'"[" ({item} ("," {item})*)? "]"', "a")
+        if kind == "object":
+            props = schema.get("properties") or {}
+            if not props:
+                return rules.add('"{" "}"', "o")
+            pairs = [
+                f"{rules.literal(_grammar_key(k) + ':')} {self.value_rule(rules, v)}"
+                for k, v in props.items()
+            ]
+            pair = rules.add(" | ".join(pairs), "p")
+            return rules.add(f'"{{" ({pair} ("," {pair})*)? "}}"', "o")
+        any_of = schema.get("anyOf") or schema.get("oneOf")
+        if any_of:
+            return rules.add(" | ".join(self.value_rule(rules, s) for s in any_of), "u")
+        string = rules.add(f"{escape} /[^<]*/ {escape}", "s")
+        return rules.add(f'{string} | /-?[0-9]+(\\.[0-9]+)?/ | "true" | "false" | "null"', "x")
 
     def value_end(self, text: str) -> int | None:
         start = len(text) - len(text.lstrip(" "))

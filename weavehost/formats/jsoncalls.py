@@ -1,8 +1,9 @@
-"""Shared reading of JSON tool calls, used by the JSON-based formats (qwen, llama3, smollm2).
+"""Writing, reading and constraining JSON tool calls: the JSON formats (qwen, llama3, smollm2).
 
 Guarantees: a call is returned only when its JSON parses completely and has a string ``name``
 and an object of arguments; anything else raises :class:`FormatError` (truncated output is
-never half a call).
+never half a call). A value's grammar (:meth:`JsonValues.value_rule`) accepts exactly the
+spacing :func:`encode_json_value` writes.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from weavehost.errors import FormatError
+from weavehost.errors import ConstraintError, FormatError
 from weavehost.formats.base import ToolCall, complete_value_end
+from weavehost.formats.lark import LarkRules, schema_object
 
 __all__ = [
+    "JSON_GRAMMAR_OPTIONS",
     "JsonValues",
     "call_from_object",
     "decode_json_values",
@@ -40,11 +43,30 @@ def json_key_text(key: str) -> str:
     return encode_json_value(key)[1:-1].replace("<", "\\u003c")
 
 
+# llguidance's JSON options for a value: the separators encode_json_value writes and no free
+# whitespace, so the constraint accepts the text the format would render and nothing looser.
+JSON_GRAMMAR_OPTIONS = {
+    "whitespace_flexible": False,
+    "key_separator": ": ",
+    "item_separator": ", ",
+}
+
+
 class JsonValues:
-    """Mixin for the JSON formats: values are written and read as JSON."""
+    """Mixin for the JSON formats: values are written, read and constrained as JSON."""
 
     def encode_value(self, value: Any) -> str:
         return encode_json_value(value)
+
+    def value_rule(self, rules: LarkRules, schema: Any) -> str:
+        """llguidance's own JSON-schema compiler (``%json``) with our separators."""
+        with_options = dict(schema_object(schema))
+        with_options["x-guidance"] = JSON_GRAMMAR_OPTIONS
+        try:
+            body = json.dumps(with_options, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:  # NaN or a non-JSON value in the schema
+            raise ConstraintError(f"the schema is not plain JSON: {exc}") from exc
+        return rules.add("%json " + body, "v")
 
     def value_end(self, text: str) -> int | None:
         start = len(text) - len(text.lstrip(" "))

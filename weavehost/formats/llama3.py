@@ -8,24 +8,15 @@ template below, which follows Meta's wording for zero-shot JSON tool calling.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
-
 from weavehost.errors import FormatError
-from weavehost.formats.base import (
-    CallLayout,
-    LayoutCalls,
-    Segment,
-    ToolCall,
-    Trigger,
-    render_chat_template,
-)
+from weavehost.formats.base import CallLayout, LayoutCalls, ToolCall, Trigger
 from weavehost.formats.jsoncalls import (
     JsonValues,
     call_from_object,
     decode_json_values,
     json_key_text,
 )
+from weavehost.formats.prompt import PromptStyle, StyledPrompt
 
 __all__ = ["LLAMA3"]
 
@@ -68,7 +59,7 @@ value}. Do not use variables.
 {% endif %}"""
 
 
-class Llama3Format(JsonValues, LayoutCalls):
+class Llama3Format(JsonValues, LayoutCalls, StyledPrompt):
     name = "llama3"
     description = 'Llama 3.2 JSON: {"name": ..., "parameters": {...}}'
     layout = CallLayout(
@@ -81,24 +72,12 @@ class Llama3Format(JsonValues, LayoutCalls):
         escape=json_key_text,
     )
     triggers = (Trigger('{"name"', at_start=True),)
-
-    def render_prompt(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]],
-        *,
-        chat_template: str | None,
-        add_generation_prompt: bool = True,
-    ) -> list[Segment]:
-        template = chat_template if chat_template and "parameters" in chat_template else None
-        return render_chat_template(
-            template or _FALLBACK_TEMPLATE,
-            messages,
-            tools,
-            add_generation_prompt=add_generation_prompt,
-            bos_token="<|begin_of_text|>",
-            extra={"tools_in_user_message": True, "date_string": "26 Jul 2024"},
-        )
+    prompt = PromptStyle(
+        fallback_template=_FALLBACK_TEMPLATE,
+        template_marker="parameters",
+        bos_token="<|begin_of_text|>",
+        extra={"tools_in_user_message": True, "date_string": "26 Jul 2024"},
+    )
 
     def parse_calls(self, text: str) -> list[ToolCall]:
         body = (

@@ -7,23 +7,14 @@ below, which writes the same system prompt as Qwen2.5's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
-
-from weavehost.formats.base import (
-    CallLayout,
-    LayoutCalls,
-    Segment,
-    ToolCall,
-    Trigger,
-    render_chat_template,
-)
+from weavehost.formats.base import CallLayout, LayoutCalls, ToolCall, Trigger
 from weavehost.formats.jsoncalls import (
     JsonValues,
     call_from_object,
     json_key_text,
     tagged_json_values,
 )
+from weavehost.formats.prompt import PromptStyle, StyledPrompt
 
 __all__ = ["QWEN"]
 
@@ -72,7 +63,7 @@ For each function call, return a json object with function name and arguments wi
 {% endif %}"""
 
 
-class QwenFormat(JsonValues, LayoutCalls):
+class QwenFormat(JsonValues, LayoutCalls, StyledPrompt):
     name = "qwen"
     description = 'Qwen/Hermes: <tool_call>{"name": ..., "arguments": {...}}</tool_call>'
     layout = CallLayout(
@@ -85,22 +76,7 @@ class QwenFormat(JsonValues, LayoutCalls):
         escape=json_key_text,
     )
     triggers = (Trigger("<tool_call>"),)
-
-    def render_prompt(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]],
-        *,
-        chat_template: str | None,
-        add_generation_prompt: bool = True,
-    ) -> list[Segment]:
-        template = chat_template if chat_template and "<tool_call>" in chat_template else None
-        return render_chat_template(
-            template or _FALLBACK_TEMPLATE,
-            messages,
-            tools,
-            add_generation_prompt=add_generation_prompt,
-        )
+    prompt = PromptStyle(fallback_template=_FALLBACK_TEMPLATE, template_marker="<tool_call>")
 
     def parse_calls(self, text: str) -> list[ToolCall]:
         return [

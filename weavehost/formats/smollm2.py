@@ -8,25 +8,14 @@ renders the conversation with the GGUF's ChatML template (or our copy of it).
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
-from typing import Any
-
-from weavehost.formats.base import (
-    CallLayout,
-    LayoutCalls,
-    Segment,
-    ToolCall,
-    Trigger,
-    merge_segments,
-    render_chat_template,
-)
+from weavehost.formats.base import CallLayout, LayoutCalls, ToolCall, Trigger
 from weavehost.formats.jsoncalls import (
     JsonValues,
     call_from_object,
     json_key_text,
     tagged_json_values,
 )
+from weavehost.formats.prompt import PromptStyle, StyledPrompt, ToolsInText
 
 __all__ = ["SMOLLM2"]
 
@@ -54,7 +43,7 @@ _SYSTEM_TAIL = (
 )
 
 
-class SmolLM2Format(JsonValues, LayoutCalls):
+class SmolLM2Format(JsonValues, LayoutCalls, StyledPrompt):
     name = "smollm2"
     description = 'SmolLM2: <tool_call>[{"name": ..., "arguments": {...}}]</tool_call>'
     layout = CallLayout(
@@ -67,58 +56,12 @@ class SmolLM2Format(JsonValues, LayoutCalls):
         escape=json_key_text,
     )
     triggers = (Trigger("<tool_call>"),)
-
-    def render_prompt(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]],
-        *,
-        chat_template: str | None,
-        add_generation_prompt: bool = True,
-    ) -> list[Segment]:
-        template = chat_template or _CHATML
-        plain: list[dict[str, Any]] = []
-        for message in messages:
-            if message.get("role") == "assistant" and message.get("tool_calls"):
-                calls = [
-                    ToolCall(c["function"]["name"], c["function"]["arguments"])
-                    if "function" in c
-                    else ToolCall(c["name"], c["arguments"])
-                    for c in message["tool_calls"]
-                ]
-                text = (message.get("content") or "") + "".join(self.render_call(c) for c in calls)
-                plain.append({"role": "assistant", "content": text})
-            elif message.get("role") == "tool":
-                plain.append({"role": "user", "content": str(message.get("content", ""))})
-            else:
-                plain.append({"role": message["role"], "content": message.get("content") or ""})
-        if not tools:
-            return render_chat_template(
-                template, plain, None, add_generation_prompt=add_generation_prompt
-            )
-        user_system = ""
-        if plain and plain[0]["role"] == "system":
-            user_system = plain.pop(0)["content"] + "\n\n"
-        # The system message is ours except the tool definitions and the user's own system text,
-        # which are untrusted: render with a placeholder, then splice the parts in as segments.
-        marker = "\U000f0fffWEAVEHOST_TOOLS\U000f0fff"
-        rendered = render_chat_template(
-            template,
-            [{"role": "system", "content": marker}, *plain],
-            None,
-            add_generation_prompt=add_generation_prompt,
-        )
-        tools_text = "".join("\n" + json.dumps(tool, ensure_ascii=False) for tool in tools) + "\n"
-        out: list[Segment] = []
-        for segment in rendered:
-            if not segment.special and segment.text == marker:
-                out.append(Segment(user_system, special=False))
-                out.append(Segment(_SYSTEM_HEAD, special=False))
-                out.append(Segment(tools_text, special=False))
-                out.append(Segment(_SYSTEM_TAIL, special=False))
-            else:
-                out.append(segment)
-        return merge_segments(out)
+    # Any GGUF template will do (SmolLM2's is plain ChatML): the tools are ours to write.
+    prompt = PromptStyle(
+        fallback_template=_CHATML,
+        template_marker="",
+        tools_in_text=ToolsInText(system_head=_SYSTEM_HEAD, system_tail=_SYSTEM_TAIL),
+    )
 
     def parse_calls(self, text: str) -> list[ToolCall]:
         calls = []

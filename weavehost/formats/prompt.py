@@ -1,0 +1,163 @@
+"""How a format's prompt is rendered: one function over each format's :class:`PromptStyle`.
+
+Stage: prompt rendering. The formats differ here only in data: which GGUF chat templates they
+trust to render tools, their own template for the others, the ``bos_token``, extra template
+variables and Jinja filters, and whether the format writes tools, calls and results as plain
+text itself (:class:`ToolsInText`, SmolLM2's way). :func:`render_prompt` is the one function
+that turns a style and a conversation into segments.
+
+Guarantees: every rendering goes through :func:`~weavehost.formats.base.render_chat_template`,
+so the sandbox and the untrusted-text segments of :mod:`weavehost.formats.base` hold for every
+format; text a format writes itself around a conversation (:class:`ToolsInText`) is never
+parsed for special tokens.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from weavehost.formats.base import (
+    Segment,
+    ToolCall,
+    merge_segments,
+    render_chat_template,
+)
+
+__all__ = ["PromptStyle", "StyledPrompt", "ToolsInText", "render_prompt"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolsInText:
+    """A model whose chat template knows no tools: the format writes them as plain text.
+
+    The tool definitions go into the system message between ``system_head`` and
+    ``system_tail`` (after the user's own system text), each assistant call is written into the
+    assistant's text as the format writes calls, and each tool result becomes a user message.
+    """
+
+    system_head: str
+    system_tail: str
+
+
+@dataclass(frozen=True, slots=True)
+class PromptStyle:
+    """Everything that tells one format's prompt from another's.
+
+    ``template_marker``: a model's own chat template is used only when it holds this text (it
+    then renders tools the way the format reads calls); ``""`` takes any template. Otherwise,
+    and when the model has none, ``fallback_template`` renders the prompt.
+    """
+
+    fallback_template: str
+    template_marker: str
+    bos_token: str = ""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    filters: Mapping[str, Callable[..., str]] = field(default_factory=dict)
+    tools_in_text: ToolsInText | None = None
+
+    def template(self, chat_template: str | None) -> str:
+        if chat_template and self.template_marker in chat_template:
+            return chat_template
+        return self.fallback_template
+
+
+class _Styled(Protocol):
+    prompt: PromptStyle
+
+    def render_call(self, call: ToolCall) -> str: ...
+
+
+def render_prompt(
+    fmt: _Styled,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]],
+    *,
+    chat_template: str | None,
+    add_generation_prompt: bool = True,
+) -> list[Segment]:
+    """The prompt for ``messages`` with ``tools`` offered, in ``fmt``'s style."""
+    style = fmt.prompt
+    template = style.template(chat_template)
+    if style.tools_in_text is not None:
+        return _render_tools_in_text(fmt, template, messages, tools, add_generation_prompt)
+    return _render(style, template, messages, tools, add_generation_prompt)
+
+
+def _render(
+    style: PromptStyle,
+    template: str,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | None,
+    add_generation_prompt: bool,
+) -> list[Segment]:
+    return render_chat_template(
+        template,
+        messages,
+        tools,
+        add_generation_prompt=add_generation_prompt,
+        bos_token=style.bos_token,
+        extra=style.extra,
+        filters=style.filters,
+    )
+
+
+class StyledPrompt:
+    """Mixin for formats: ``render_prompt`` is :func:`render_prompt`, with the format itself as
+    its first argument (one function, not a copy of its signature per format)."""
+
+    prompt: PromptStyle
+    render_prompt = render_prompt
+
+
+# Stands for the format's system text while the template renders; a private-use character
+# around it, as the placeholders of untrusted text, so no template writes it by chance.
+_SYSTEM_MARKER = "\U000f0fffWEAVEHOST_TOOLS\U000f0fff"
+
+
+def _render_tools_in_text(
+    fmt: _Styled,
+    template: str,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]],
+    add_generation_prompt: bool,
+) -> list[Segment]:
+    plain: list[dict[str, Any]] = []
+    for message in messages:
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            calls = [
+                ToolCall(c["function"]["name"], c["function"]["arguments"])
+                if "function" in c
+                else ToolCall(c["name"], c["arguments"])
+                for c in message["tool_calls"]
+            ]
+            text = (message.get("content") or "") + "".join(fmt.render_call(c) for c in calls)
+            plain.append({"role": "assistant", "content": text})
+        elif message.get("role") == "tool":
+            plain.append({"role": "user", "content": str(message.get("content", ""))})
+        else:
+            plain.append({"role": message["role"], "content": message.get("content") or ""})
+    if not tools:
+        return _render(fmt.prompt, template, plain, None, add_generation_prompt)
+    user_system = ""
+    if plain and plain[0]["role"] == "system":
+        user_system = plain.pop(0)["content"] + "\n\n"
+    # The system message is ours except the tool definitions and the user's own system text,
+    # which are untrusted: render with a placeholder, then splice the parts in as segments.
+    system = [{"role": "system", "content": _SYSTEM_MARKER}]
+    rendered = _render(fmt.prompt, template, [*system, *plain], None, add_generation_prompt)
+    tools_text = "".join("\n" + json.dumps(tool, ensure_ascii=False) for tool in tools) + "\n"
+    style = fmt.prompt.tools_in_text
+    assert style is not None
+    out: list[Segment] = []
+    for segment in rendered:
+        if not segment.special and segment.text == _SYSTEM_MARKER:
+            out.append(Segment(user_system, special=False))
+            out.append(Segment(style.system_head, special=False))
+            out.append(Segment(tools_text, special=False))
+            out.append(Segment(style.system_tail, special=False))
+        else:
+            out.append(segment)
+    return merge_segments(out)
