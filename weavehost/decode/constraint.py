@@ -67,9 +67,6 @@ class Constraint:
         """Tokens the grammar forces next (safe to prefill: none can fuse with what follows)."""
         return list(self.matcher.compute_ff_tokens())
 
-    def forced_bytes(self) -> bytes:
-        return bytes(self.matcher.compute_ff_bytes())
-
     @property
     def accepting(self) -> bool:
         return bool(self.matcher.is_accepting())
