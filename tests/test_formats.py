@@ -270,11 +270,12 @@ CHATML_TEMPLATE = """\
 PIN_TEMPLATES = {"none": None, "tool-aware": TOOL_AWARE_TEMPLATE, "chatml": CHATML_TEMPLATE}
 
 # sha256 of each rendering's segments (special flag and text), captured before the four
-# render_prompt methods became one function; a change here changes what a model reads.
+# render_prompt methods became one function; a change here changes what a model reads. (The
+# three FunctionGemma renderings of a system message without tools raised TypeError then.)
 PINNED_PROMPTS = {
     "functiongemma-none-system-call-result-True-True": "99df24d1facec308",
     "functiongemma-none-system-call-result-True-False": "b97b72236ca2c0d5",
-    "functiongemma-none-system-call-result-False-True": "TypeError",
+    "functiongemma-none-system-call-result-False-True": "5c129b4084fcc636",
     "functiongemma-none-no-system-two-calls-True-True": "566cf27bbaa63b04",
     "functiongemma-none-no-system-two-calls-False-True": "c9aa9d719b34e163",
     "functiongemma-tool-aware-system-call-result-True-True": "03c41cd116454ea5",
@@ -284,12 +285,12 @@ PINNED_PROMPTS = {
     "functiongemma-tool-aware-no-system-two-calls-False-True": "77933b253fe02d79",
     "functiongemma-chatml-system-call-result-True-True": "99df24d1facec308",
     "functiongemma-chatml-system-call-result-True-False": "b97b72236ca2c0d5",
-    "functiongemma-chatml-system-call-result-False-True": "TypeError",
+    "functiongemma-chatml-system-call-result-False-True": "5c129b4084fcc636",
     "functiongemma-chatml-no-system-two-calls-True-True": "566cf27bbaa63b04",
     "functiongemma-chatml-no-system-two-calls-False-True": "c9aa9d719b34e163",
     "functiongemma-qwen-gguf-system-call-result-True-True": "99df24d1facec308",
     "functiongemma-qwen-gguf-system-call-result-True-False": "b97b72236ca2c0d5",
-    "functiongemma-qwen-gguf-system-call-result-False-True": "TypeError",
+    "functiongemma-qwen-gguf-system-call-result-False-True": "5c129b4084fcc636",
     "functiongemma-qwen-gguf-no-system-two-calls-True-True": "566cf27bbaa63b04",
     "functiongemma-qwen-gguf-no-system-two-calls-False-True": "c9aa9d719b34e163",
     "llama3-none-system-call-result-True-True": "80fe27304a90ee61",
@@ -393,9 +394,23 @@ def _case_id(case) -> str:
 
 @pytest.mark.parametrize("case", PIN_CASES, ids=_case_id)
 def test_each_format_renders_a_conversation_byte_for_byte_as_pinned(case):
-    try:
-        segments = _pinned_rendering(*case)
-    except Exception as exc:  # pinned as the error it raises today
-        assert type(exc).__name__ == PINNED_PROMPTS[_case_id(case)], exc
-        return
+    segments = _pinned_rendering(*case)
     assert _digest(segments) == PINNED_PROMPTS[_case_id(case)], segments
+
+
+def test_functiongemma_renders_a_system_message_without_tools():
+    segments = FORMATS["functiongemma"].render_prompt(
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+        [],
+        chat_template=None,
+    )
+    text = "".join(s.text for s in segments)
+    assert text.startswith("<bos><start_of_turn>developer\nBe brief.<end_of_turn>\n")
+    assert "<start_function_declaration>" not in text
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_a_gguf_template_that_fails_while_rendering_is_a_format_error(name):
+    broken = "<tool_call> parameters <start_function_declaration>{{ messages[0].content + 1 }}"
+    with pytest.raises(FormatError, match="chat template failed to render"):
+        FORMATS[name].render_prompt(CONVERSATION, TOOLS, chat_template=broken)

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from weavehost.engine.segment import Segment
@@ -389,6 +388,8 @@ def render_chat_template(
         )
     except FormatError:
         raise
-    except TemplateError as exc:
+    except Exception as exc:
+        # A GGUF's template is foreign code: whatever it raises (a TemplateError, or a TypeError
+        # from ``none + 1``) is this model's template failing, told as one FormatError.
         raise FormatError(f"the model's chat template failed to render: {exc}") from exc
     return _split_segments(rendered, untrusted)

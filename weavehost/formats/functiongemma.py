@@ -36,7 +36,7 @@ _FALLBACK_TEMPLATE = """\
 <start_of_turn>developer
 {% if messages[0].role in ['developer', 'system'] %}{{ messages[0].content }}{% else %}\
 You are a model that can do function calling with the following functions{% endif %}
-{%- for tool in tools %}<start_function_declaration>{{ tool | tojson }}<end_function_declaration>\
+{%- for tool in tools or [] %}<start_function_declaration>{{ tool | tojson }}<end_function_declaration>\
 {% endfor %}<end_of_turn>
 {% endif %}
 {%- for message in messages %}
