@@ -17,19 +17,33 @@ Guarantees shared by all strategies:
 - Latencies are measured from the start of generating the call text: ``tool_latency_s`` to the
   moment the first executable call (the provisional one where sent) was ready,
   ``final_latency_s`` to the final call.
+
+Every strategy keeps these the same way, through one :class:`CallAttempt`: it is started before
+the first token of the call, costs and times what follows, rolls back to the prompt, and builds
+the :class:`CallResult`.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import numpy as np
 
 from weavehost.engine import Engine, EngineStats
 from weavehost.errors import FormatError
 from weavehost.formats.base import ModelFormat, ToolCall
 
-__all__ = ["CallRequest", "CallResult", "DecodeStrategy", "ToolSchema", "read_calls"]
+__all__ = [
+    "CallAttempt",
+    "CallRequest",
+    "CallResult",
+    "DecodeStrategy",
+    "ToolSchema",
+    "read_calls",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +99,99 @@ class CallResult:
     error: str | None = None
     # The call's tokens as sequence 0 now holds them after the prompt.
     tokens: list[int] = field(default_factory=list)
+
+
+class CallAttempt:
+    """One strategy's attempt at a call: what it cost, how long each phase took, how to undo it.
+
+    :meth:`start` snapshots the engine's counters, the prompt (sequence 0's length and its
+    next-token logits) and the clock, before the strategy writes anything. Everything the
+    result reports is measured from there: ``stats`` is the work since the snapshot, latencies
+    and :meth:`lap` times count from ``started``. :meth:`roll_back` puts the KV cache back as
+    it was found (for sequence 0) and empty (for every other sequence), so a failed call leaves
+    no trace in the conversation.
+    """
+
+    __slots__ = (
+        "_clock",
+        "before",
+        "engine",
+        "phases",
+        "prompt_len",
+        "prompt_logits",
+        "started",
+        "strategy",
+    )
+
+    def __init__(self, strategy: str, engine: Engine) -> None:
+        self.strategy = strategy
+        self.engine = engine
+        self.before: EngineStats = engine.stats.snapshot()
+        self.prompt_len = engine.seq_len(0)
+        # A prompt read without next-token logits gets none back on a roll back either.
+        self.prompt_logits: np.ndarray | None = (
+            engine.last_logits(0) if engine.has_next_logits(0) else None
+        )
+        self.started = time.perf_counter()
+        self.phases: dict[str, float] = {}
+        self._clock = self.started
+
+    @classmethod
+    def start(cls, strategy: str, engine: Engine) -> CallAttempt:
+        """An attempt by ``strategy`` on ``engine``, whose sequence 0 now holds the prompt."""
+        return cls(strategy, engine)
+
+    def lap(self, phase: str, at: float | None = None) -> float:
+        """Record ``phase`` as the time from the previous lap (or the start) to ``at`` (now by
+        default), and return that instant."""
+        now = time.perf_counter() if at is None else at
+        self.phases[phase] = now - self._clock
+        self._clock = now
+        return now
+
+    def roll_back(self) -> None:
+        """Back to the prompt alone: every other sequence emptied, sequence 0 cut back to the
+        prompt with the prompt's next-token logits."""
+        engine = self.engine
+        for seq in range(1, engine.n_seq_max):
+            if engine.seq_len(seq):
+                engine.drop(seq, 0)
+        engine.drop(0, self.prompt_len, next_logits=self.prompt_logits)
+
+    def finish(
+        self,
+        *,
+        calls: Sequence[ToolCall],
+        text: str,
+        tokens: Sequence[int],
+        provisional: ToolCall | None = None,
+        error: str | None = None,
+        final_at: float | None = None,
+        tool_at: float | None = None,
+    ) -> CallResult:
+        """The result, as the engine is now: ``final_at`` is when the final call was ready (now
+        by default), ``tool_at`` when the call whose result is used could start (``final_at``
+        by default). Nothing is rolled back: a strategy that keeps a failed text says so."""
+        final_at = time.perf_counter() if final_at is None else final_at
+        tool_at = final_at if tool_at is None else tool_at
+        return CallResult(
+            strategy=self.strategy,
+            calls=list(calls),
+            provisional=provisional,
+            text=text,
+            stats=self.engine.stats.since(self.before),
+            tool_latency_s=tool_at - self.started,
+            final_latency_s=final_at - self.started,
+            phases=self.phases,
+            error=error,
+            tokens=list(tokens),
+        )
+
+    def failed(self, error: str, *, text: str = "", tokens: Sequence[int] = ()) -> CallResult:
+        """Roll back, then no call and why; ``text`` (and ``tokens``) keep what was written,
+        for the message."""
+        self.roll_back()
+        return self.finish(calls=[], text=text, tokens=tokens, error=error)
 
 
 class DecodeStrategy(Protocol):

@@ -21,12 +21,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-import numpy as np
-
-from weavehost.decode.base import CallRequest, CallResult, read_calls
+from weavehost.decode.base import CallAttempt, CallRequest, CallResult, read_calls
 from weavehost.decode.constraint import Constraint, constraints_for
 from weavehost.decode.fallback import invalid_reason, loosened
-from weavehost.engine import Engine, EngineStats
+from weavehost.engine import Engine
 from weavehost.errors import ConstraintError
 
 __all__ = ["ConstrainedStrategy", "GuidedOutcome", "JumpForwardStrategy", "guided_decode"]
@@ -103,17 +101,14 @@ class _WholeCallStrategy:
     def run(self, request: CallRequest) -> CallResult:
         engine, fmt = request.engine, request.format
         factory = constraints_for(engine)  # built once per engine, not part of a call's cost
-        before = engine.stats.snapshot()
-        prompt_len = engine.seq_len(0)
-        prompt_logits = engine.last_logits(0)
-        started = time.perf_counter()
+        attempt = CallAttempt.start(self.name, engine)
         grammars = factory.grammars(fmt)
         loose = False
         try:
             constraint = factory.new(grammars.call([(t.name, t.parameters) for t in request.tools]))
         except ConstraintError as exc:
             if not request.tools:
-                return _failed(self.name, engine, before, started, str(exc))
+                return attempt.failed(str(exc))
             # Too large or not expressible: decode loosely, validate after (row 16, row 24).
             names = ", ".join(t.name for t in request.tools)
             try:
@@ -121,23 +116,26 @@ class _WholeCallStrategy:
                     grammars.call([(t.name, loosened(t.parameters)) for t in request.tools])
                 )
                 logger.warning(
-                    "no constraint for %s (%s): any value per argument, validated after",
-                    names, exc,
-                )  # fmt: skip
+                    "no constraint for %s (%s): any value per argument, validated after", names, exc
+                )
                 loose = True
             except ConstraintError as loose_exc:
                 logger.warning(
                     "no constraint for %s (%s; %s): decoding freely, validated after",
-                    names, exc, loose_exc,
-                )  # fmt: skip
-                return _free_then_validated(self.name, request, before, started, prompt_logits)
+                    names,
+                    exc,
+                    loose_exc,
+                )
+                return _free_then_validated(attempt, request)
         outcome = guided_decode(
             engine,
             constraint,
             jump_forward=self.jump_forward,
             max_tokens=request.max_tokens,
         )
-        latency = outcome.completed_at - started
+        completed_at = attempt.lap("call", at=outcome.completed_at)
+        if loose:
+            attempt.phases["loose"] = attempt.phases["call"]
         calls, error = [], outcome.error
         if error is None:
             calls, error = read_calls(fmt, outcome.text)
@@ -145,54 +143,30 @@ class _WholeCallStrategy:
             error = invalid_reason(calls, request.tools)
             calls = [] if error else calls
         if error is not None:
-            # A failed call leaves no trace in the conversation.
-            engine.drop(0, prompt_len, next_logits=prompt_logits)
-        return CallResult(
-            strategy=self.name,
+            attempt.roll_back()  # a failed call leaves no trace in the conversation
+        return attempt.finish(
             calls=calls,
-            provisional=None,
             text=outcome.text,
-            stats=engine.stats.since(before),
-            tool_latency_s=latency,
-            final_latency_s=latency,
-            phases={"call": latency, **({"loose": latency} if loose else {})},
-            error=error,
             tokens=outcome.tokens,
+            error=error,
+            final_at=completed_at,
         )
 
 
-def _free_then_validated(
-    name: str,
-    request: CallRequest,
-    before: EngineStats,
-    started: float,
-    prompt_logits: np.ndarray,
-) -> CallResult:
+def _free_then_validated(attempt: CallAttempt, request: CallRequest) -> CallResult:
     """The call written freely (``serial`` from the opener), passed on only if it validates;
     otherwise sequence 0 goes back to the prompt."""
     from weavehost.decode.serial import SerialStrategy
 
-    engine = request.engine
-    prompt_len = engine.seq_len(0)
     free = SerialStrategy().run(replace(request, forced=True))
-    calls, error = free.calls, free.error
+    calls, tokens, error = free.calls, free.tokens, free.error
     if error is None:
         error = invalid_reason(calls, request.tools)
     if error is not None:
-        calls = []
-        engine.drop(0, prompt_len, next_logits=prompt_logits)
-    elapsed = time.perf_counter() - started
-    return CallResult(
-        name, calls, None, free.text, engine.stats.since(before), elapsed, elapsed,
-        {"free": elapsed}, error, free.tokens if error is None else [],
-    )  # fmt: skip
-
-
-def _failed(
-    name: str, engine: Engine, before: EngineStats, started: float, error: str
-) -> CallResult:
-    elapsed = time.perf_counter() - started
-    return CallResult(name, [], None, "", engine.stats.since(before), elapsed, elapsed, {}, error)
+        attempt.roll_back()
+        calls, tokens = [], []
+    done_at = attempt.lap("free")
+    return attempt.finish(calls=calls, text=free.text, tokens=tokens, error=error, final_at=done_at)
 
 
 class ConstrainedStrategy(_WholeCallStrategy):

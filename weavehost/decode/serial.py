@@ -8,9 +8,7 @@ call rather than prose, with nothing else constrained.
 
 from __future__ import annotations
 
-import time
-
-from weavehost.decode.base import CallRequest, CallResult, read_calls
+from weavehost.decode.base import CallAttempt, CallRequest, CallResult, read_calls
 
 __all__ = ["SerialStrategy"]
 
@@ -20,8 +18,7 @@ class SerialStrategy:
 
     def run(self, request: CallRequest) -> CallResult:
         engine, fmt = request.engine, request.format
-        before = engine.stats.snapshot()
-        started = time.perf_counter()
+        attempt = CallAttempt.start(self.name, engine)
         tokens: list[int] = []
         text = b""
         if request.forced:
@@ -41,18 +38,10 @@ class SerialStrategy:
             opened = opened or fmt.layout.opener.encode() in text
             if opened and closer in text[text.find(fmt.layout.opener.encode()) :]:
                 break
-        elapsed = time.perf_counter() - started
+        decoded_at = attempt.lap("decode")
         decoded = text.decode("utf-8", errors="replace")
         calls, error = read_calls(fmt, decoded)
-        return CallResult(
-            strategy=self.name,
-            calls=calls,
-            provisional=None,
-            text=decoded,
-            stats=engine.stats.since(before),
-            tool_latency_s=elapsed,
-            final_latency_s=elapsed,
-            phases={"decode": elapsed},
-            error=error,
-            tokens=tokens,
+        # Not rolled back on error: what the model wrote may be a plain answer.
+        return attempt.finish(
+            calls=calls, text=decoded, tokens=tokens, error=error, final_at=decoded_at
         )
