@@ -82,7 +82,9 @@ def render_prompt(
     style = fmt.prompt
     template = style.template(chat_template)
     if style.tools_in_text is not None:
-        return _render_tools_in_text(fmt, template, messages, tools, add_generation_prompt)
+        return _render_tools_in_text(
+            fmt, style.tools_in_text, template, messages, tools, add_generation_prompt
+        )
     return _render(style, template, messages, tools, add_generation_prompt)
 
 
@@ -119,6 +121,7 @@ _SYSTEM_MARKER = "\U000f0fffWEAVEHOST_TOOLS\U000f0fff"
 
 def _render_tools_in_text(
     fmt: _Styled,
+    own: ToolsInText,
     template: str,
     messages: Sequence[Mapping[str, Any]],
     tools: Sequence[Mapping[str, Any]],
@@ -149,15 +152,13 @@ def _render_tools_in_text(
     system = [{"role": "system", "content": _SYSTEM_MARKER}]
     rendered = _render(fmt.prompt, template, [*system, *plain], None, add_generation_prompt)
     tools_text = "".join("\n" + json.dumps(tool, ensure_ascii=False) for tool in tools) + "\n"
-    style = fmt.prompt.tools_in_text
-    assert style is not None
     out: list[Segment] = []
     for segment in rendered:
         if not segment.special and segment.text == _SYSTEM_MARKER:
             out.append(Segment(user_system, special=False))
-            out.append(Segment(style.system_head, special=False))
+            out.append(Segment(own.system_head, special=False))
             out.append(Segment(tools_text, special=False))
-            out.append(Segment(style.system_tail, special=False))
+            out.append(Segment(own.system_tail, special=False))
         else:
             out.append(segment)
     return merge_segments(out)
