@@ -161,7 +161,8 @@ def _value_tasks(engine, fmt, tool: ToolSchema) -> list[ValueTask]:
 def _prefill_prompt(engine, fmt, question, tools):
     engine.clear()
     segments = fmt.render_prompt(
-        _ask(question), [tool_to_openai(t.name, t.description, t.parameters) for t in tools],
+        _ask(question),
+        [tool_to_openai(t.name, t.description, t.parameters) for t in tools],
         chat_template=None,
     )
     prompt = engine.tokenize_segments(segments)
@@ -180,9 +181,7 @@ def test_weave_decodes_k_values_in_max_length_passes_not_the_sum(fresh_engine):
     assert [engine.seq_len(t.seq) > 0 for t in tasks] == [True, True]
 
     before = engine.stats.snapshot()
-    decode_values(
-        engine, SMOLLM2, tasks, plan=PaddingPlan({}), scratch_seq=15, max_tokens=64
-    )
+    decode_values(engine, SMOLLM2, tasks, plan=PaddingPlan({}), scratch_seq=15, max_tokens=64)
     values = engine.stats.since(before)
     assert [t.value for t in tasks] == ["21.5", '"eco"']
     # A value of L tokens takes L - 1 passes (its first token comes from the skeleton pass).
@@ -200,7 +199,11 @@ def test_padding_widens_a_pass_with_rows_on_a_scratch_sequence_that_is_emptied(f
     prefill_skeleton(engine, tasks)
     before = engine.stats.snapshot()
     decode_values(
-        engine, SMOLLM2, tasks, plan=PaddingPlan({1: 4, 2: 4, 3: 4}), scratch_seq=15,
+        engine,
+        SMOLLM2,
+        tasks,
+        plan=PaddingPlan({1: 4, 2: 4, 3: 4}),
+        scratch_seq=15,
         max_tokens=64,
     )
     cost = engine.stats.since(before)
@@ -310,9 +313,7 @@ def test_the_provisional_call_is_emitted_before_write_back_starts(fresh_engine):
     [({"type": "integer"}, -5), ({"type": "number"}, -0.5), ({"type": "string"}, " New York")],
     ids=["negative-integer", "negative-number", "string-with-leading-space"],
 )
-def test_a_value_survives_the_key_value_boundary_in_every_format(
-    fresh_engine, name, schema, value
-):
+def test_a_value_survives_the_key_value_boundary_in_every_format(fresh_engine, name, schema, value):
     """The skeleton's forced tokens are a token-prefix of the natural tokenization of the whole
     text, so the value's first token (fused with the space or quote) is still reachable, the
     constraint accepts the natural rest, and the value is cut back out intact."""
