@@ -8,7 +8,7 @@ included), or by a command run by itself (``python -m weavehost.bench.assets``),
 :mod:`weavehost.errors`). No traceback reaches the user for bad input.
 
 Defaults are the library's names (``DEFAULT_N_CTX`` of the engine, ``DEFAULT_MAX_STEPS`` and
-``TOOL_CHOICES`` of the agent, ``DEFAULT_STRATEGY`` of the host, ``APPROVAL_MODES`` of the
+``TOOL_CHOICES`` of the agent, ``DEFAULT_STRATEGY`` of the decoder, ``APPROVAL_MODES`` of the
 config, ``calibrate``'s of :mod:`weavehost.engine.calibrate`), never numbers of their own.
 """
 
@@ -25,10 +25,10 @@ import click
 from weavehost import __version__
 from weavehost.agent import DEFAULT_MAX_STEPS, TOOL_CHOICES
 from weavehost.config import APPROVAL_MODES
+from weavehost.decode import DEFAULT_STRATEGY
 from weavehost.engine import DEFAULT_N_CTX
 from weavehost.engine.calibrate import CALIBRATION_N_CTX, DEFAULT_MAX_WIDTH, DEFAULT_REPEATS
 from weavehost.errors import WeavehostError
-from weavehost.host import DEFAULT_STRATEGY
 
 __all__ = ["CommandFailed", "ErrorPath", "WeavehostCommand", "WeavehostGroup", "main"]
 

@@ -44,18 +44,18 @@ from weavehost.agent.thermal import (
     read_thermal_status,
 )
 from weavehost.config import HostConfig, build_config
+from weavehost.decode import DEFAULT_STRATEGY
 from weavehost.engine import DEFAULT_N_CTX
 from weavehost.mcp.catalog import Catalog
 from weavehost.mcp.executor import Approver, Executor
 from weavehost.mcp.servers import ServerPool
 
-__all__ = ["DEFAULT_N_CTX", "DEFAULT_STRATEGY", "Host", "HostSession"]
+__all__ = ["Host", "HostSession"]
 
 logger = logging.getLogger(__name__)
 
 # The strategy a host writes calls with unless told otherwise (``weavehost run/chat`` too); the
 # context size is the engine's own default, re-exported here for the host's users.
-DEFAULT_STRATEGY = "weave"
 
 
 class HostSession:

@@ -16,10 +16,11 @@ from weavehost.decode.guided import ConstrainedStrategy, JumpForwardStrategy
 from weavehost.decode.serial import SerialStrategy
 from weavehost.decode.weave import WeaveStrategy
 from weavehost.engine import Engine
-from weavehost.errors import BenchError
+from weavehost.errors import ConfigError
 from weavehost.formats.base import ModelFormat, tool_to_openai
 
 __all__ = [
+    "DEFAULT_STRATEGY",
     "STRATEGIES",
     "CallRequest",
     "CallResult",
@@ -38,12 +39,16 @@ STRATEGIES: dict[str, DecodeStrategy] = {
 }
 
 
+# What writes a call when nobody says otherwise (the host, the command line).
+DEFAULT_STRATEGY = "weave"
+
+
 def get_strategy(name: str) -> DecodeStrategy:
     try:
         return STRATEGIES[name]
     except KeyError:
         known = ", ".join(STRATEGIES)
-        raise BenchError(f"unknown strategy {name!r}; known strategies: {known}") from None
+        raise ConfigError(f"unknown strategy {name!r}; known strategies: {known}") from None
 
 
 @dataclass(frozen=True, slots=True)
