@@ -1,4 +1,10 @@
-"""Shared fixtures: the anyio backend, and the embedded SmolLM2 model for engine/decoder tests."""
+"""Shared fixtures: the anyio backend, and the embedded SmolLM2 model for engine/decoder tests.
+
+The ``model`` marker says a test loads a GGUF model (the embedded SmolLM2 or another), in this
+process or in a command it runs; ``-m "not model"`` is the fast inner loop. A test that asks for
+one of :data:`MODEL_FIXTURES` is marked by itself; any other test that loads a model in this
+process without the mark fails, so the mark stays true.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +18,30 @@ import pytest
 
 # Tests never read or write the user's cache (calibrations, benchmark assets).
 os.environ["WEAVEHOST_CACHE"] = tempfile.mkdtemp(prefix="weavehost-test-cache-")
+
+
+MODEL_FIXTURES = frozenset({"embedded_model_path", "engine", "fresh_engine"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.model)
+
+
+@pytest.fixture(autouse=True)
+def _model_mark_is_true(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test without the ``model`` mark may not load a model in this process."""
+    if request.node.get_closest_marker("model") is not None:
+        return
+    import weavehost.engine.engine as engine_module
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError(
+            f"{request.node.nodeid} loads a GGUF model: mark it with @pytest.mark.model"
+        )
+
+    monkeypatch.setattr(engine_module, "open_native", refuse)
 
 
 @pytest.fixture

@@ -21,6 +21,9 @@ from weavehost.errors import (
     ModelLoadError,
 )
 
+# Every test here runs llama.cpp: its loader or a loaded model.
+pytestmark = pytest.mark.model
+
 LOGIT_TOLERANCE = 0.05
 PROMPT = (
     "<|im_start|>user\nWhat is the weather in Paris tomorrow?<|im_end|>\n"
