@@ -46,8 +46,10 @@ async def main() -> None:
         for prompt in ("What is the weather in Oslo?", "And in Lima?"):
             async for event in session.run(prompt):
                 if event.type == "timings":
-                    print(f"[step {event['step']}] prefilled {event['prefilled_tokens']} new "
-                          f"tokens, reused {event['reused_tokens']}")
+                    print(
+                        f"[step {event['step']}] prefilled {event['prefilled_tokens']} new "
+                        f"tokens, reused {event['reused_tokens']}"
+                    )
                 elif event.type == "tool_result":
                     print(f"[tool] {event['text']}")
 

@@ -74,11 +74,17 @@ def test_a_boolean_parameter_takes_no_integer():
 
 
 def test_in_a_multiple_case_only_the_expected_tool_is_right():
-    assert judge("multiple_5", ToolCall("weather.get_by_coordinates_date",
-                                        {"coordinates": [46.603354, 1.888334],
-                                         "date": "2019-12-13"}))
-    assert not judge("multiple_5", ToolCall("weather.get_forecast_by_coordinates",
-                                            {"coordinates": [46.603354, 1.888334]}))
+    assert judge(
+        "multiple_5",
+        ToolCall(
+            "weather.get_by_coordinates_date",
+            {"coordinates": [46.603354, 1.888334], "date": "2019-12-13"},
+        ),
+    )
+    assert not judge(
+        "multiple_5",
+        ToolCall("weather.get_forecast_by_coordinates", {"coordinates": [46.603354, 1.888334]}),
+    )
 
 
 def test_tuples_compare_as_ordered_lists():
@@ -94,8 +100,7 @@ def test_a_dict_value_is_checked_key_by_key():
     assert judge("simple_python_89", ToolCall("db_fetch_records", ok))
     wrong = {**base, "conditions": {"department": "Science", "school": "Greenfield"}}
     assert not judge("simple_python_89", ToolCall("db_fetch_records", wrong))
-    extra = {**base, "conditions": {"department": "Science", "school": "Bluebird HS",
-                                    "year": 2}}
+    extra = {**base, "conditions": {"department": "Science", "school": "Bluebird HS", "year": 2}}
     assert not judge("simple_python_89", ToolCall("db_fetch_records", extra))
 
 
@@ -111,8 +116,9 @@ def test_the_number_of_calls_must_match():
 
 
 def test_parallel_answers_match_in_any_order():
-    answers = AnswerSet("p", ({"math.factorial": {"number": [5]}},
-                              {"math.factorial": {"number": [6]}}))
+    answers = AnswerSet(
+        "p", ({"math.factorial": {"number": [5]}}, {"math.factorial": {"number": [6]}})
+    )
     functions = CASES["simple_python_1"].functions
     five, six = ToolCall("math.factorial", {"number": 5}), ToolCall("math.factorial", {"number": 6})
     assert check_calls(functions, [six, five], answers).valid

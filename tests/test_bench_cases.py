@@ -30,8 +30,10 @@ def test_real_bfcl_lines_load_in_file_order_with_their_conversation():
     assert len(cases) == 10
     first = cases[0]
     assert first.messages == (
-        {"role": "user", "content": "Find the area of a triangle with a base of 10 units and "
-         "height of 5 units."},
+        {
+            "role": "user",
+            "content": "Find the area of a triangle with a base of 10 units and height of 5 units.",
+        },
     )
     assert [t.name for t in first.tools] == ["calculate_triangle_area"]
 
@@ -102,8 +104,10 @@ def test_normalisation_handles_unions_nested_items_and_stray_required_names():
         "properties": {
             "a": {"type": ["integer", "float"]},
             "b": {"type": ["string", "any"]},
-            "c": {"type": "array",
-                  "items": {"type": "dict", "properties": {"x": {"type": "float"}}}},
+            "c": {
+                "type": "array",
+                "items": {"type": "dict", "properties": {"x": {"type": "float"}}},
+            },
         },
         "required": ["a", "ghost"],
     }
@@ -131,12 +135,15 @@ def _write(tmp_path: Path, lines: list[str]) -> Path:
 
 
 def _good_line(case_id: str = "c1") -> str:
-    return json.dumps({
-        "id": case_id,
-        "question": [[{"role": "user", "content": "hi"}]],
-        "function": [{"name": "f", "description": "", "parameters": {"type": "dict",
-                                                                    "properties": {}}}],
-    })
+    return json.dumps(
+        {
+            "id": case_id,
+            "question": [[{"role": "user", "content": "hi"}]],
+            "function": [
+                {"name": "f", "description": "", "parameters": {"type": "dict", "properties": {}}}
+            ],
+        }
+    )
 
 
 @pytest.mark.parametrize(
@@ -146,12 +153,26 @@ def _good_line(case_id: str = "c1") -> str:
         ("[1, 2]", "JSON object"),
         (json.dumps({"id": "c2", "question": [[{"role": "user", "content": "x"}]]}), "'function'"),
         (json.dumps({"id": "c2", "question": "hello", "function": [{"name": "f"}]}), "'question'"),
-        (json.dumps({"id": "c2", "question": [[{"role": "user"}]], "function": [{"name": "f"}]}),
-         "'role' and 'content'"),
-        (json.dumps({"id": "c2", "question": [[{"role": "user", "content": "x"}]],
-                     "function": [{"description": "no name"}]}), "'name'"),
-        (json.dumps({"question": [[{"role": "user", "content": "x"}]],
-                     "function": [{"name": "f"}]}), "'id'"),
+        (
+            json.dumps({"id": "c2", "question": [[{"role": "user"}]], "function": [{"name": "f"}]}),
+            "'role' and 'content'",
+        ),
+        (
+            json.dumps(
+                {
+                    "id": "c2",
+                    "question": [[{"role": "user", "content": "x"}]],
+                    "function": [{"description": "no name"}],
+                }
+            ),
+            "'name'",
+        ),
+        (
+            json.dumps(
+                {"question": [[{"role": "user", "content": "x"}]], "function": [{"name": "f"}]}
+            ),
+            "'id'",
+        ),
     ],
 )
 def test_a_bad_line_is_a_bench_error_naming_file_and_line(tmp_path, bad_line, message):
@@ -179,8 +200,10 @@ def test_a_missing_or_empty_case_file_is_a_bench_error(tmp_path):
 def test_a_bad_answer_line_is_a_bench_error_naming_file_and_line(tmp_path):
     path = tmp_path / "answers.jsonl"
     path.write_text(
-        json.dumps({"id": "a", "ground_truth": [{"f": {"x": [1]}}]}) + "\n"
-        + json.dumps({"id": "b", "ground_truth": [{"f": {"x": 1}}]}) + "\n",
+        json.dumps({"id": "a", "ground_truth": [{"f": {"x": [1]}}]})
+        + "\n"
+        + json.dumps({"id": "b", "ground_truth": [{"f": {"x": 1}}]})
+        + "\n",
         encoding="utf-8",
     )
     with pytest.raises(BenchError, match=rf"{path}:2: accepted values of f.x must be a list"):

@@ -42,8 +42,10 @@ def test_geomean_is_the_nth_root_of_the_product_and_skips_missing_values():
 
 def test_speedup_is_the_ratio_of_geometric_means_against_constrained():
     records = [
-        line("constrained", 0.4, passes=40), line("constrained", 0.1, passes=20),
-        line("weave", 0.1, passes=10), line("weave", 0.025, passes=6),
+        line("constrained", 0.4, passes=40),
+        line("constrained", 0.1, passes=20),
+        line("weave", 0.1, passes=10),
+        line("weave", 0.025, passes=6),
     ]
     summary = summarize(records, ["constrained", "weave"])
     assert summary["constrained"]["geo_tool_latency_s"] == pytest.approx(0.2)
@@ -65,8 +67,14 @@ def test_without_constrained_the_speedup_is_null():
 
 
 def test_correct_rate_counts_judged_lines_and_is_null_without_answers():
-    judged = summarize([line("s", 1, correct=True), line("s", 1, correct=False),
-                        line("s", 1, correct=True), line("s", 1, correct=True)])
+    judged = summarize(
+        [
+            line("s", 1, correct=True),
+            line("s", 1, correct=False),
+            line("s", 1, correct=True),
+            line("s", 1, correct=True),
+        ]
+    )
     assert judged["s"]["correct_rate"] == pytest.approx(0.75)
     assert summarize([line("s", 1)])["s"]["correct_rate"] is None
 
@@ -91,8 +99,11 @@ def test_every_requested_strategy_has_every_contract_key(tmp_path):
 def test_the_plot_is_valid_svg_with_one_bar_per_strategy():
     summary = summarize([line("constrained", 0.4), line("weave", 0.1)])
     root = ET.fromstring(render_svg(summary, "Qwen <0.5B> & friends"))
-    bars = [el for el in root.iter("{http://www.w3.org/2000/svg}rect") if el.find(
-        "{http://www.w3.org/2000/svg}title") is not None]
+    bars = [
+        el
+        for el in root.iter("{http://www.w3.org/2000/svg}rect")
+        if el.find("{http://www.w3.org/2000/svg}title") is not None
+    ]
     widths = [float(bar.get("width")) for bar in bars]
     assert len(bars) == 2
     assert math.isclose(widths[0] / widths[1], 4.0)

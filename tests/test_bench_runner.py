@@ -29,14 +29,22 @@ def bench_run(embedded_model_path: Path, tmp_path_factory: pytest.TempPathFactor
         bench,
         [
             str(DATA / "bfcl_sample.jsonl"),
-            "--answers", str(DATA / "bfcl_sample_answers.jsonl"),
-            "--model", str(embedded_model_path),
-            "--strategies", ",".join(STRATS),
-            "--limit", "2",
-            "--threads", "1",
-            "--ctx", "2048",
-            "--max-tokens", "48",
-            "--out", str(out),
+            "--answers",
+            str(DATA / "bfcl_sample_answers.jsonl"),
+            "--model",
+            str(embedded_model_path),
+            "--strategies",
+            ",".join(STRATS),
+            "--limit",
+            "2",
+            "--threads",
+            "1",
+            "--ctx",
+            "2048",
+            "--max-tokens",
+            "48",
+            "--out",
+            str(out),
         ],
     )
     return result, out
@@ -94,8 +102,14 @@ def test_bench_writes_a_summary_of_every_strategy_and_a_plot(bench_run):
 
 def test_an_unknown_strategy_fails_before_loading_with_the_known_ones_listed(tmp_path):
     result = CliRunner().invoke(
-        bench, [str(DATA / "bfcl_sample.jsonl"), "--strategies", "serial,bogus",
-                "--out", str(tmp_path / "o")],
+        bench,
+        [
+            str(DATA / "bfcl_sample.jsonl"),
+            "--strategies",
+            "serial,bogus",
+            "--out",
+            str(tmp_path / "o"),
+        ],
     )
     assert isinstance(result.exception, BenchError)
     assert "'bogus'" in str(result.exception)
@@ -113,8 +127,18 @@ def test_an_answer_file_matching_no_case_is_refused(tmp_path, embedded_model_pat
     answers = tmp_path / "a.jsonl"
     answers.write_text(json.dumps({"id": "other", "ground_truth": []}) + "\n")
     result = CliRunner().invoke(
-        bench, [str(DATA / "bfcl_sample.jsonl"), "--answers", str(answers), "--strategies",
-                "serial", "--model", str(embedded_model_path), "--out", str(tmp_path / "o")],
+        bench,
+        [
+            str(DATA / "bfcl_sample.jsonl"),
+            "--answers",
+            str(answers),
+            "--strategies",
+            "serial",
+            "--model",
+            str(embedded_model_path),
+            "--out",
+            str(tmp_path / "o"),
+        ],
     )
     assert isinstance(result.exception, BenchError)
     assert "no answer for any of the cases" in str(result.exception)
@@ -128,16 +152,18 @@ def test_an_answer_file_matching_no_case_is_refused(tmp_path, embedded_model_pat
         ("llama3", "", "", "parameters"),
     ],
 )
-def test_the_peer_frames_the_call_json_in_the_format_s_fixed_text(format_name, prefix, suffix,
-                                                                    key):
+def test_the_peer_frames_the_call_json_in_the_format_s_fixed_text(format_name, prefix, suffix, key):
     frame = call_frame(FORMATS[format_name])
     assert (frame.prefix, frame.suffix, frame.arguments_key) == (prefix, suffix, key)
 
 
 def test_the_peer_grammar_wraps_the_json_schema_rules_in_a_root():
     tools = [
-        ToolSchema("get_weather", "", {"type": "object", "properties": {
-            "city": {"type": "string"}}, "required": ["city"]}),
+        ToolSchema(
+            "get_weather",
+            "",
+            {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        ),
         ToolSchema("get_time", "", {"type": "object", "properties": {}}),
     ]
     grammar = call_grammar(FORMATS["qwen"], tools)

@@ -26,8 +26,7 @@ pytestmark = pytest.mark.model
 
 LOGIT_TOLERANCE = 0.05
 PROMPT = (
-    "<|im_start|>user\nWhat is the weather in Paris tomorrow?<|im_end|>\n"
-    "<|im_start|>assistant\n"
+    "<|im_start|>user\nWhat is the weather in Paris tomorrow?<|im_end|>\n<|im_start|>assistant\n"
 )
 CONTINUATIONS = [" Sure", " The", " It", " I"]
 

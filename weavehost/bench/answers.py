@@ -158,15 +158,19 @@ def _dict_check(param: str, value: Mapping[str, Any], accepted: Sequence[Any]) -
         if option == "":
             continue
         if not isinstance(option, Mapping):
-            verdict = Verdict(False, f"Invalid value for parameter {param!r}: {value!r}.",
-                              "value_error:dict_value")
+            verdict = Verdict(
+                False,
+                f"Invalid value for parameter {param!r}: {value!r}.",
+                "value_error:dict_value",
+            )
             continue
         verdict = Verdict(False, "", "dict_checker:unclear")
         flag = True
         for key, item in value.items():
             if key not in option:
-                verdict = Verdict(False, f"Unexpected dict key parameter: {key!r}.",
-                                  "value_error:dict_key")
+                verdict = Verdict(
+                    False, f"Unexpected dict key parameter: {key!r}.", "value_error:dict_key"
+                )
                 flag = False
                 break
             choices = [_standardized(c) for c in option[key]]
@@ -180,8 +184,9 @@ def _dict_check(param: str, value: Mapping[str, Any], accepted: Sequence[Any]) -
                 break
         for key, choices in option.items():
             if key not in value and "" not in choices:
-                verdict = Verdict(False, f"Missing dict key parameter: {key!r}.",
-                                  "value_error:dict_key")
+                verdict = Verdict(
+                    False, f"Missing dict key parameter: {key!r}.", "value_error:dict_key"
+                )
                 flag = False
                 break
         if flag:
@@ -193,14 +198,18 @@ def _list_dict_check(param: str, value: list[Any], accepted: Sequence[Any]) -> V
     verdict = Verdict(False, "", "list_dict_checker:unclear")
     for option in accepted:
         if not isinstance(option, list) or len(value) != len(option):
-            verdict = Verdict(False, "Wrong number of dictionaries in the list.",
-                              "value_error:list_dict_count")
+            verdict = Verdict(
+                False, "Wrong number of dictionaries in the list.", "value_error:list_dict_count"
+            )
             continue
         flag = True
         for item, expected in zip(value, option, strict=True):
             if not isinstance(item, Mapping):
-                verdict = Verdict(False, f"Invalid value for parameter {param!r}: {item!r}.",
-                                  "value_error:list_dict")
+                verdict = Verdict(
+                    False,
+                    f"Invalid value for parameter {param!r}: {item!r}.",
+                    "value_error:list_dict",
+                )
                 flag = False
                 break
             verdict = _dict_check(param, item, [expected])
@@ -225,19 +234,28 @@ def check_call(
     """BFCL's ``simple_function_checker``: one call against one ground-truth call."""
     ((expected_name, accepted_params),) = answer.items()
     if call.name != function.get("name") or call.name != expected_name:
-        return Verdict(False, f"Function name {expected_name!r} not found in model output.",
-                       "simple_function_checker:wrong_func_name")
+        return Verdict(
+            False,
+            f"Function name {expected_name!r} not found in model output.",
+            "simple_function_checker:wrong_func_name",
+        )
     parameters = function.get("parameters") or {}
     details_by_param = parameters.get("properties") or {}
     arguments = call.arguments
     for param in parameters.get("required") or []:
         if param not in arguments:
-            return Verdict(False, f"Missing required parameter: {param!r}.",
-                           "simple_function_checker:missing_required")
+            return Verdict(
+                False,
+                f"Missing required parameter: {param!r}.",
+                "simple_function_checker:missing_required",
+            )
     for param, given in arguments.items():
         if param not in details_by_param or param not in accepted_params:
-            return Verdict(False, f"Unexpected parameter: {param!r}.",
-                           "simple_function_checker:unexpected_param")
+            return Verdict(
+                False,
+                f"Unexpected parameter: {param!r}.",
+                "simple_function_checker:unexpected_param",
+            )
         details = details_by_param[param] or {}
         accepted = accepted_params[param]
         type_name = _property_type(details)

@@ -159,8 +159,9 @@ class LlamaCppPythonPeer:
         tokens: list[int] = []
         for segment in segments:
             tokens.extend(
-                self._llama.tokenize(segment.text.encode("utf-8"), add_bos=False,
-                                     special=segment.special)
+                self._llama.tokenize(
+                    segment.text.encode("utf-8"), add_bos=False, special=segment.special
+                )
             )
         return tokens
 
