@@ -30,7 +30,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
-import weavehost.engine.engine as engine_module
+import weavehost.engine.native as native_module
 from weavehost import Host
 from weavehost.agent.events import Event
 from weavehost.agent.model import AgentModel, EngineModel
@@ -139,7 +139,7 @@ class FailingDecode:
 
     def __init__(self, times: int) -> None:
         self.times, self.failed = times, 0
-        self.real = engine_module.llama_cpp.llama_decode
+        self.real = native_module.llama_cpp.llama_decode
 
     def __call__(self, context: Any, batch: Any) -> int:
         if self.failed < self.times:
@@ -156,7 +156,7 @@ async def test_llama_decode_returning_1_resets_the_kv_cache_and_the_step_is_trie
     async with docs_session(model, log, max_steps=1, tool_choice="required") as session:
         await run_turn(session, "Hello.")  # something resident to lose
         failing = FailingDecode(times=1)
-        monkeypatch.setattr(engine_module.llama_cpp, "llama_decode", failing)
+        monkeypatch.setattr(native_module.llama_cpp, "llama_decode", failing)
         events = await run_turn(session, "Read page 3 of the manual.")
     assert failing.failed == 1
     notice = [e["text"] for e in of(events, "notice")]
@@ -174,7 +174,7 @@ async def test_llama_decode_failing_twice_ends_the_turn_with_an_error_and_the_ne
     log: list[dict[str, Any]] = []
     async with docs_session(model, log, max_steps=1, tool_choice="required") as session:
         failing = FailingDecode(times=2)
-        monkeypatch.setattr(engine_module.llama_cpp, "llama_decode", failing)
+        monkeypatch.setattr(native_module.llama_cpp, "llama_decode", failing)
         events = await run_turn(session, "Read page 3 of the manual.")
         error = of(events, "error")[0]
         assert error["kind"] == "KVCacheFullError" and "no room" in error["error"]

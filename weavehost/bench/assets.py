@@ -27,7 +27,6 @@ quantized (``general.file_type`` 15, Q4_K_M), so the Q4_0 file is a requantizati
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import subprocess
@@ -183,20 +182,11 @@ def _part_chunks(wheels: Sequence[Path]) -> Iterator[bytes]:
 
 
 def _quantize(source: Path, target: Path, ftype: int) -> None:
-    import llama_cpp
+    from weavehost.engine.native import quantize
 
-    from weavehost.engine.native import route_llama_log
-
-    route_llama_log()  # llama.cpp logs a line per tensor; keep it in `logging`, silent
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = ftype
-    # The source is already quantized (Q4_K_M): llama.cpp refuses to requantize unless asked.
-    params.allow_requantize = True
-    params.nthread = os.cpu_count() or 1
     partial = target.with_name(target.name + ".partial")
-    code = llama_cpp.llama_model_quantize(
-        str(source).encode(), str(partial).encode(), ctypes.byref(params)
-    )
+    # The source is already quantized (Q4_K_M): llama.cpp refuses to requantize unless asked.
+    code = quantize(source, partial, ftype, allow_requantize=True)
     if code != 0 or not partial.is_file():
         partial.unlink(missing_ok=True)
         raise BenchError(f"llama.cpp could not quantize {source.name} (code {code})")

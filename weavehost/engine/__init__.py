@@ -4,10 +4,9 @@ from weavehost.engine.engine import (
     DEFAULT_N_CTX,
     DEFAULT_N_SEQ_MAX,
     Engine,
-    EngineStats,
-    Row,
     default_threads,
 )
+from weavehost.engine.passes import EngineStats, Row
 from weavehost.engine.segment import Segment
 
 __all__ = [

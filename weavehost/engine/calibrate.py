@@ -12,7 +12,8 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from weavehost.engine.engine import Engine, Row
+from weavehost.engine.engine import Engine
+from weavehost.engine.passes import Row
 from weavehost.errors import EngineError
 
 __all__ = [

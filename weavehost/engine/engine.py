@@ -23,19 +23,17 @@ Stage: engine. Every decoding strategy runs on this class, so they compare fairl
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import os
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import llama_cpp
 import numpy as np
 
-from weavehost.engine.native import NativeHandles, open_native, tokenize_function_address
+from weavehost.engine.native import BatchRow, NativeContext, NativeTokenizer, open_native
+from weavehost.engine.passes import EngineStats, Row
 from weavehost.engine.segment import Segment
 from weavehost.errors import (
     AbortedError,
@@ -45,21 +43,12 @@ from weavehost.errors import (
     KVCacheFullError,
 )
 
-__all__ = [
-    "DEFAULT_N_CTX",
-    "DEFAULT_N_SEQ_MAX",
-    "Engine",
-    "EngineStats",
-    "NativeTokenizer",
-    "Row",
-    "default_threads",
-]
+__all__ = ["DEFAULT_N_CTX", "DEFAULT_N_SEQ_MAX", "Engine", "NativeTokenizer", "default_threads"]
 
 DEFAULT_N_CTX = 4096
 DEFAULT_N_BATCH = 512
 # Parallel value sequences of the widest BFCL call plus padding, with room to spare.
 DEFAULT_N_SEQ_MAX = 16
-ggml_abort = llama_cpp.ggml_abort_callback
 
 
 def default_threads() -> int:
@@ -70,95 +59,23 @@ def default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-@dataclass(frozen=True, slots=True)
-class NativeTokenizer:
-    """What a library needs to tokenize with llama.cpp directly: the vocabulary handle and the
-    address of the C ``llama_tokenize`` function."""
-
-    vocab: llama_cpp.llama_vocab_p
-    tokenize_fn: int
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    """One token of a pass: the token, the sequences it joins, whether to keep its logits.
-
-    ``forced`` marks a token that was known before the pass (prompt, skeleton, jump-forward):
-    it is counted as prefilled, not decoded. ``padding`` marks a placeholder row added only to
-    reach a cheaper batch width; it is counted apart from both.
-    """
-
-    token: int
-    seqs: tuple[int, ...]
-    logits: bool = False
-    forced: bool = False
-    padding: bool = False
-
-
-@dataclass(slots=True)
-class EngineStats:
-    """Counters of the work done on a context. Subtract two snapshots to cost one call."""
-
-    passes: int = 0
-    decode_passes: int = 0
-    prefill_passes: int = 0
-    decoded_tokens: int = 0
-    prefilled_tokens: int = 0
-    padded_tokens: int = 0
-    decode_s: float = 0.0
-    prefill_s: float = 0.0
-    # Number of sequences in each decode pass, by width (what padding plans are made from).
-    width_counts: dict[int, int] = field(default_factory=dict)
-
-    def snapshot(self) -> EngineStats:
-        return EngineStats(
-            self.passes,
-            self.decode_passes,
-            self.prefill_passes,
-            self.decoded_tokens,
-            self.prefilled_tokens,
-            self.padded_tokens,
-            self.decode_s,
-            self.prefill_s,
-            dict(self.width_counts),
-        )
-
-    def since(self, earlier: EngineStats) -> EngineStats:
-        widths = {
-            w: n - earlier.width_counts.get(w, 0)
-            for w, n in self.width_counts.items()
-            if n - earlier.width_counts.get(w, 0)
-        }
-        return EngineStats(
-            self.passes - earlier.passes,
-            self.decode_passes - earlier.decode_passes,
-            self.prefill_passes - earlier.prefill_passes,
-            self.decoded_tokens - earlier.decoded_tokens,
-            self.prefilled_tokens - earlier.prefilled_tokens,
-            self.padded_tokens - earlier.padded_tokens,
-            self.decode_s - earlier.decode_s,
-            self.prefill_s - earlier.prefill_s,
-            widths,
-        )
-
-
 class Engine:
     """A loaded model and one context; create with :meth:`Engine.open`."""
 
-    def __init__(self, handles: NativeHandles, path: Path, n_threads: int) -> None:
-        self._h = handles
+    def __init__(
+        self, native: NativeContext, path: Path, n_threads: int, abort: threading.Event
+    ) -> None:
+        self._native = native
         self.path = path
         self.n_threads = n_threads
         self.stats = EngineStats()
         self._lengths: dict[int, int] = {}
         self._lock = threading.RLock()
-        self._abort = threading.Event()
+        self._abort = abort
         self._pieces: dict[int, bytes] = {}
         # Logits predicting each sequence's next token, when its last row asked for them.
         self._next_logits: dict[int, np.ndarray] = {}
-        self._eog = frozenset(
-            t for t in range(self.n_vocab) if llama_cpp.llama_vocab_is_eog(handles.vocab, t)
-        )
+        self._eog = frozenset(t for t in range(self.n_vocab) if native.is_end_of_generation(t))
 
     # -- lifetime -------------------------------------------------------------------------------
 
@@ -176,57 +93,49 @@ class Engine:
         """Load the GGUF at ``path``; the model and context are freed when the block ends."""
         threads = n_threads or default_threads()
         abort = threading.Event()
-
-        @ggml_abort
-        def on_abort(_data: ctypes.c_void_p) -> bool:
-            return abort.is_set()
-
         with open_native(
             Path(path),
             n_ctx=n_ctx,
             n_batch=n_batch,
             n_seq_max=n_seq_max,
             n_threads=threads,
-            abort_callback=on_abort,
-        ) as handles:
-            engine = cls(handles, Path(path), threads)
-            engine._abort = abort
-            engine._abort_callback = on_abort  # keep the C callback alive with the engine
-            yield engine
+            should_abort=abort.is_set,
+        ) as native:
+            yield cls(native, Path(path), threads, abort)
 
     # -- facts ----------------------------------------------------------------------------------
 
     @property
     def n_ctx(self) -> int:
-        return self._h.n_ctx
+        return self._native.n_ctx
 
     @property
     def n_vocab(self) -> int:
-        return self._h.n_vocab
+        return self._native.n_vocab
 
     @property
     def n_seq_max(self) -> int:
-        return self._h.n_seq_max
+        return self._native.n_seq_max
 
     @property
     def n_batch(self) -> int:
-        return self._h.batch_capacity
+        return self._native.batch_capacity
 
     def is_end_of_generation(self, token: int) -> bool:
         return token in self._eog
 
     def is_control(self, token: int) -> bool:
-        return bool(llama_cpp.llama_vocab_is_control(self._h.vocab, token))
+        return self._native.is_control(token)
 
     @property
     def eos_token(self) -> int:
-        return int(llama_cpp.llama_vocab_eos(self._h.vocab))
+        return self._native.eos_token
 
     def native_tokenizer(self) -> NativeTokenizer:
         """The raw vocabulary handle and llama.cpp's C tokenize function, for a constraint
         library that tokenizes through llama.cpp itself (llguidance). Valid while the engine is
         open; nothing else above the engine touches llama.cpp."""
-        return NativeTokenizer(vocab=self._h.vocab, tokenize_fn=tokenize_function_address())
+        return self._native.tokenizer()
 
     @functools.cached_property
     def special_texts(self) -> frozenset[str]:
@@ -234,10 +143,7 @@ class Engine:
         user-defined ones written like ``<tool_call>``)."""
         out = set()
         for token in range(self.n_vocab):
-            attr = llama_cpp.llama_vocab_get_attr(self._h.vocab, token)
-            if attr & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL or (
-                attr & llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
-            ):
+            if self._native.is_special(token):
                 text = self.token_bytes(token).decode("utf-8", errors="replace")
                 if text.startswith("<") and text.endswith(">") and len(text) > 2:
                     out.add(text)
@@ -248,16 +154,10 @@ class Engine:
     def tokenize(self, text: str, *, special: bool = False, add_bos: bool = False) -> list[int]:
         """Tokens of ``text``; special-token text is parsed only with ``special=True``."""
         data = text.encode("utf-8")
-        capacity = len(data) + 8
         with self._lock:
-            for _ in range(2):
-                buffer = (llama_cpp.llama_token * capacity)()
-                count = llama_cpp.llama_tokenize(
-                    self._h.vocab, data, len(data), buffer, capacity, add_bos, special
-                )
-                if count >= 0:
-                    return list(buffer[:count])
-                capacity = -count
+            tokens = self._native.tokenize(data, add_bos=add_bos, special=special)
+        if tokens is not None:
+            return tokens
         raise EngineError(f"could not tokenize a text of {len(data)} bytes")
 
     def tokenize_segments(self, segments: Iterable[Segment], *, add_bos: bool = False) -> list[int]:
@@ -273,13 +173,8 @@ class Engine:
         """The bytes a token stands for (special tokens as their text)."""
         piece = self._pieces.get(token)
         if piece is None:
-            buffer = ctypes.create_string_buffer(64)
             with self._lock:
-                n = llama_cpp.llama_token_to_piece(self._h.vocab, token, buffer, 64, 0, True)
-                if n < 0:
-                    buffer = ctypes.create_string_buffer(-n)
-                    n = llama_cpp.llama_token_to_piece(self._h.vocab, token, buffer, -n, 0, True)
-            piece = buffer.raw[:n]
+                piece = self._native.piece(token)
             self._pieces[token] = piece
         return piece
 
@@ -299,18 +194,15 @@ class Engine:
     def kv_span(self, seq: int) -> tuple[int, int]:
         """The smallest and largest position llama.cpp holds for ``seq`` ((-1, -1) if empty)."""
         with self._lock:
-            return (
-                llama_cpp.llama_memory_seq_pos_min(self._h.memory, seq),
-                llama_cpp.llama_memory_seq_pos_max(self._h.memory, seq),
-            )
+            return self._native.seq_span(seq)
 
     def fork(self, src: int, dst: int) -> None:
         """Make ``dst`` a copy of ``src`` (shared KV cells; nothing is recomputed)."""
         self._check_seq(src)
         self._check_seq(dst)
         with self._lock:
-            llama_cpp.llama_memory_seq_rm(self._h.memory, dst, -1, -1)
-            llama_cpp.llama_memory_seq_cp(self._h.memory, src, dst, -1, -1)
+            self._native.seq_remove(dst)
+            self._native.seq_copy(src, dst)
             self._lengths[dst] = self.seq_len(src)
             if src in self._next_logits:
                 self._next_logits[dst] = self._next_logits[src]
@@ -326,7 +218,7 @@ class Engine:
         self._check_seq(seq)
         from_pos = max(0, min(from_pos, self.seq_len(seq)))
         with self._lock:
-            if not llama_cpp.llama_memory_seq_rm(self._h.memory, seq, from_pos, -1):
+            if not self._native.seq_remove(seq, from_pos):
                 raise EngineError(f"llama.cpp could not remove sequence {seq} from {from_pos}")
             if from_pos < self.seq_len(seq):
                 self._next_logits.pop(seq, None)
@@ -337,7 +229,7 @@ class Engine:
     def clear(self) -> None:
         """Empty the whole KV cache."""
         with self._lock:
-            llama_cpp.llama_memory_clear(self._h.memory, True)
+            self._native.clear()
             self._lengths.clear()
             self._next_logits.clear()
 
@@ -356,7 +248,7 @@ class Engine:
         if n_threads < 1:
             raise EngineError(f"a context needs at least one thread, got {n_threads}")
         with self._lock:
-            llama_cpp.llama_set_n_threads(self._h.context, n_threads, n_threads)
+            self._native.set_threads(n_threads)
             self.n_threads = n_threads
 
     def run_pass(self, rows: Sequence[Row]) -> list[np.ndarray]:
@@ -396,32 +288,22 @@ class Engine:
                 for seq in row.seqs:
                     lengths[seq] = pos + 1
 
-            batch = self._h.batch
-            wanted: list[int] = []
-            for i, (row, pos) in enumerate(zip(rows, positions, strict=True)):
-                batch.token[i] = row.token
-                batch.pos[i] = pos
-                batch.n_seq_id[i] = len(row.seqs)
-                for j, seq in enumerate(row.seqs):
-                    batch.seq_id[i][j] = seq
-                batch.logits[i] = 1 if row.logits else 0
-                if row.logits:
-                    wanted.append(i)
-            batch.n_tokens = len(rows)
+            self._native.load_batch(
+                [
+                    BatchRow(row.token, pos, row.seqs, row.logits)
+                    for row, pos in zip(rows, positions, strict=True)
+                ]
+            )
+            wanted = [i for i, row in enumerate(rows) if row.logits]
 
             started = time.perf_counter()
-            code = llama_cpp.llama_decode(self._h.context, batch)
+            code = self._native.decode()
             elapsed = time.perf_counter() - started
             if code != 0:
                 self._resync(rows)
                 self._raise_for(code, len(rows))
             self._lengths = lengths
-            out = [
-                np.ctypeslib.as_array(
-                    llama_cpp.llama_get_logits_ith(self._h.context, i), shape=(self.n_vocab,)
-                ).copy()
-                for i in wanted
-            ]
+            out = [self._native.logits(i) for i in wanted]
             by_row = dict(zip(wanted, out, strict=True))
             for i, row in enumerate(rows):
                 for seq in row.seqs:
@@ -466,7 +348,7 @@ class Engine:
     def _resync(self, rows: Sequence[Row]) -> None:
         """After a failed or aborted decode, read the true sequence lengths back from llama.cpp."""
         for seq in {seq for row in rows for seq in row.seqs}:
-            self._lengths[seq] = llama_cpp.llama_memory_seq_pos_max(self._h.memory, seq) + 1
+            self._lengths[seq] = self._native.seq_span(seq)[1] + 1
 
     def _raise_for(self, code: int, n_tokens: int) -> None:
         if code == 1:

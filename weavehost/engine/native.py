@@ -1,10 +1,14 @@
 """The llama.cpp boundary: loading, contexts, batches and the log, through llama-cpp-python.
 
-Stage: engine (lowest layer). Everything that touches ``llama_cpp`` handles lives here, so the
-rest of the engine works with Python values. Guarantees:
+Stage: engine (lowest layer). Every call weavehost makes into llama.cpp is made here (the stock
+llama-cpp-python peer of the benchmark is the one other user of ``llama_cpp``, on purpose: it is
+what a user would write); the rest of the engine works with Python values through
+:class:`NativeContext`.
+Guarantees:
 
 - :func:`open_native` is a context manager that owns the model, the context and one reusable
   batch, and frees them in reverse order through an ``ExitStack`` (never in ``__del__``).
+- :class:`NativeContext` holds no lock of its own: the engine serialises every call on it.
 - llama.cpp's own log goes to the ``weavehost.engine.llama_cpp`` logger at DEBUG (errors at
   INFO), so it is silent unless the user asks for verbose output.
 - A failed load or context creation raises :class:`ModelLoadError` naming the file.
@@ -15,16 +19,18 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
+import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import llama_cpp
+import numpy as np
 
 from weavehost.errors import ModelLoadError
 
-__all__ = ["NativeHandles", "open_native", "route_llama_log", "tokenize_function_address"]
+__all__ = ["NativeContext", "NativeTokenizer", "open_native", "quantize", "route_llama_log"]
 
 _llama_log = logging.getLogger("weavehost.engine.llama_cpp")
 
@@ -57,19 +63,147 @@ def route_llama_log() -> None:
         _initialised = True
 
 
-@dataclass(slots=True)
-class NativeHandles:
-    """Raw handles owned by :func:`open_native`; valid only inside its ``with`` block."""
+@dataclass(frozen=True, slots=True)
+class NativeTokenizer:
+    """What a library needs to tokenize with llama.cpp directly: the vocabulary handle and the
+    address of the C ``llama_tokenize`` function."""
 
-    model: llama_cpp.llama_model_p
-    context: llama_cpp.llama_context_p
     vocab: llama_cpp.llama_vocab_p
-    memory: llama_cpp.llama_memory_t
-    batch: llama_cpp.llama_batch
-    batch_capacity: int
-    n_ctx: int
-    n_vocab: int
-    n_seq_max: int
+    tokenize_fn: int
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRow:
+    """One token of a batch, placed: its position, the sequences it joins, whether its logits
+    are kept."""
+
+    token: int
+    pos: int
+    seqs: tuple[int, ...]
+    logits: bool
+
+
+class NativeContext:
+    """A loaded model, its context and one reusable batch; valid only inside :func:`open_native`.
+
+    Plain Python in and out: token ids, bytes, positions, copies of logits.
+    """
+
+    def __init__(
+        self,
+        model: llama_cpp.llama_model_p,
+        context: llama_cpp.llama_context_p,
+        batch: llama_cpp.llama_batch,
+        *,
+        batch_capacity: int,
+        n_seq_max: int,
+        abort_callback: object,
+    ) -> None:
+        self._model, self._context, self._batch = model, context, batch
+        self._vocab = llama_cpp.llama_model_get_vocab(model)
+        self._memory = llama_cpp.llama_get_memory(context)
+        self._abort_callback = abort_callback  # kept alive as long as the context
+        self.batch_capacity = batch_capacity
+        self.n_seq_max = n_seq_max
+        self.n_ctx = int(llama_cpp.llama_n_ctx(context))
+        self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
+
+    # -- vocabulary ------------------------------------------------------------------------------
+
+    def is_end_of_generation(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
+
+    def is_control(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_control(self._vocab, token))
+
+    def is_special(self, token: int) -> bool:
+        """A control token or a user-defined one (``<tool_call>``): reachable only by special
+        parsing."""
+        attr = llama_cpp.llama_vocab_get_attr(self._vocab, token)
+        special = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
+        return bool(attr & special)
+
+    @property
+    def eos_token(self) -> int:
+        return int(llama_cpp.llama_vocab_eos(self._vocab))
+
+    def tokenize(self, data: bytes, *, add_bos: bool, special: bool) -> list[int] | None:
+        """Tokens of ``data``, or ``None`` if llama.cpp would not tokenize it."""
+        capacity = len(data) + 8
+        for _ in range(2):
+            buffer = (llama_cpp.llama_token * capacity)()
+            count = llama_cpp.llama_tokenize(
+                self._vocab, data, len(data), buffer, capacity, add_bos, special
+            )
+            if count >= 0:
+                return list(buffer[:count])
+            capacity = -count
+        return None
+
+    def piece(self, token: int) -> bytes:
+        """The bytes a token stands for (special tokens as their text)."""
+        buffer = ctypes.create_string_buffer(64)
+        n = llama_cpp.llama_token_to_piece(self._vocab, token, buffer, 64, 0, True)
+        if n < 0:
+            buffer = ctypes.create_string_buffer(-n)
+            n = llama_cpp.llama_token_to_piece(self._vocab, token, buffer, -n, 0, True)
+        return buffer.raw[:n]
+
+    def tokenizer(self) -> NativeTokenizer:
+        address = ctypes.cast(llama_cpp.llama_cpp._lib.llama_tokenize, ctypes.c_void_p).value
+        if not address:
+            raise ModelLoadError("llama.cpp's llama_tokenize could not be found in its library")
+        return NativeTokenizer(vocab=self._vocab, tokenize_fn=int(address))
+
+    # -- KV memory -------------------------------------------------------------------------------
+
+    def seq_span(self, seq: int) -> tuple[int, int]:
+        """The smallest and largest position held for ``seq`` ((-1, -1) if none)."""
+        return (
+            int(llama_cpp.llama_memory_seq_pos_min(self._memory, seq)),
+            int(llama_cpp.llama_memory_seq_pos_max(self._memory, seq)),
+        )
+
+    def seq_remove(self, seq: int, start: int = -1, end: int = -1) -> bool:
+        return bool(llama_cpp.llama_memory_seq_rm(self._memory, seq, start, end))
+
+    def seq_copy(self, src: int, dst: int) -> None:
+        llama_cpp.llama_memory_seq_cp(self._memory, src, dst, -1, -1)
+
+    def clear(self) -> None:
+        llama_cpp.llama_memory_clear(self._memory, True)
+
+    # -- passes ----------------------------------------------------------------------------------
+
+    def set_threads(self, n_threads: int) -> None:
+        llama_cpp.llama_set_n_threads(self._context, n_threads, n_threads)
+
+    @property
+    def threads(self) -> int:
+        """The threads llama.cpp decodes with now."""
+        return int(llama_cpp.llama_n_threads(self._context))
+
+    def load_batch(self, rows: Sequence[BatchRow]) -> None:
+        """Fill the reusable batch with ``rows`` (at most ``batch_capacity`` of them)."""
+        batch = self._batch
+        for i, row in enumerate(rows):
+            batch.token[i] = row.token
+            batch.pos[i] = row.pos
+            batch.n_seq_id[i] = len(row.seqs)
+            for j, seq in enumerate(row.seqs):
+                batch.seq_id[i][j] = seq
+            batch.logits[i] = 1 if row.logits else 0
+        batch.n_tokens = len(rows)
+
+    def decode(self) -> int:
+        """One ``llama_decode`` of the loaded batch; its return code (0 on success)."""
+        return int(llama_cpp.llama_decode(self._context, self._batch))
+
+    def logits(self, index: int) -> np.ndarray:
+        """A copy of the logits of row ``index`` of the last decode."""
+        return np.ctypeslib.as_array(
+            llama_cpp.llama_get_logits_ith(self._context, index), shape=(self.n_vocab,)
+        ).copy()
 
 
 @contextlib.contextmanager
@@ -80,9 +214,13 @@ def open_native(
     n_batch: int,
     n_seq_max: int,
     n_threads: int,
-    abort_callback: ctypes._CFuncPtr | None = None,
-) -> Iterator[NativeHandles]:
-    """Load ``path`` and create a context with a unified KV cache shared by ``n_seq_max`` seqs."""
+    should_abort: Callable[[], bool] | None = None,
+) -> Iterator[NativeContext]:
+    """Load ``path`` and create a context with a unified KV cache shared by ``n_seq_max`` seqs.
+
+    ``should_abort`` is asked by llama.cpp during a pass (its abort callback), from the thread
+    running it; returning true stops the pass.
+    """
     route_llama_log()
     with contextlib.ExitStack() as stack:
         model_params = llama_cpp.llama_model_default_params()
@@ -106,8 +244,14 @@ def open_native(
         # and the context size is not split per sequence.
         params.kv_unified = True
         params.no_perf = True
-        if abort_callback is not None:
-            params.abort_callback = abort_callback
+        callback = None
+        if should_abort is not None:
+
+            @llama_cpp.ggml_abort_callback
+            def callback(_data: ctypes.c_void_p) -> bool:
+                return should_abort()
+
+            params.abort_callback = callback
         context = llama_cpp.llama_init_from_model(model, params)
         if not context:
             raise ModelLoadError(
@@ -119,24 +263,27 @@ def open_native(
         batch = llama_cpp.llama_batch_init(n_batch, 0, n_seq_max)
         stack.callback(llama_cpp.llama_batch_free, batch)
 
-        vocab = llama_cpp.llama_model_get_vocab(model)
-        yield NativeHandles(
-            model=model,
-            context=context,
-            vocab=vocab,
-            memory=llama_cpp.llama_get_memory(context),
-            batch=batch,
+        yield NativeContext(
+            model,
+            context,
+            batch,
             batch_capacity=n_batch,
-            n_ctx=llama_cpp.llama_n_ctx(context),
-            n_vocab=llama_cpp.llama_vocab_n_tokens(vocab),
             n_seq_max=n_seq_max,
+            abort_callback=callback,
         )
 
 
-def tokenize_function_address() -> int:
-    """The address of llama.cpp's C ``llama_tokenize``, for a library that tokenizes through it
-    directly (llguidance's ``LLTokenizer.from_llamacpp``)."""
-    address = ctypes.cast(llama_cpp.llama_cpp._lib.llama_tokenize, ctypes.c_void_p).value
-    if not address:
-        raise ModelLoadError("llama.cpp's llama_tokenize could not be found in its library")
-    return int(address)
+def quantize(source: Path, target: Path, ftype: int, *, allow_requantize: bool) -> int:
+    """Write ``source`` quantized to llama.cpp's file type ``ftype`` into ``target``; llama.cpp's
+    return code (0 on success). ``allow_requantize``: the source's weights are quantized already.
+    """
+    route_llama_log()  # llama.cpp logs a line per tensor; keep it in `logging`, silent
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = ftype
+    params.allow_requantize = allow_requantize
+    params.nthread = os.cpu_count() or 1
+    return int(
+        llama_cpp.llama_model_quantize(
+            str(source).encode(), str(target).encode(), ctypes.byref(params)
+        )
+    )
