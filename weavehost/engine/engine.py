@@ -17,6 +17,12 @@ Stage: engine. Every decoding strategy runs on this class, so they compare fairl
   abort raises :class:`AbortedError`; the sequence lengths stay true to the KV cache afterwards.
 - **Special tokens are parsed only where asked** (``special=True``); user text and tool output
   are tokenized as plain text.
+- **A saved sequence is checked before llama.cpp reads it.** :meth:`Engine.save_sequence`
+  writes a sequence's KV state with its tokens and the engine's :attr:`Engine.identity` (model
+  file, context size, llama.cpp build), atomically (:mod:`weavehost.engine.saved`).
+  :meth:`Engine.load_sequence` hands the state to llama.cpp only when all of it checks out;
+  otherwise (missing, truncated, flipped bytes, other tokens or model) it returns ``None`` and
+  the sequence is empty. A loaded sequence has its length and no next-token logits.
 - One lock serialises all native calls, so two threads cannot enter the context at once.
 """
 
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import threading
 import time
@@ -32,8 +39,15 @@ from pathlib import Path
 
 import numpy as np
 
-from weavehost.engine.native import BatchRow, NativeContext, NativeTokenizer, open_native
+from weavehost.engine.native import (
+    LLAMA_CPP_VERSION,
+    BatchRow,
+    NativeContext,
+    NativeTokenizer,
+    open_native,
+)
 from weavehost.engine.passes import EngineStats, Row
+from weavehost.engine.saved import StateIdentity, read_saved, write_saved
 from weavehost.engine.segment import Segment
 from weavehost.errors import (
     AbortedError,
@@ -43,7 +57,16 @@ from weavehost.errors import (
     KVCacheFullError,
 )
 
-__all__ = ["DEFAULT_N_CTX", "DEFAULT_N_SEQ_MAX", "Engine", "NativeTokenizer", "default_threads"]
+__all__ = [
+    "DEFAULT_N_CTX",
+    "DEFAULT_N_SEQ_MAX",
+    "Engine",
+    "NativeTokenizer",
+    "StateIdentity",
+    "default_threads",
+]
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_N_CTX = 4096
 DEFAULT_N_BATCH = 512
@@ -76,6 +99,14 @@ class Engine:
         # Logits predicting each sequence's next token, when its last row asked for them.
         self._next_logits: dict[int, np.ndarray] = {}
         self._eog = frozenset(t for t in range(self.n_vocab) if native.is_end_of_generation(t))
+        stat = path.stat()
+        self.identity = StateIdentity(
+            model=str(path.resolve()),
+            model_bytes=stat.st_size,
+            model_mtime_ns=stat.st_mtime_ns,
+            n_ctx=native.n_ctx,
+            llama_cpp=LLAMA_CPP_VERSION,
+        )
 
     # -- lifetime -------------------------------------------------------------------------------
 
@@ -232,6 +263,45 @@ class Engine:
             self._native.clear()
             self._lengths.clear()
             self._next_logits.clear()
+
+    # -- saved sequences ------------------------------------------------------------------------
+
+    def save_sequence(self, seq: int, path: Path, tokens: Sequence[int]) -> int:
+        """Write sequence ``seq``'s KV state, which holds ``tokens``, to ``path`` atomically;
+        return the file's size. An ``OSError`` of the file system is the caller's to handle."""
+        self._check_seq(seq)
+        if len(tokens) != self.seq_len(seq):
+            raise EngineError(
+                f"sequence {seq} holds {self.seq_len(seq)} tokens, not the {len(tokens)} given"
+            )
+        with self._lock:
+            state = self._native.seq_state(seq)
+        return write_saved(path, self.identity, tokens, state)
+
+    def load_sequence(
+        self, seq: int, path: Path, *, tokens: Sequence[int] | None = None
+    ) -> list[int] | None:
+        """Restore the sequence saved at ``path`` into ``seq``; return its tokens, or ``None``
+        (and ``seq`` empty) when the file is missing, corrupt, saved for another
+        :attr:`identity`, holds other ``tokens`` than asked for, or llama.cpp refuses it.
+        The sequence has no next-token logits afterwards: prefill something to get them."""
+        self._check_seq(seq)
+        saved = read_saved(path, self.identity, tokens)
+        problem = saved.problem
+        with self._lock:
+            self._native.seq_remove(seq)
+            self._lengths[seq] = 0
+            self._next_logits.pop(seq, None)
+            if problem is None and not self._native.set_seq_state(seq, saved.state):
+                problem = "llama.cpp refused the state"
+            if problem is None and self._native.seq_span(seq) != (0, len(saved.tokens) - 1):
+                problem = f"the restored cells are not positions 0..{len(saved.tokens) - 1}"
+            if problem is not None:
+                self._native.seq_remove(seq)
+                logger.info("saved sequence %s not used: %s", path, problem)
+                return None
+            self._lengths[seq] = len(saved.tokens)
+        return list(saved.tokens)
 
     # -- passes ---------------------------------------------------------------------------------
 

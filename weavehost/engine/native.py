@@ -30,7 +30,17 @@ import numpy as np
 
 from weavehost.errors import ModelLoadError
 
-__all__ = ["NativeContext", "NativeTokenizer", "open_native", "quantize", "route_llama_log"]
+__all__ = [
+    "LLAMA_CPP_VERSION",
+    "NativeContext",
+    "NativeTokenizer",
+    "open_native",
+    "quantize",
+    "route_llama_log",
+]
+
+# A saved sequence state is in llama.cpp's own layout: it is only read back by the same build.
+LLAMA_CPP_VERSION = str(llama_cpp.__version__)
 
 _llama_log = logging.getLogger("weavehost.engine.llama_cpp")
 
@@ -172,6 +182,23 @@ class NativeContext:
 
     def clear(self) -> None:
         llama_cpp.llama_memory_clear(self._memory, True)
+
+    # -- sequence state (the prompt-prefix cache) -------------------------------------------------
+
+    def seq_state(self, seq: int) -> bytes:
+        """The KV state of ``seq`` as llama.cpp serialises it (``llama_state_seq_get_data``):
+        its cells' positions and their K and V rows, in llama.cpp's own layout."""
+        size = int(llama_cpp.llama_state_seq_get_size(self._context, seq))
+        buffer = (ctypes.c_uint8 * size)()
+        written = int(llama_cpp.llama_state_seq_get_data(self._context, buffer, size, seq))
+        return bytes(memoryview(buffer)[:written])
+
+    def set_seq_state(self, seq: int, data: bytearray) -> bool:
+        """Load a state from :meth:`seq_state` into ``seq`` (``llama_state_seq_set_data``).
+        False when llama.cpp refused it (another layout, no room); ``seq`` is then empty. The
+        bytes are handed over without a copy, hence a ``bytearray``."""
+        buffer = (ctypes.c_uint8 * len(data)).from_buffer(data)
+        return int(llama_cpp.llama_state_seq_set_data(self._context, buffer, len(data), seq)) > 0
 
     # -- passes ----------------------------------------------------------------------------------
 
