@@ -11,8 +11,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from weavehost.decode.grammar import GrammarBuilder
 from weavehost.errors import FormatError, UnknownFormatError
-from weavehost.formats import FORMATS, ToolCall, detect_format, get_format, tool_to_openai
+from weavehost.formats import (
+    FORMATS,
+    ModelFormat,
+    ToolCall,
+    detect_format,
+    get_format,
+    tool_to_openai,
+)
+from weavehost.formats.base import call_format
+from weavehost.formats.toolprompt import (
+    PARAMETER_DESCRIPTION_BUDGET,
+    PROMPT_EXAMPLES,
+    TOOL_DESCRIPTION_BUDGET,
+)
 from weavehost.gguf import read_metadata
 
 EVERY_TYPE_CALL = ToolCall(
@@ -414,3 +428,134 @@ def test_a_gguf_template_that_fails_while_rendering_is_a_format_error(name):
     broken = "<tool_call> parameters <start_function_declaration>{{ messages[0].content + 1 }}"
     with pytest.raises(FormatError, match="chat template failed to render"):
         FORMATS[name].render_prompt(CONVERSATION, TOOLS, chat_template=broken)
+
+
+# ---------------------------------------------------------------------------------------------
+# Triggers: every way a format's model begins a call, and the layout that call is written in
+# ---------------------------------------------------------------------------------------------
+
+TRIGGERS = [(name, trigger) for name in sorted(FORMATS) for trigger in FORMATS[name].triggers]
+
+
+def _trigger_id(case):
+    return f"{case[0]}:{case[1].text}"
+
+
+@pytest.mark.parametrize("case", TRIGGERS, ids=_trigger_id)
+def test_a_call_begun_by_each_trigger_is_written_from_its_text_and_read_back_by_the_format(case):
+    name, trigger = case
+    fmt = FORMATS[name]
+    view = call_format(fmt, trigger)
+    text = view.render_call(EVERY_TYPE_CALL)
+    assert text.startswith(trigger.text)  # what the model wrote is the head's own beginning
+    assert fmt.parse_calls(text) == [EVERY_TYPE_CALL]
+    assert view.parse_calls(text) == [EVERY_TYPE_CALL]
+
+
+def test_the_formats_list_the_triggers_small_models_write():
+    texts = {name: [t.text for t in fmt.triggers] for name, fmt in FORMATS.items()}
+    assert texts["qwen"] == [
+        "<tool_call>",
+        '{"name"',
+        '```json\n{"name"',
+        '```json\n{\n  "name"',
+    ]
+    assert texts["smollm2"] == ["<tool_call>", '[{"name"']
+    assert texts["llama3"] == ['{"name"', '{"type": "function"']
+    assert texts["functiongemma"] == ["<start_function_call>"]
+
+
+def test_qwen_reads_a_bare_json_reply_and_a_fenced_block_as_calls():
+    qwen = FORMATS["qwen"]
+    call = ToolCall("get_current_time", {"timezone": "Asia/Tokyo"})
+    bare = '{"name": "get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}<|im_end|>'
+    fenced = (
+        'Here:\n```json\n{"name": "get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}\n```'
+    )
+    assert qwen.parse_calls(bare) == [call]
+    assert qwen.parse_calls(fenced) == [call]
+    assert qwen.parse_calls('The answer is {"name": "x"} in prose.') == []
+
+
+def test_a_layout_view_is_the_format_in_all_but_its_layout():
+    qwen = FORMATS["qwen"]
+    bare = next(t for t in qwen.triggers if t.layout is not None and t.at_start)
+    view = call_format(qwen, bare)
+    assert call_format(qwen, None) is qwen and call_format(qwen, qwen.triggers[0]) is qwen
+    assert isinstance(view, ModelFormat)
+    assert (view.name, view.triggers, view.layout) == (qwen.name, qwen.triggers, bare.layout)
+    assert view.value_end('"Tokyo", ') == qwen.value_end('"Tokyo", ') == 7
+    assert view.encode_value({"a": 1}) == qwen.encode_value({"a": 1})
+    assert view.render_prompt(CONVERSATION, TOOLS, chat_template=None) == qwen.render_prompt(
+        CONVERSATION, TOOLS, chat_template=None
+    )
+
+
+def test_a_call_grammar_built_from_a_layout_view_begins_with_the_triggers_text():
+    qwen = FORMATS["qwen"]
+    bare = next(t for t in qwen.triggers if t.layout is not None and t.at_start)
+    schema = {
+        "type": "object",
+        "properties": {"timezone": {"type": "string"}},
+        "required": ["timezone"],
+    }
+    lark = GrammarBuilder(call_format(qwen, bare)).call([("get_current_time", schema)])
+    assert '"{\\"name\\": \\"get_current_time\\", \\"arguments\\": {"' in lark
+    assert "<tool_call>" not in lark
+
+
+# ---------------------------------------------------------------------------------------------
+# The clean tool prompt: what the model reads of a tool
+# ---------------------------------------------------------------------------------------------
+
+# What pydantic (FastMCP) generates for get_current_time(timezone: str), titles and all.
+PYDANTIC_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "title": "get_current_timeArguments",
+    "properties": {
+        "timezone": {
+            "type": "string",
+            "title": "Timezone",
+            "description": "IANA timezone name.",
+            "examples": ["Asia/Tokyo", "Europe/Oslo", "UTC", "America/New_York"],
+        },
+        "title": {"type": "string", "title": "Title", "default": "now"},
+        "tags": {
+            "type": "object",
+            "additionalProperties": {"type": "string", "title": "Tag"},
+        },
+    },
+    "required": ["timezone"],
+    "additionalProperties": False,
+}
+
+
+def test_the_prompt_shows_a_tool_without_titles_or_keys_that_tell_the_model_nothing():
+    shown = tool_to_openai("get_current_time", "Get the time.", PYDANTIC_SCHEMA)
+    assert shown["function"]["parameters"] == {
+        "type": "object",
+        "properties": {
+            "timezone": {
+                "type": "string",
+                "description": "IANA timezone name.",
+                "examples": ["Asia/Tokyo", "Europe/Oslo", "UTC"][:PROMPT_EXAMPLES],
+            },
+            "title": {"type": "string", "default": "now"},  # a property may be called title
+            "tags": {"type": "object", "additionalProperties": {"type": "string"}},
+        },
+        "required": ["timezone"],
+    }
+    assert PYDANTIC_SCHEMA["title"] == "get_current_timeArguments"  # the full schema is untouched
+
+
+def test_descriptions_in_the_prompt_are_cut_at_their_budgets_with_a_mark():
+    long = "word " * 1000
+    shown = tool_to_openai(
+        "t", long, {"type": "object", "properties": {"a": {"type": "string", "description": long}}}
+    )["function"]
+    assert len(shown["description"]) <= TOOL_DESCRIPTION_BUDGET
+    assert shown["description"].endswith("word …")
+    argument = shown["parameters"]["properties"]["a"]["description"]
+    assert len(argument) <= PARAMETER_DESCRIPTION_BUDGET and argument.endswith(" …")
+    assert tool_to_openai("t", "Short.", {})["function"]["description"] == "Short."

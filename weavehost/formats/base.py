@@ -31,14 +31,17 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from weavehost.engine.segment import Segment
 from weavehost.errors import FormatError
 from weavehost.formats.lark import LarkRules
+from weavehost.formats.toolprompt import TOOL_DESCRIPTION_BUDGET, cut_description, prompt_parameters
 
 __all__ = [
     "CallLayout",
     "LayoutCalls",
+    "LayoutView",
     "ModelFormat",
     "Segment",
     "ToolCall",
     "Trigger",
+    "call_format",
     "complete_value_end",
     "render_chat_template",
     "tool_to_openai",
@@ -103,10 +106,15 @@ class Trigger:
 
     ``at_start``: it counts only at the start of the reply, after leading whitespace (Llama 3
     writes a call as the whole reply, so ``{"name"`` later in prose is not a call).
+    ``layout``: the layout a call begun this way is written in, when it is not the format's own
+    (Qwen's bare ``{"name": …}`` reply); its head starts with ``text``, so the strategy rewrites
+    what the model wrote and goes on under the constraint, and the format's ``parse_calls``
+    reads it back. The conversation then records the call, which renders in the canonical form.
     """
 
     text: str
     at_start: bool = False
+    layout: CallLayout | None = None
 
 
 NUMBER_CONTINUES = frozenset("0123456789.eE+-")
@@ -171,11 +179,82 @@ class ModelFormat(Protocol):
 
 
 def tool_to_openai(name: str, description: str, parameters: Mapping[str, Any]) -> dict[str, Any]:
-    """The OpenAI/HF ``{"type": "function", "function": {...}}`` record templates expect."""
+    """The OpenAI/HF ``{"type": "function", "function": {...}}`` record templates expect, with
+    the clean prompt view of the tool (:mod:`weavehost.formats.toolprompt`): every prompt's
+    tools pass through here, while constraints and validation keep the full schema."""
     return {
         "type": "function",
-        "function": {"name": name, "description": description, "parameters": dict(parameters)},
+        "function": {
+            "name": name,
+            "description": cut_description(description, TOOL_DESCRIPTION_BUDGET),
+            "parameters": prompt_parameters(parameters),
+        },
     }
+
+
+class LayoutView:
+    """``fmt`` writing a call in another of its layouts (a :class:`Trigger`'s ``layout``).
+
+    The decoding strategies read only ``layout``, ``value_rule``, ``value_end``,
+    ``encode_value`` and ``parse_calls`` of a format, so a call begun as Qwen's bare JSON is
+    written by the same strategy, under the same value grammar, and read back by the same
+    parser. Everything but the layout is the format's own.
+    """
+
+    __slots__ = ("base", "layout")
+
+    def __init__(self, base: ModelFormat, layout: CallLayout) -> None:
+        self.base, self.layout = base, layout
+
+    @property
+    def name(self) -> str:
+        return self.base.name
+
+    @property
+    def description(self) -> str:
+        return self.base.description
+
+    @property
+    def triggers(self) -> tuple[Trigger, ...]:
+        return self.base.triggers
+
+    def render_prompt(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        chat_template: str | None,
+        add_generation_prompt: bool = True,
+    ) -> list[Segment]:
+        return self.base.render_prompt(
+            messages,
+            tools,
+            chat_template=chat_template,
+            add_generation_prompt=add_generation_prompt,
+        )
+
+    def encode_value(self, value: JSONValue) -> str:
+        return self.base.encode_value(value)
+
+    def value_rule(self, rules: LarkRules, schema: Any) -> str:
+        return self.base.value_rule(rules, schema)
+
+    def value_end(self, text: str) -> int | None:
+        return self.base.value_end(text)
+
+    def render_call(self, call: ToolCall) -> str:
+        return render_call_from_layout(self, call)
+
+    def parse_calls(self, text: str) -> list[ToolCall]:
+        return self.base.parse_calls(text)
+
+
+def call_format(fmt: ModelFormat, trigger: Trigger | None) -> ModelFormat:
+    """The format a call begun by ``trigger`` is written in (``fmt`` itself for its own
+    layout, or for a call the loop asks for without a trigger)."""
+    if trigger is None or trigger.layout is None:
+        return fmt
+    return LayoutView(fmt, trigger.layout)
 
 
 class LayoutCalls:

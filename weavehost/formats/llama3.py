@@ -18,7 +18,7 @@ from weavehost.formats.jsoncalls import (
 )
 from weavehost.formats.prompt import PromptStyle, StyledPrompt
 
-__all__ = ["LLAMA3"]
+__all__ = ["LLAMA3", "TYPED_CALL"]
 
 _FALLBACK_TEMPLATE = """\
 {{- bos_token }}
@@ -59,6 +59,20 @@ value}. Do not use variables.
 {% endif %}"""
 
 
+# Llama 3.2 also writes a call tagged with its type (the OpenAI shape): ``{"type": "function",
+# "name": ..., "parameters": {...}}``. It is read back like the plain one ("type" is ignored).
+TYPED_CALL = CallLayout(
+    opener='{"type": "function"',
+    head='{{"type": "function", "name": "{name}", "parameters": {{',
+    first_prefix='"{key}": ',
+    next_prefix=', "{key}": ',
+    tail="}}",
+    closer="<|eot_id|>",
+    escape=json_key_text,
+)
+_OPENERS = ('{"name"', TYPED_CALL.opener)
+
+
 class Llama3Format(JsonValues, LayoutCalls, StyledPrompt):
     name = "llama3"
     description = 'Llama 3.2 JSON: {"name": ..., "parameters": {...}}'
@@ -71,7 +85,10 @@ class Llama3Format(JsonValues, LayoutCalls, StyledPrompt):
         closer="<|eot_id|>",
         escape=json_key_text,
     )
-    triggers = (Trigger('{"name"', at_start=True),)
+    triggers = (
+        Trigger('{"name"', at_start=True),
+        Trigger(TYPED_CALL.opener, at_start=True, layout=TYPED_CALL),
+    )
     prompt = PromptStyle(
         fallback_template=_FALLBACK_TEMPLATE,
         template_marker="parameters",
@@ -83,9 +100,10 @@ class Llama3Format(JsonValues, LayoutCalls, StyledPrompt):
         body = (
             text.replace("<|python_tag|>", "").replace("<|eot_id|>", "").replace("<|eom_id|>", "")
         )
-        start = body.find(self.layout.opener)
-        if start < 0:
+        starts = [at for at in (body.find(o) for o in _OPENERS) if at >= 0]
+        if not starts:
             return []
+        start = min(starts)
         body = body[start:].strip()
         calls = []
         for obj in decode_json_values(body):

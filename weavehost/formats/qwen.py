@@ -11,12 +11,13 @@ from weavehost.formats.base import CallLayout, LayoutCalls, ToolCall, Trigger
 from weavehost.formats.jsoncalls import (
     JsonValues,
     call_from_object,
+    decode_json_values,
     json_key_text,
     tagged_json_values,
 )
 from weavehost.formats.prompt import PromptStyle, StyledPrompt
 
-__all__ = ["QWEN"]
+__all__ = ["BARE_CALL", "FENCED_CALL", "FENCED_INDENTED_CALL", "QWEN"]
 
 _FALLBACK_TEMPLATE = """\
 {%- if tools %}<|im_start|>system
@@ -63,26 +64,58 @@ For each function call, return a json object with function name and arguments wi
 {% endif %}"""
 
 
+def _json_layout(
+    opener: str, before: str, after: str, closer: str, *, indent: str = ""
+) -> CallLayout:
+    """``before + {"name": …, "arguments": {…}} + after``: one call object, however wrapped.
+    ``indent``: the object's first lines as ``json.dumps(indent=2)`` writes them (the model
+    starts so); the arguments are written compactly, which JSON reads the same."""
+    newline = "\n" + indent if indent else ""
+    return CallLayout(
+        opener=opener,
+        head=before + "{{" + newline + '"name": "{name}",' + (newline or " ") + '"arguments": {{',
+        first_prefix='"{key}": ',
+        next_prefix=', "{key}": ',
+        tail=("}\n}" if indent else "}}") + after,  # the tail is plain text, not a template
+        closer=closer,
+        escape=json_key_text,
+    )
+
+
+# How small Qwen models write a call when they skip the tags (Qwen2.5-Coder-0.5B asked "What
+# time is it in Tokyo?" answers with the bare object; on BFCL questions it mostly writes a
+# fenced block, indented): the whole reply, or a fenced block, compact or indented.
+BARE_CALL = _json_layout('{"name"', "", "", "<|im_end|>")
+FENCED_CALL = _json_layout('```json\n{"name"', "```json\n", "\n```", "\n```")
+FENCED_INDENTED_CALL = _json_layout(
+    '```json\n{\n  "name"', "```json\n", "\n```", "\n```", indent="  "
+)
+
+
 class QwenFormat(JsonValues, LayoutCalls, StyledPrompt):
     name = "qwen"
     description = 'Qwen/Hermes: <tool_call>{"name": ..., "arguments": {...}}</tool_call>'
-    layout = CallLayout(
-        opener="<tool_call>",
-        head='<tool_call>\n{{"name": "{name}", "arguments": {{',
-        first_prefix='"{key}": ',
-        next_prefix=', "{key}": ',
-        tail="}}\n</tool_call>",
-        closer="</tool_call>",
-        escape=json_key_text,
+    layout = _json_layout("<tool_call>", "<tool_call>\n", "\n</tool_call>", "</tool_call>")
+    triggers = (
+        Trigger("<tool_call>"),
+        Trigger(BARE_CALL.opener, at_start=True, layout=BARE_CALL),
+        Trigger(FENCED_CALL.opener, layout=FENCED_CALL),
+        Trigger(FENCED_INDENTED_CALL.opener, layout=FENCED_INDENTED_CALL),
     )
-    triggers = (Trigger("<tool_call>"),)
     prompt = PromptStyle(fallback_template=_FALLBACK_TEMPLATE, template_marker="<tool_call>")
 
     def parse_calls(self, text: str) -> list[ToolCall]:
-        return [
-            call_from_object(obj, "arguments")
-            for obj in tagged_json_values(text, "<tool_call>", "</tool_call>")
-        ]
+        """The calls in ``<tool_call>`` blocks; without any, those of a fenced ``json`` block
+        or of a reply that is bare JSON (how the triggers' layouts write them)."""
+        if "<tool_call>" in text:
+            values = tagged_json_values(text, "<tool_call>", "</tool_call>")
+        elif "```json" in text:
+            values = tagged_json_values(text, "```json", "```")
+        elif text.lstrip().startswith(BARE_CALL.opener):
+            values = decode_json_values(text.replace("<|im_end|>", "").strip())
+        else:
+            values = []
+        return [call_from_object(obj, "arguments") for obj in values]
 
 
 QWEN = QwenFormat()

@@ -12,12 +12,13 @@ from weavehost.formats.base import CallLayout, LayoutCalls, ToolCall, Trigger
 from weavehost.formats.jsoncalls import (
     JsonValues,
     call_from_object,
+    decode_json_values,
     json_key_text,
     tagged_json_values,
 )
 from weavehost.formats.prompt import PromptStyle, StyledPrompt, ToolsInText
 
-__all__ = ["SMOLLM2"]
+__all__ = ["BARE_LIST", "SMOLLM2"]
 
 _CHATML = """\
 {%- for message in messages %}<|im_start|>{{ message.role }}
@@ -43,6 +44,17 @@ _SYSTEM_TAIL = (
 )
 
 
+BARE_LIST = CallLayout(
+    opener='[{"name"',
+    head='[{{"name": "{name}", "arguments": {{',
+    first_prefix='"{key}": ',
+    next_prefix=', "{key}": ',
+    tail="}}]",
+    closer="<|im_end|>",
+    escape=json_key_text,
+)
+
+
 class SmolLM2Format(JsonValues, LayoutCalls, StyledPrompt):
     name = "smollm2"
     description = 'SmolLM2: <tool_call>[{"name": ..., "arguments": {...}}]</tool_call>'
@@ -55,7 +67,8 @@ class SmolLM2Format(JsonValues, LayoutCalls, StyledPrompt):
         closer="</tool_call>",
         escape=json_key_text,
     )
-    triggers = (Trigger("<tool_call>"),)
+    # SmolLM2 often writes its list of calls without the tags, as the whole reply.
+    triggers = (Trigger("<tool_call>"), Trigger(BARE_LIST.opener, at_start=True, layout=BARE_LIST))
     # Any GGUF template will do (SmolLM2's is plain ChatML): the tools are ours to write.
     prompt = PromptStyle(
         fallback_template=_CHATML,
@@ -64,8 +77,16 @@ class SmolLM2Format(JsonValues, LayoutCalls, StyledPrompt):
     )
 
     def parse_calls(self, text: str) -> list[ToolCall]:
+        """The calls in ``<tool_call>`` blocks; without any, those of a reply that is a bare
+        list of calls (how :data:`BARE_LIST` writes them)."""
+        if "<tool_call>" in text:
+            values = tagged_json_values(text, "<tool_call>", "</tool_call>")
+        elif text.lstrip().startswith(BARE_LIST.opener):
+            values = decode_json_values(text.replace("<|im_end|>", "").strip())
+        else:
+            values = []
         calls = []
-        for value in tagged_json_values(text, "<tool_call>", "</tool_call>"):
+        for value in values:
             items = value if isinstance(value, list) else [value]
             calls.extend(call_from_object(item, "arguments") for item in items)
         return calls
