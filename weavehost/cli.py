@@ -233,6 +233,9 @@ def agent_options(func: F) -> F:
         click.option("--tool-choice", type=click.Choice(TOOL_CHOICES), default=None,
                      help="auto: the model decides; required: each turn starts with a call "
                      "(default: required on the embedded 135M model, auto otherwise)."),
+        click.option("--no-prompt-cache", "no_prompt_cache", is_flag=True,
+                     help="Prefill the system prompt and tools every time instead of restoring "
+                     "their saved KV state from the cache directory."),
         click.option("--json", "as_json", is_flag=True,
                      help="One JSON event per line: text, calls, results, timings."),
     ]  # fmt: skip
@@ -262,7 +265,8 @@ def _agent(ctx: click.Context, kw: dict[str, Any], body: Any, *, exit_on_error: 
         return Host(config, approver=approver, model=kw["model"], format=kw["format_name"],
                     strategy=kw["strategy"], threads=kw["threads"], n_ctx=kw["n_ctx"],
                     max_steps=kw["max_steps"], on_loading=on_loading,
-                    tool_choice=kw["tool_choice"])  # fmt: skip
+                    tool_choice=kw["tool_choice"],
+                    prompt_cache=False if kw["no_prompt_cache"] else None)  # fmt: skip
 
     try:
         code = anyio.run(run_agent, make_host, body, printer)
@@ -327,9 +331,11 @@ def chat(ctx: click.Context, **kw: Any) -> None:
 
 
 def _register_bench() -> None:
+    from weavehost.bench.agent_cli import bench_agent
     from weavehost.bench.cli import bench
 
     main.add_command(bench)
+    main.add_command(bench_agent)
 
 
 _register_bench()

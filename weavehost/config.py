@@ -27,7 +27,8 @@ File format (every ``weavehost`` key is optional)::
         "timeouts": {"startup": 15, "listTools": 10, "call": 30, "ping": 5,
                      "shutdownGrace": 2, "killGrace": 2},
         "limits": {"maxMessageBytes": 4194304, "maxResultChars": 16000,
-                   "maxSchemaBytes": 65536, "maxSchemaDepth": 32}
+                   "maxSchemaBytes": 65536, "maxSchemaDepth": 32},
+        "promptCache": {"enabled": true, "maxBytes": 2147483648}
       }
     }
 """
@@ -51,9 +52,11 @@ from weavehost.errors import ConfigError
 
 __all__ = [
     "APPROVAL_MODES",
+    "DEFAULT_PROMPT_CACHE_BYTES",
     "ApprovalMode",
     "HostConfig",
     "Limits",
+    "PromptCacheConfig",
     "ServerConfig",
     "Timeouts",
     "build_config",
@@ -99,6 +102,18 @@ class Limits:
     max_description_chars: int = 4_000  # one tool description shown to the model
 
 
+DEFAULT_PROMPT_CACHE_BYTES = 2 * 1024**3
+
+
+@dataclass(frozen=True, slots=True)
+class PromptCacheConfig:
+    """The persistent prompt-prefix cache (:mod:`weavehost.agent.prompt_cache`): on or off, and
+    the bytes its files may take before the least recently used are deleted."""
+
+    enabled: bool = True
+    max_bytes: int = DEFAULT_PROMPT_CACHE_BYTES
+
+
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
     """One MCP server: a command to spawn (stdio) or a URL (streamable HTTP)."""
@@ -133,6 +148,7 @@ class HostConfig:
     approval: ApprovalMode = "ask"
     timeouts: Timeouts = field(default_factory=Timeouts)
     limits: Limits = field(default_factory=Limits)
+    prompt_cache: PromptCacheConfig = field(default_factory=PromptCacheConfig)
     source: str | None = None  # the file it came from, for messages
 
     def is_trusted(self, server: str) -> bool:
@@ -191,6 +207,11 @@ class _Checker:
             raise self.fail(key, f"must be greater than {minimum:g}, got {value!r}")
         return value
 
+    def boolean(self, value: Any, key: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(key, f"expected true or false, got {_kind(value)}")
+        return value
+
     def strings(self, value: Any, key: str) -> tuple[str, ...]:
         if not isinstance(value, list):
             raise self.fail(key, f"expected a list of strings, got {_kind(value)}")
@@ -224,7 +245,7 @@ def _join(key: str, name: str) -> str:
 
 
 _SERVER_KEYS = ("command", "args", "env", "url", "cwd", "headers", "type", "disabled")
-_HOST_KEYS = ("model", "threads", "trustedServers", "approval", "timeouts", "limits")
+_HOST_KEYS = ("model", "threads", "trustedServers", "approval", "timeouts", "limits", "promptCache")
 _TIMEOUT_KEYS = {
     "startup": "startup",
     "listTools": "list_tools",
@@ -327,7 +348,22 @@ def parse_config(document: Any, source: str = "<config>") -> HostConfig:
     if "limits" in host:
         limits = _parse_numbers(check, host["limits"], "weavehost.limits", _LIMIT_KEYS, Limits())
         config = replace(config, limits=limits)
+    if "promptCache" in host:
+        config = replace(config, prompt_cache=_parse_prompt_cache(check, host["promptCache"]))
     return config
+
+
+def _parse_prompt_cache(check: _Checker, raw: Any) -> PromptCacheConfig:
+    key = "weavehost.promptCache"
+    raw = check.obj(raw, key)
+    check.known_keys(raw, key, ("enabled", "maxBytes"))
+    cache = PromptCacheConfig()
+    if "enabled" in raw:
+        cache = replace(cache, enabled=check.boolean(raw["enabled"], f"{key}.enabled"))
+    if "maxBytes" in raw:
+        max_bytes = check.number(raw["maxBytes"], f"{key}.maxBytes", integer=True)
+        cache = replace(cache, max_bytes=max_bytes)
+    return cache
 
 
 def load_config(path: str | os.PathLike[str]) -> HostConfig:

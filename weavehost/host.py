@@ -28,6 +28,7 @@ import logging
 import math
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -93,6 +94,7 @@ class Host(AsyncContextManagerMixin):
         inproc: Mapping[str, Any] | None = None,
         on_loading: Callable[[str], None] | None = None,
         tool_choice: str | None = None,
+        prompt_cache: bool | None = None,
     ) -> None:
         base = config or HostConfig()
         if servers or trust or approval:
@@ -113,6 +115,7 @@ class Host(AsyncContextManagerMixin):
                 approval=extra.approval if approval else base.approval,
                 timeouts=base.timeouts,
                 limits=base.limits,
+                prompt_cache=base.prompt_cache,
                 source=base.source,
             )
         self.config = base
@@ -128,6 +131,9 @@ class Host(AsyncContextManagerMixin):
         # None: "required" on the embedded SmolLM2-135M (it almost never opens a call by
         # itself), "auto" on any other model.
         self.tool_choice = tool_choice
+        # The persistent prompt-prefix cache: None follows the config (on by default), False is
+        # --no-prompt-cache. Only a model the host loads uses it (not ``agent_model``).
+        self.prompt_cache = base.prompt_cache.enabled if prompt_cache is None else prompt_cache
         self.model: AgentModel | None = agent_model
         self.pool: ServerPool | None = None
         self.catalog: Catalog | None = None
@@ -165,6 +171,7 @@ class Host(AsyncContextManagerMixin):
                     await anyio.to_thread.run_sync(native.close)
 
     async def _load_model(self, native: contextlib.ExitStack) -> AgentModel:
+        from weavehost.agent.prompt_cache import PromptCache
         from weavehost.decode import get_strategy
         from weavehost.engine import Engine
         from weavehost.formats import detect_format
@@ -201,6 +208,9 @@ class Host(AsyncContextManagerMixin):
             detection.format,
             get_strategy(self.strategy),
             chat_template=metadata.chat_template,
+            prompt_cache=PromptCache.from_config(
+                replace(self.config.prompt_cache, enabled=self.prompt_cache)
+            ),
         )
 
     # ------------------------------------------------------------------ conversations

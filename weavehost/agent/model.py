@@ -17,10 +17,11 @@ stand-in for tests is :mod:`weavehost.agent.scripted`. Invariants of :class:`Eng
   wrote after it. :meth:`sync` renders the whole conversation, keeps the longest common prefix
   of the old and new tokens and prefills only the rest (``engine.stats.prefilled_tokens``
   counts it), so a conversation is never re-prefilled.
-* When the opener appears in free text, sequence 0 is rolled back to the token that holds the
-  opener's first character; the text before it stays as assistant content, and the strategy
-  writes the whole call from the opener on (``forced=True``).
-* Text that could still become the opener is held back from the stream, so a call's opening
+* When one of the format's triggers appears in free text (``<tool_call>``, Qwen's bare
+  ``{"name"`` …), sequence 0 is rolled back to the token that holds its first character; the
+  text before it stays as assistant content, and the strategy writes the whole call from there
+  in the trigger's layout (``forced=True``), whose head begins with the trigger's text.
+* Text that could still become a trigger is held back from the stream, so a call's opening
   characters are never shown as assistant text.
 """
 
@@ -34,10 +35,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from weavehost.agent.prompt_cache import CacheStatus, PromptCache, stable_prefix
 from weavehost.decode import CallRequest, CallResult, DecodeStrategy, ToolSchema
 from weavehost.engine import Engine, EngineStats
 from weavehost.errors import ContextOverflowError
 from weavehost.formats import ModelFormat, ToolCall, tool_to_openai
+from weavehost.formats.base import Trigger, call_format
 
 __all__ = [
     "AgentModel",
@@ -47,6 +50,7 @@ __all__ = [
     "SyncReport",
     "TextSink",
     "common_prefix",
+    "first_trigger",
     "opener_position",
 ]
 
@@ -57,11 +61,13 @@ ProvisionalSink = Callable[[ToolCall], None]
 
 @dataclass(frozen=True, slots=True)
 class SyncReport:
-    """What :meth:`AgentModel.sync` did: tokens the conversation has, reused and prefilled."""
+    """What :meth:`AgentModel.sync` did: tokens the conversation has, reused (resident, or
+    restored from the prompt cache on a ``hit``) and prefilled."""
 
     total: int
     reused: int
     prefilled: int
+    prompt_cache: CacheStatus = "off"
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +136,23 @@ def opener_position(text: bytes, opener: bytes, *, at_start_only: bool) -> int:
     return text.find(opener)
 
 
+def first_trigger(
+    text: bytes, triggers: Sequence[tuple[Trigger, bytes]], skip: int = 0
+) -> tuple[int, Trigger]:
+    """The trigger that begins earliest in ``text`` at or after ``skip`` and where (``(-1, …)``
+    if none does); at one position the longer text wins, as the more specific way of writing a
+    call."""
+    found = [
+        (at, -len(text_bytes), index)
+        for index, (trigger, text_bytes) in enumerate(triggers)
+        if (at := opener_position(text, text_bytes, at_start_only=trigger.at_start)) >= skip
+    ]
+    if not found:
+        return -1, triggers[0][0]
+    at, _, index = min(found)
+    return at, triggers[index][0]
+
+
 def _held_back(text: bytes, opener: bytes, *, at_start_only: bool) -> int:
     """How many trailing bytes of ``text`` could still grow into the opener (not streamed)."""
     if at_start_only:
@@ -151,20 +174,22 @@ class EngineModel:
         strategy: DecodeStrategy,
         *,
         chat_template: str | None = None,
+        prompt_cache: PromptCache | None = None,
     ) -> None:
         self.engine, self.format, self.strategy = engine, fmt, strategy
         self.chat_template = chat_template
+        self.prompt_cache = prompt_cache  # consulted only when nothing of a conversation is held
         self.held: list[int] = []
         # Replies as the model wrote them (text -> tokens): the history re-renders a reply as
         # text, and its tokens are reused so the cache keeps exactly what the model wrote.
         self._replies: OrderedDict[str, list[int]] = OrderedDict()
         self._reply_start = 0
         self._rendered: tuple[str, list[int]] | None = None  # the last render: key, tokens
-        # The format's call trigger (its first; the strategy writes the call from its layout's
-        # opener). ``at_start``: it counts only at the start of the reply (Llama 3's JSON call).
-        trigger = fmt.triggers[0]
-        self._opener = trigger.text.encode("utf-8")
-        self._start_only = trigger.at_start
+        # The format's call triggers (data: ``<tool_call>``, Qwen's bare ``{"name"`` …) and the
+        # one the last free decode stopped at, whose layout the next call is written in.
+        self._triggers = [(trigger, trigger.text.encode("utf-8")) for trigger in fmt.triggers]
+        self._call_trigger: Trigger | None = None
+        self._offered: tuple[str, ...] = ()  # tool names of the last render: those on offer
 
     @property
     def n_ctx(self) -> int:
@@ -183,7 +208,8 @@ class EngineModel:
         return len(self.render(messages, tools))
 
     def reset(self) -> None:
-        """Empty the KV cache; the next :meth:`sync` prefills the whole conversation."""
+        """Empty the KV cache; the next :meth:`sync` prefills the whole conversation (after its
+        stable prefix, when the prompt cache has that)."""
         self.engine.clear()
         self.held = []
 
@@ -207,6 +233,7 @@ class EngineModel:
         the context policy measures the very view :meth:`sync` then reads, so a step renders
         and tokenizes the conversation once."""
         offered = [tool_to_openai(t.name, t.description, t.parameters) for t in tools]
+        self._offered = tuple(t.name for t in tools)
         key = json.dumps([list(messages), offered], ensure_ascii=False, default=str)
         if self._rendered is not None and self._rendered[0] == key:
             return list(self._rendered[1])
@@ -243,6 +270,20 @@ class EngineModel:
             engine.clear()
             self.held = []
         common = common_prefix(self.held, tokens)
+        status: CacheStatus = "off"
+        if common == 0 and self.prompt_cache is not None:
+            # A cold sync: the stable prefix (system prompt, tools) may be saved on disk. The
+            # sentinel renders must not replace the view's render that the context policy keeps.
+            rendered = self._rendered
+            stable = stable_prefix(messages, tokens, lambda view: self.render(view, tools))
+            self._rendered = rendered
+            if 0 < stable < len(tokens):
+                engine.clear()
+                try:
+                    status = self.prompt_cache.prefill(engine, 0, tokens[:stable])
+                finally:
+                    self.held = list(tokens[: engine.seq_len(0)])
+                common = stable
         # The last token is read again when nothing is new, so its next-token logits exist.
         keep = min(common, len(tokens) - 1)
         engine.drop(0, keep)
@@ -251,12 +292,16 @@ class EngineModel:
             engine.prefill(0, tokens[keep:])
         finally:
             self.held = list(tokens[: engine.seq_len(0)])
-        return SyncReport(total=len(tokens), reused=keep, prefilled=len(tokens) - keep)
+        reused = 0 if status == "miss" else keep  # a miss prefilled its prefix just now
+        return SyncReport(
+            total=len(tokens), reused=reused, prefilled=len(tokens) - reused, prompt_cache=status
+        )
 
     def free_decode(self, on_text: TextSink, max_tokens: int, allow_call: bool = True) -> FreeText:
         engine = self.engine
         start = engine.seq_len(0)
         self._reply_start = start
+        self._call_trigger = None  # a call asked for without a trigger uses the format's layout
         logits = engine.last_logits(0)
         tokens: list[int] = []
         offsets: list[int] = []
@@ -264,6 +309,7 @@ class EngineModel:
         shown = ""
         # With calls not allowed, a token that began the opener is banned at its position.
         banned: dict[int, set[int]] = {}
+        skip = 0  # bytes before this are prose: a trigger there named no tool on offer
 
         def stream(upto: int) -> None:
             nonlocal shown
@@ -286,8 +332,13 @@ class EngineModel:
             offsets.append(len(data))
             tokens.append(token)
             data += engine.token_bytes(token)
-            at = opener_position(data, self._opener, at_start_only=self._start_only)
-            if at >= 0:
+            at, trigger = first_trigger(data, self._triggers, skip)
+            verdict = self._names_a_tool(data[at:], trigger) if at >= 0 else None
+            while verdict is False:  # JSON that names no tool on offer: prose, look further
+                skip = at + 1
+                at, trigger = first_trigger(data, self._triggers, skip)
+                verdict = self._names_a_tool(data[at:], trigger) if at >= 0 else None
+            if verdict:
                 # Roll back to the token holding the opener's first byte. The token before it
                 # is read again for its next-token logits.
                 first = max(i for i, offset in enumerate(offsets) if offset <= at)
@@ -296,6 +347,7 @@ class EngineModel:
                     engine.drop(0, start + first)
                     self._refeed_last()
                 if allow_call:
+                    self._call_trigger = trigger
                     stream(offsets[first])
                     text = data[: offsets[first]].decode("utf-8", errors="replace")
                     return FreeText(text=text, call=True, stop="call", tokens=first)
@@ -306,12 +358,26 @@ class EngineModel:
                 continue
             logits = engine.decode_one(0, token)
             self.held.append(token)
-            stream(len(data) - _held_back(data, self._opener, at_start_only=self._start_only))
+            held = max(_held_back(data, b, at_start_only=t.at_start) for t, b in self._triggers)
+            stream(at if at >= 0 else len(data) - held)  # a call still undecided is not shown
         stream(len(data))
         self._remember_reply()
         return FreeText(
             text=data.decode("utf-8", errors="replace"), call=False, stop=stop, tokens=len(tokens)
         )
+
+    def _names_a_tool(self, text: bytes, trigger: Trigger) -> bool | None:
+        """Whether what the model wrote from ``trigger`` on is a call: its own tags always are
+        (the strategy then picks the tool); a trigger with a layout of its own (JSON that may be
+        a call) is one only once it names a tool on offer, and is not once it cannot (None:
+        not yet known)."""
+        if trigger.layout is None:
+            return True
+        written = text.decode("utf-8", errors="ignore")
+        namings = [trigger.layout.naming(name) for name in self._offered]
+        if any(written.startswith(naming) for naming in namings):
+            return True
+        return None if any(naming.startswith(written) for naming in namings) else False
 
     def _refeed_last(self) -> None:
         last = self.held[-1]
@@ -321,10 +387,14 @@ class EngineModel:
     def write_call(
         self, tools: Sequence[ToolSchema], on_provisional: ProvisionalSink, max_tokens: int
     ) -> CallResult:
+        # A call begun by a trigger with a layout of its own (Qwen's bare JSON) is written in
+        # that layout; the conversation records the call, which renders in the canonical form
+        # (the next sync re-prefills from the call on).
+        fmt, self._call_trigger = call_format(self.format, self._call_trigger), None
         result = self.strategy.run(
             CallRequest(
                 engine=self.engine,
-                format=self.format,
+                format=fmt,
                 tools=tools,
                 max_tokens=max_tokens,
                 on_provisional=on_provisional,

@@ -25,6 +25,10 @@ Invariants:
   result, as for a server that did not answer; it never escapes as an exception. (Other calls
   may wait for the user's approval, so only the executor's own bounds apply to them.)
 * **Bounded.** At most ``max_steps`` model steps per turn; a turn that hits the bound says so.
+  A step's free text (the answer) stops at the model's end of turn, at a repeated call, or at
+  ``free_tokens`` (``--max-answer-tokens``), with a ``notice`` when that bound cut it.
+* **Tool choice** (:mod:`weavehost.agent.options`): ``required`` or a tool's name makes the
+  first step a call (to that tool only, for a name); ``none`` never lets a call begin.
 * **Always fits.** Before each step the model is shown a view of the transcript that fits its
   context with room for the step (:mod:`weavehost.agent.context`): old turns dropped whole, then
   the current turn's tool output cut. The transcript (``messages``) itself is never cut.
@@ -51,14 +55,19 @@ from weavehost.agent.context import fit_conversation
 from weavehost.agent.events import Event
 from weavehost.agent.lock import ModelLock
 from weavehost.agent.model import AgentModel, FreeText
-from weavehost.agent.options import DEFAULT_MAX_STEPS, TOOL_CHOICES, ToolChoice
+from weavehost.agent.options import (
+    DEFAULT_MAX_ANSWER_TOKENS,
+    DEFAULT_MAX_STEPS,
+    TOOL_CHOICES,
+    ToolChoice,
+    check_tool_choice,
+)
 from weavehost.agent.thermal import Backoff
 from weavehost.agent.tools import DEFAULT_CATALOG_SHARE, select_tools, tool_schema
 from weavehost.config import HostConfig, Timeouts
 from weavehost.decode import ToolSchema
 from weavehost.errors import (
     AbortedError,
-    ConfigError,
     DecodeFailedError,
     KVCacheFullError,
     WeavehostError,
@@ -79,7 +88,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_FREE_TOKENS = 512  # free text per step
 DEFAULT_CALL_TOKENS = 256  # one call's value or optional-argument budget
 RUN_BOUND_SLACK_S = 1.0  # past the sum of a run's own bounds: scheduling, cancelling on a server
 
@@ -120,7 +128,7 @@ class Session:
         config: HostConfig,
         *,
         max_steps: int = DEFAULT_MAX_STEPS,
-        free_tokens: int = DEFAULT_FREE_TOKENS,
+        free_tokens: int = DEFAULT_MAX_ANSWER_TOKENS,
         call_tokens: int = DEFAULT_CALL_TOKENS,
         catalog_share: float = DEFAULT_CATALOG_SHARE,
         system: str | None = None,
@@ -129,11 +137,9 @@ class Session:
         reserve_tokens: int | None = None,
         run_bound_s: float | None = None,
     ) -> None:
-        if tool_choice not in TOOL_CHOICES:
-            raise ConfigError(
-                f"tool choice must be one of {', '.join(TOOL_CHOICES)}, got {tool_choice!r}"
-            )
-        self.tool_choice = tool_choice
+        # A tool's name must be a tool of the catalog now; a re-listing may drop it later (the
+        # turn then writes no forced call, see turn).
+        self.tool_choice = check_tool_choice(tool_choice, catalog.names)
         self.model, self.lock, self.catalog, self.executor = model, lock, catalog, executor
         self.config = config
         self.max_steps, self.free_tokens, self.call_tokens = max_steps, free_tokens, call_tokens
@@ -158,6 +164,7 @@ class Session:
         self.shown: list[dict[str, Any]] = []  # the view the model was last synced to
         self._turn_calls: set[str] = set()  # this turn's calls, canonical: a repeat is dropped
         self._answer_only = False  # the model repeated a call: this turn must answer now
+        self._forced: list[ToolSchema] = []  # the tools the first step's forced call may use
 
     # ------------------------------------------------------------------ tools on offer
 
@@ -191,6 +198,9 @@ class Session:
         # The catalog is read here, on the event loop that re-lists it; only counting tokens
         # (on the model) runs in the worker.
         catalog = [tool_schema(spec) for spec in self.catalog]
+        # required: a call to any offered tool; a tool's name: to that tool only (the prompt
+        # still shows every offered tool, so the conversation's prefix stays the same).
+        self._forced = [t for t in catalog if t.name == self.tool_choice]
         async with self.lock:
             tools, note = await self.lock.run(self._offer, catalog, prompt)
         if note:
@@ -293,19 +303,21 @@ class Session:
                 # What this step may write: never past the context (half of it kept for a call).
                 left = self.model.n_ctx - synced.total
                 free_tokens = min(free_tokens, max(0, left - min(self.call_tokens, left // 2)))
-                if self.tool_choice == "required" and step == 1 and tools:
+                forced = self._forced_tools(step, tools)
+                if forced:
                     # The turn must start with a call: no free text, the strategy writes it.
                     free = await self.lock.run(self.model.free_decode, on_text, 0)
                     free = FreeText(free.text, call=True, stop="call")
                 else:
+                    allow_call = not self._answer_only and self.tool_choice != "none"
                     free = await self.lock.run(
-                        self.model.free_decode, on_text, free_tokens, not self._answer_only
+                        self.model.free_decode, on_text, free_tokens, allow_call
                     )
                 result = None
                 if free.call:
                     call_tokens = min(self.call_tokens, max(0, left - free.tokens - 1))
                     result = await self.lock.run(
-                        self.model.write_call, tools, on_provisional, call_tokens
+                        self.model.write_call, forced or tools, on_provisional, call_tokens
                     )
             except BaseException:
                 await self._discard(early)  # a provisional run of a call that never finished
@@ -316,6 +328,7 @@ class Session:
             "prompt_tokens": synced.total,
             "reused_tokens": synced.reused,
             "prefilled_tokens": synced.prefilled,
+            "prompt_cache": synced.prompt_cache,
             "decoded_tokens": spent.decoded_tokens,
             "model_s": round(time.perf_counter() - started, 4),
         }
@@ -325,6 +338,10 @@ class Session:
         emit(Event("timings", timings))
 
         if result is None:
+            if free.stop == "max_tokens":
+                emit(Event("notice", {"text": f"the answer reached its bound of {free_tokens} "
+                                              "tokens and was cut (--max-answer-tokens "
+                                              f"{self.free_tokens})"}))  # fmt: skip
             self.messages.append({"role": "assistant", "content": free.text})
             return "answer"
         if not result.calls:
@@ -363,6 +380,13 @@ class Session:
                                    "source": source}))  # fmt: skip
         self.messages.append({"role": "tool", "name": final.name, "content": outcome.text})
         return None
+
+    def _forced_tools(self, step: int, tools: list[ToolSchema]) -> list[ToolSchema]:
+        """The tools a call must be written with now (none: the model decides): the first
+        step's, under ``required`` or a tool's name."""
+        if step != 1 or not tools:
+            return []
+        return tools if self.tool_choice == "required" else self._forced
 
     def _spec(self, name: str) -> ToolSpec | None:
         return self.catalog.get(name) if name in self.catalog else None
