@@ -95,6 +95,13 @@ class CallLayout:
     def head_for(self, name: str) -> str:
         return self.head.format(name=self.escape(name) if self.escape else name)
 
+    def naming(self, name: str) -> str:
+        """The head up to one character past the name (its closing quote): enough to tell
+        which tool a call written in this layout names, whatever follows."""
+        before, after = self.head.split("{name}", 1)
+        written = self.escape(name) if self.escape else name
+        return before.format() + written + after.format()[:1]
+
     def prefix_for(self, key: str, *, first: bool) -> str:
         text = self.escape(key) if self.escape else key
         return (self.first_prefix if first else self.next_prefix).format(key=text)
