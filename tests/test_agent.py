@@ -9,6 +9,7 @@ large catalogs and the thermal back-off. The real model is in ``test_agent_e2e.p
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 import anyio
@@ -21,7 +22,7 @@ from tools import android
 from weavehost import Host
 from weavehost.agent.cache import ResultCache
 from weavehost.agent.events import Event
-from weavehost.agent.model import _held_back, common_prefix, opener_position
+from weavehost.agent.model import FreeText, _held_back, common_prefix, opener_position
 from weavehost.agent.scripted import ScriptedCall, ScriptedModel
 from weavehost.agent.thermal import (
     CRITICAL_PAUSE_S,
@@ -33,6 +34,7 @@ from weavehost.agent.thermal import (
 )
 from weavehost.agent.tools import rank_tools, select_tools
 from weavehost.decode import ToolSchema
+from weavehost.errors import ConfigError
 from weavehost.formats import ToolCall
 from weavehost.mcp.executor import StaticApprover
 
@@ -208,6 +210,82 @@ async def test_a_large_catalog_offers_only_the_most_relevant_tools_and_says_so()
     offered = model.offered[0]
     assert "send_message" in offered and len(offered) < 10
     assert "most relevant" in of(events, "notice")[0]["text"]
+
+
+# --------------------------------------------------------------------------- tool choice, answer bound
+
+
+class RecordingModel(ScriptedModel):
+    """A scripted model that also records the tools each call was written with, and answers
+    as if its free text ran into the step's token bound."""
+
+    def __init__(self, replies: list[Any], *, cut: bool = False) -> None:
+        super().__init__(replies)
+        self.call_tools: list[list[str]] = []
+        self.cut = cut
+
+    def write_call(self, tools: Any, on_provisional: Any, max_tokens: int) -> Any:
+        self.call_tools.append([t.name for t in tools])
+        return super().write_call(tools, on_provisional, max_tokens)
+
+    def free_decode(self, on_text: Any, max_tokens: int, allow_call: bool = True) -> FreeText:
+        free = super().free_decode(on_text, max_tokens, allow_call)
+        return replace(free, stop="max_tokens") if self.cut and not free.call else free
+
+
+async def test_tool_choice_none_never_lets_a_call_begin_and_still_describes_the_tools() -> None:
+    log: list[dict[str, Any]] = []
+    model = ScriptedModel([ScriptedCall(final=OSLO, text="Checking. "), "Never mind."])
+    async with Host(agent_model=model, inproc={"weather": weather_server(log, threading.Event())},
+                    trust=["weather"], tool_choice="none") as host:  # fmt: skip
+        events = await collect(host, "Weather in Oslo?")
+    assert log == [] and of(events, "final_call") == []
+    assert model.allowed_calls == [False]
+    assert model.offered[0] == ["get_current_weather"]  # described in the prompt all the same
+    assert of(events, "done")[0].data == {"stop": "answer", "steps": 1}
+
+
+async def test_tool_choice_naming_a_tool_writes_the_first_call_with_only_that_tool_offered() -> (
+    None
+):
+    log: list[dict[str, Any]] = []
+    model = RecordingModel([ScriptedCall(final=OSLO), "Sunny."])
+    inproc = {"weather": weather_server(log, threading.Event()), "android": android.build_server()}
+    async with Host(agent_model=model, inproc=inproc, trust=["weather"],
+                    tool_choice="get_current_weather") as host:  # fmt: skip
+        events = await collect(host, "How is it outside in Oslo?")
+    assert model.call_tools == [["get_current_weather"]]
+    assert len(model.offered[0]) > 1  # the prompt still shows the other tools
+    assert model.allowed_calls == [True, True]  # the first step wrote no free text; then auto
+    assert log == [{"city": "Oslo", "units": "metric"}]
+    assert of(events, "done")[0].data == {"stop": "answer", "steps": 2}
+
+
+async def test_a_tool_choice_that_names_no_tool_is_a_config_error_naming_the_known_tools() -> None:
+    model = ScriptedModel(["unused"])
+    with anyio.fail_after(10), pytest.raises(ConfigError) as failure:
+        async with Host(agent_model=model, inproc={"weather": weather_server([], threading.Event())},
+                        tool_choice="get_wether"):  # fmt: skip
+            pass
+    assert "known tools: get_current_weather" in str(failure.value)
+    assert failure.value.exit_code == 2
+
+
+async def test_an_answer_cut_by_its_token_bound_ends_the_turn_with_a_notice() -> None:
+    model = RecordingModel(["Sunny, and then some more and more"], cut=True)
+    async with Host(agent_model=model, inproc={"weather": weather_server([], threading.Event())},
+                    max_answer_tokens=7) as host:  # fmt: skip
+        events = await collect(host, "Oslo?")
+    assert "bound of 7 tokens" in of(events, "notice")[0]["text"]
+    assert of(events, "done")[0].data == {"stop": "answer", "steps": 1}
+
+
+async def test_an_answer_that_ends_by_itself_has_no_notice() -> None:
+    model = ScriptedModel(["Sunny."])
+    async with Host(agent_model=model, inproc={"weather": weather_server([], threading.Event())},
+                    max_answer_tokens=7) as host:  # fmt: skip
+        events = await collect(host, "Oslo?")
+    assert of(events, "notice") == []
 
 
 # --------------------------------------------------------------------------- pure parts

@@ -24,6 +24,7 @@ import click
 
 from weavehost import __version__
 from weavehost.agent import DEFAULT_MAX_STEPS, TOOL_CHOICES
+from weavehost.agent.options import DEFAULT_MAX_ANSWER_TOKENS
 from weavehost.config import APPROVAL_MODES
 from weavehost.decode import DEFAULT_STRATEGY
 from weavehost.engine import DEFAULT_N_CTX
@@ -230,9 +231,14 @@ def agent_options(func: F) -> F:
                      help="Model steps per turn."),
         click.option("--ctx", "n_ctx", type=click.IntRange(256, 131072), default=DEFAULT_N_CTX,
                      show_default=True, help="Context size in tokens."),
-        click.option("--tool-choice", type=click.Choice(TOOL_CHOICES), default=None,
-                     help="auto: the model decides; required: each turn starts with a call "
+        click.option("--tool-choice", type=str, default=None,
+                     metavar="[" + "|".join(TOOL_CHOICES) + "|TOOL_NAME]",
+                     help="auto: the model decides; required: each turn starts with a call; "
+                     "none: no call; a tool's name: each turn starts with a call to it "
                      "(default: required on the embedded 135M model, auto otherwise)."),
+        click.option("--max-answer-tokens", type=click.IntRange(1, 131072),
+                     default=DEFAULT_MAX_ANSWER_TOKENS, show_default=True,
+                     help="Most tokens of free text (the answer) per step; a cut answer says so."),
         click.option("--no-prompt-cache", "no_prompt_cache", is_flag=True,
                      help="Prefill the system prompt and tools every time instead of restoring "
                      "their saved KV state from the cache directory."),
@@ -265,7 +271,7 @@ def _agent(ctx: click.Context, kw: dict[str, Any], body: Any, *, exit_on_error: 
         return Host(config, approver=approver, model=kw["model"], format=kw["format_name"],
                     strategy=kw["strategy"], threads=kw["threads"], n_ctx=kw["n_ctx"],
                     max_steps=kw["max_steps"], on_loading=on_loading,
-                    tool_choice=kw["tool_choice"],
+                    tool_choice=kw["tool_choice"], max_answer_tokens=kw["max_answer_tokens"],
                     prompt_cache=False if kw["no_prompt_cache"] else None)  # fmt: skip
 
     try:

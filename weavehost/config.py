@@ -24,6 +24,7 @@ File format (every ``weavehost`` key is optional)::
         "model": "path/to/model.gguf", "threads": 2,
         "trustedServers": ["weather"],
         "approval": "ask",                       # ask | always | never
+        "toolChoice": "auto",                    # auto | required | none | a tool's name
         "timeouts": {"startup": 15, "listTools": 10, "call": 30, "ping": 5,
                      "shutdownGrace": 2, "killGrace": 2},
         "limits": {"maxMessageBytes": 4194304, "maxResultChars": 16000,
@@ -146,6 +147,7 @@ class HostConfig:
     threads: int | None = None
     trusted_servers: frozenset[str] = frozenset()
     approval: ApprovalMode = "ask"
+    tool_choice: str | None = None  # None: the host picks (see weavehost.host.Host)
     timeouts: Timeouts = field(default_factory=Timeouts)
     limits: Limits = field(default_factory=Limits)
     prompt_cache: PromptCacheConfig = field(default_factory=PromptCacheConfig)
@@ -245,7 +247,10 @@ def _join(key: str, name: str) -> str:
 
 
 _SERVER_KEYS = ("command", "args", "env", "url", "cwd", "headers", "type", "disabled")
-_HOST_KEYS = ("model", "threads", "trustedServers", "approval", "timeouts", "limits", "promptCache")
+_HOST_KEYS = (
+    "model", "threads", "trustedServers", "approval", "toolChoice", "timeouts", "limits",
+    "promptCache",
+)  # fmt: skip
 _TIMEOUT_KEYS = {
     "startup": "startup",
     "listTools": "list_tools",
@@ -340,6 +345,11 @@ def parse_config(document: Any, source: str = "<config>") -> HostConfig:
                 f"expected one of {', '.join(APPROVAL_MODES)}, got {_kind(approval)}",
             )
         config = replace(config, approval=approval)
+    if "toolChoice" in host:
+        # auto | required | none | a tool's name: the name is checked against the catalog
+        # once the servers have listed their tools (weavehost.agent.options).
+        choice = check.string(host["toolChoice"], "weavehost.toolChoice")
+        config = replace(config, tool_choice=choice)
     if "timeouts" in host:
         timeouts = _parse_numbers(
             check, host["timeouts"], "weavehost.timeouts", _TIMEOUT_KEYS, Timeouts()

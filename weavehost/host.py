@@ -37,6 +37,7 @@ import anyio.to_thread
 from anyio import AsyncContextManagerMixin
 
 from weavehost.agent import DEFAULT_MAX_STEPS, AgentModel, EngineModel, Event, ModelLock, Session
+from weavehost.agent.options import DEFAULT_MAX_ANSWER_TOKENS, check_tool_choice
 from weavehost.agent.thermal import (
     Backoff,
     backoff_for,
@@ -94,6 +95,7 @@ class Host(AsyncContextManagerMixin):
         inproc: Mapping[str, Any] | None = None,
         on_loading: Callable[[str], None] | None = None,
         tool_choice: str | None = None,
+        max_answer_tokens: int = DEFAULT_MAX_ANSWER_TOKENS,
         prompt_cache: bool | None = None,
     ) -> None:
         base = config or HostConfig()
@@ -113,6 +115,7 @@ class Host(AsyncContextManagerMixin):
                 threads=base.threads,
                 trusted_servers=base.trusted_servers | frozenset(trust),
                 approval=extra.approval if approval else base.approval,
+                tool_choice=base.tool_choice,
                 timeouts=base.timeouts,
                 limits=base.limits,
                 prompt_cache=base.prompt_cache,
@@ -128,9 +131,11 @@ class Host(AsyncContextManagerMixin):
         self.max_steps = max_steps
         self.inproc = inproc
         self.on_loading = on_loading
-        # None: "required" on the embedded SmolLM2-135M (it almost never opens a call by
-        # itself), "auto" on any other model.
-        self.tool_choice = tool_choice
+        # auto | required | none | a tool's name (checked once the catalog is listed); None
+        # (and no toolChoice in the config): "required" on the embedded SmolLM2-135M (it almost
+        # never opens a call by itself), "auto" on any other model.
+        self.tool_choice = tool_choice or base.tool_choice
+        self.max_answer_tokens = max_answer_tokens
         # The persistent prompt-prefix cache: None follows the config (on by default), False is
         # --no-prompt-cache. Only a model the host loads uses it (not ``agent_model``).
         self.prompt_cache = base.prompt_cache.enabled if prompt_cache is None else prompt_cache
@@ -155,6 +160,8 @@ class Host(AsyncContextManagerMixin):
                 async with ServerPool(self.config, inproc=self.inproc) as pool:
                     self.pool = pool
                     self.catalog = await Catalog.load(pool)
+                    if self.tool_choice is not None:  # a typo fails before the model loads
+                        check_tool_choice(self.tool_choice, self.catalog.names)
                     self.executor = Executor(pool, self.catalog, self.config, self.approver)
                     if self.model is None:
                         self.model = await self._load_model(native)
@@ -230,7 +237,8 @@ class Host(AsyncContextManagerMixin):
                 max_steps=max_steps or self.max_steps,
                 system=system,
                 pacing=functools.partial(_thermal_pacing, threads=self._loaded_threads()),
-                tool_choice=self.tool_choice or "auto",  # type: ignore[arg-type]
+                tool_choice=self.tool_choice or "auto",
+                free_tokens=self.max_answer_tokens,
             ),
         )
 
