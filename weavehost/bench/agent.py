@@ -1,0 +1,340 @@
+"""``weavehost bench-agent``: the end-to-end agent benchmark, task by task through :class:`Host`.
+
+Stage: benchmark (end to end, on top of the agent). Where ``weavehost bench`` times one call
+written into a fixed prompt, this runs whole turns as a user meets them: servers started, the
+conversation rendered and prefilled, free text, the call, the tool run, the answer.
+
+Guarantees:
+
+- **A task runs as ``weavehost run`` does.** Each task, under each variant (a strategy, with
+  the prompt cache on or off where :class:`Host` has one), gets a fresh :class:`Host`: its
+  servers started, the model loaded, an empty KV cache; then one session for its turns, so a
+  follow-up turn reuses the conversation. Starting the host is not timed. Variants are
+  interleaved per task and their order rotates by one each task, as ``weavehost bench`` does,
+  so machine noise hits all alike.
+- **Times are the host's clock** (``time.perf_counter``) in the consumer of the turn's events,
+  from the moment the turn is started to the moment an event is received:
+
+  * *time to first tool start*: in the first turn where a tool result came back, to the start
+    of the run that served that turn's first ``tool_result``: the ``provisional_call`` event
+    with ``started: true`` when the result's ``source`` is ``provisional``, else the
+    ``final_call`` event before it (``final`` or ``cache``; approval is ``always`` or ``never``,
+    so nothing waits for a person between the event and the run). None when no tool ran.
+  * *time to final answer*: each turn to its ``done`` event; a task's is the sum over its turns
+    (what a user waits in all).
+  * *provisional results*: ``tool_result`` events whose ``source`` is ``provisional``.
+
+- **Scoring** (:mod:`weavehost.bench.agent_report`): a turn succeeds when the calls that ran
+  match its expected calls by BFCL's checker (none expected: none ran) and its answer (the text
+  after its last tool result) contains every fact, case-insensitively; a task when every turn
+  does.
+- **Bad input fails before anything runs**: a malformed tasks file (:class:`BenchError` naming
+  the line), a server path that is not there, an unknown strategy (:class:`ConfigError`), a
+  model that cannot be found. Expected failures are data: a :class:`WeavehostError` met while
+  running one task (a server that will not start, an engine fault) is that task's ``error`` and
+  the run goes on; a model that does not load stops the run.
+- ``DIR/results.jsonl`` gets one line per task and variant, written and flushed as soon as it is
+  known; ``DIR/summary.json`` the setup and the summary.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from weavehost.agent import DEFAULT_MAX_STEPS, TOOL_CHOICES
+from weavehost.bench.agent_report import (
+    TurnTrace,
+    format_tables,
+    judge_turn,
+    setup_info,
+    summarize_agent,
+    trace_turn,
+)
+from weavehost.bench.agent_tasks import AgentTask, load_tasks
+from weavehost.decode import STRATEGIES, get_strategy
+from weavehost.engine import DEFAULT_N_CTX
+from weavehost.errors import AbortedError, BenchError, ModelError, WeavehostError
+
+if TYPE_CHECKING:
+    from weavehost.agent import AgentModel, Event
+
+__all__ = [
+    "DEFAULT_AGENT_STRATEGIES",
+    "PROMPT_CACHE_MODES",
+    "AgentBenchConfig",
+    "AgentBenchRun",
+    "Variant",
+    "plan_variants",
+    "run_agent_bench",
+]
+
+DEFAULT_AGENT_STRATEGIES = ("weave", "constrained")
+PROMPT_CACHE_MODES = ("on", "off", "both")
+# A hang guard on one turn, not a speed limit: a healthy turn of a 0.5B model on 2 threads takes
+# well under a minute; past this the turn is cancelled and recorded as an error.
+TURN_BOUND_S = 900.0
+# What a variant without a prompt-cache setting is called: the Host in use has no such option.
+CACHE_UNAVAILABLE = "n/a"
+
+ModelFactory = Callable[[AgentTask, str], "AgentModel"]
+"""Builds the model a task runs with under a strategy, instead of loading the GGUF (tests)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentBenchConfig:
+    """What ``weavehost bench-agent`` was asked to do."""
+
+    tasks: Path
+    out: Path
+    model: str | None = None
+    strategies: tuple[str, ...] = DEFAULT_AGENT_STRATEGIES
+    limit: int | None = None
+    threads: int | None = None
+    prompt_cache: str = "both"
+    n_ctx: int = DEFAULT_N_CTX
+    max_steps: int = DEFAULT_MAX_STEPS
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """One way of running every task: a strategy, with the prompt cache ``on``, ``off`` or
+    ``n/a`` (the Host has no prompt cache option, so it is not passed)."""
+
+    strategy: str
+    prompt_cache: str
+
+    @property
+    def label(self) -> str:
+        if self.prompt_cache == CACHE_UNAVAILABLE:
+            return self.strategy
+        return f"{self.strategy} cache={self.prompt_cache}"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentBenchRun:
+    """Where a finished run wrote its files, and its summary."""
+
+    results: Path
+    summary_json: Path
+    summary: Mapping[str, Any]
+    table: str
+
+
+def host_options() -> frozenset[str]:
+    """The keyword arguments this build's :class:`Host` takes."""
+    from weavehost.host import Host
+
+    return frozenset(inspect.signature(Host).parameters)
+
+
+def parse_agent_strategies(text: str | Sequence[str]) -> tuple[str, ...]:
+    """``"weave,constrained"`` as decoder names, each once; a :class:`ConfigError` otherwise."""
+    names = [n.strip() for n in text.split(",")] if isinstance(text, str) else list(text)
+    names = [n for n in names if n]
+    if not names:
+        raise BenchError("no strategy given; known strategies: " + ", ".join(STRATEGIES))
+    for name in names:
+        get_strategy(name)  # ConfigError naming the known ones
+    return tuple(dict.fromkeys(names))
+
+
+def plan_variants(
+    strategies: Sequence[str], prompt_cache: str, *, cache_supported: bool
+) -> list[Variant]:
+    """Every strategy with every prompt-cache setting asked for (one, when the Host has none)."""
+    if prompt_cache not in PROMPT_CACHE_MODES:
+        raise BenchError(
+            f"--prompt-cache: expected one of {', '.join(PROMPT_CACHE_MODES)}, got {prompt_cache!r}"
+        )
+    if not cache_supported:
+        modes: tuple[str, ...] = (CACHE_UNAVAILABLE,)
+    else:
+        modes = ("off", "on") if prompt_cache == "both" else (prompt_cache,)
+    return [Variant(strategy, mode) for strategy in strategies for mode in modes]
+
+
+def tool_choice_available(choice: str | None) -> bool:
+    """Whether this build's agent knows ``choice``: one of its ``TOOL_CHOICES``, or a tool's
+    name once it knows ``none`` too (both come with the same change)."""
+    return choice is None or choice in TOOL_CHOICES or "none" in TOOL_CHOICES
+
+
+def run_agent_bench(
+    config: AgentBenchConfig,
+    *,
+    progress: Callable[[str], None] | None = None,
+    make_model: ModelFactory | None = None,
+) -> AgentBenchRun:
+    """Run every task under every variant; write ``results.jsonl`` and ``summary.json``."""
+    strategies = parse_agent_strategies(config.strategies)
+    tasks = load_tasks(config.tasks)
+    if config.limit is not None:
+        tasks = tasks[: config.limit]
+    options = host_options()
+    variants = plan_variants(
+        strategies, config.prompt_cache, cache_supported="prompt_cache" in options
+    )
+    model_path: str | None = None
+    if make_model is None:
+        from weavehost.models import resolve_model
+
+        model_path = str(resolve_model(config.model).path)  # a missing model fails here, once
+    try:
+        config.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BenchError(f"cannot create --out folder {config.out}: {exc.strerror}") from exc
+    return anyio.run(_run, config, tasks, variants, options, model_path, progress, make_model)
+
+
+async def _run(
+    config: AgentBenchConfig,
+    tasks: list[AgentTask],
+    variants: list[Variant],
+    options: frozenset[str],
+    model_path: str | None,
+    progress: Callable[[str], None] | None,
+    make_model: ModelFactory | None,
+) -> AgentBenchRun:
+    results = config.out / "results.jsonl"
+    records: list[dict[str, Any]] = []
+    described: dict[str, Any] = {}
+    total, done = len(tasks) * len(variants), 0
+    with results.open("w", encoding="utf-8") as sink:
+        for index, task in enumerate(tasks):
+            shift = index % len(variants)
+            for variant in variants[shift:] + variants[:shift]:
+                record = await _run_task(task, variant, config, make_model, described)
+                records.append(record)
+                sink.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+                sink.flush()
+                done += 1
+                if progress is not None:
+                    progress(f"[{done}/{total}] {variant.label} {task.id}: {_verdict(record)}")
+    labels = [v.label for v in variants]
+    summary = {
+        "setup": setup_info(
+            tasks_file=config.tasks,
+            model=model_path,
+            host=described,
+            variants=labels,
+            limit=config.limit,
+            prompt_cache_supported="prompt_cache" in options,
+        ),
+        **summarize_agent(records, labels),
+    }
+    summary_json = config.out / "summary.json"
+    summary_json.write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
+    return AgentBenchRun(
+        results=results, summary_json=summary_json, summary=summary, table=format_tables(summary)
+    )
+
+
+def _verdict(record: Mapping[str, Any]) -> str:
+    if record.get("skipped"):
+        return f"skipped ({record['skipped']})"
+    if record.get("error"):
+        return f"error ({record['error']})"
+    answer = record.get("answer_s")
+    timing = f" in {answer:.2f} s" if answer is not None else ""
+    return ("ok" if record["success"] else "failed") + timing
+
+
+async def _run_task(
+    task: AgentTask,
+    variant: Variant,
+    config: AgentBenchConfig,
+    make_model: ModelFactory | None,
+    described: dict[str, Any],
+) -> dict[str, Any]:
+    from weavehost.host import Host
+
+    record: dict[str, Any] = {
+        "id": task.id,
+        "variant": variant.label,
+        "strategy": variant.strategy,
+        "prompt_cache": variant.prompt_cache,
+        "tags": list(task.tags),
+        "success": None,
+        "error": None,
+        "skipped": None,
+    }
+    if not tool_choice_available(task.tool_choice):
+        record["skipped"] = f"tool_choice {task.tool_choice!r} is not available in this build"
+        return record
+    kwargs: dict[str, Any] = {
+        "servers": list(task.servers),
+        "trust": list(task.trust),
+        "approval": task.approval,
+        "strategy": variant.strategy,
+        "threads": config.threads,
+        "n_ctx": config.n_ctx,
+        "max_steps": config.max_steps,
+        # The user's choice, not the resolved path: the host picks its defaults (tool_choice
+        # "required" on the embedded SmolLM2) from where the model came from.
+        "model": config.model,
+    }
+    if task.tool_choice is not None:
+        kwargs["tool_choice"] = task.tool_choice
+    if variant.prompt_cache != CACHE_UNAVAILABLE:
+        kwargs["prompt_cache"] = variant.prompt_cache == "on"
+    if make_model is not None:
+        kwargs["agent_model"] = make_model(task, variant.strategy)
+    turns: list[dict[str, Any]] = []
+    try:
+        async with Host(**kwargs) as host:
+            if not described:
+                described.update(host.description)
+            functions = [
+                {"name": spec.qualified_name, "parameters": spec.schema_dict()}
+                for spec in host.catalog  # type: ignore[union-attr]
+            ]
+            session = host.session()
+            for turn in task.turns:
+                trace = await _observe(session.run(turn.user))
+                turns.append(judge_turn(turn, trace, functions))
+                if trace.error is not None:
+                    break  # the conversation is not what the next turn expects
+    except (AbortedError, ModelError):
+        raise
+    except WeavehostError as exc:
+        record["error"] = f"{type(exc).__name__}: {exc}"
+    record.update(_task_numbers(task, turns))
+    if record["error"] is None:
+        record["error"] = next((t["error"] for t in turns if t["error"]), None)
+    return record
+
+
+async def _observe(events: Any) -> TurnTrace:
+    """Receive one turn's events, each stamped with the time since the turn was started."""
+    timed: list[tuple[float, Event]] = []
+    started = time.perf_counter()
+    with anyio.move_on_after(TURN_BOUND_S) as bound:
+        async for event in events:
+            timed.append((time.perf_counter() - started, event))
+    trace = trace_turn(timed)
+    if bound.cancelled_caught:
+        return trace.failed(f"no answer within {TURN_BOUND_S:g} s (the bench's hang guard)")
+    return trace
+
+
+def _task_numbers(task: AgentTask, turns: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A task's numbers from its judged turns (see the module docstring)."""
+    complete = len(turns) == len(task.turns)
+    first_tool = next((t["first_tool_s"] for t in turns if t["first_tool_s"] is not None), None)
+    answers = [t["answer_s"] for t in turns]
+    return {
+        "success": complete and all(t["success"] for t in turns),
+        "first_tool_s": first_tool,
+        "answer_s": round(sum(answers), 4) if complete and None not in answers else None,
+        "tool_results": sum(t["tool_results"] for t in turns),
+        "provisional_results": sum(t["provisional_results"] for t in turns),
+        "turns": list(turns),
+    }

@@ -1,0 +1,107 @@
+"""``weavehost bench-agent``: the click command over :func:`weavehost.bench.agent.run_agent_bench`.
+
+Stage: CLI (thin). It parses options, runs the tasks, prints the summary tables on stdout and
+the progress on stderr. Bad input is a :class:`BenchError` or :class:`ConfigError` (exit 2) that
+the CLI group turns into one ``Error:`` line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from weavehost.agent import DEFAULT_MAX_STEPS
+from weavehost.bench.agent import (
+    DEFAULT_AGENT_STRATEGIES,
+    PROMPT_CACHE_MODES,
+    AgentBenchConfig,
+    parse_agent_strategies,
+    run_agent_bench,
+)
+from weavehost.bench.agent_tasks import SHIPPED_TASKS
+from weavehost.engine import DEFAULT_N_CTX
+
+__all__ = ["bench_agent"]
+
+
+@click.command("bench-agent")
+@click.argument("tasks", type=click.Path(dir_okay=False, path_type=Path), required=False)
+@click.option(
+    "--model",
+    default=None,
+    metavar="PATH",
+    help="GGUF model (default: WEAVEHOST_MODEL, then the embedded SmolLM2).",
+)
+@click.option(
+    "--strategies",
+    default=",".join(DEFAULT_AGENT_STRATEGIES),
+    show_default=True,
+    help="Comma-separated strategies to run every task under.",
+)
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=None, help="Run only the first N tasks."
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=None,
+    help="llama.cpp threads (default: the host's own choice).",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("bench-agent-results"),
+    show_default=True,
+    help="Folder for results.jsonl and summary.json.",
+)
+@click.option(
+    "--prompt-cache",
+    "prompt_cache",
+    type=click.Choice(PROMPT_CACHE_MODES),
+    default="both",
+    show_default=True,
+    help="Run with the prompt-prefix cache on, off, or both (where the host has one).",
+)
+@click.option(
+    "--ctx",
+    type=click.IntRange(min=256),
+    default=DEFAULT_N_CTX,
+    show_default=True,
+    help="Context size (tokens).",
+)
+@click.option(
+    "--max-steps",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_STEPS,
+    show_default=True,
+    help="Most model steps one turn may take.",
+)
+def bench_agent(
+    tasks: Path | None,
+    model: str | None,
+    strategies: str,
+    limit: int | None,
+    threads: int | None,
+    out: Path,
+    prompt_cache: str,
+    ctx: int,
+    max_steps: int,
+) -> None:
+    """Run agent TASKS (default: the shipped agent_tasks.jsonl) end to end through the host and
+    report success, time to first tool start and time to the answer, per strategy."""
+    config = AgentBenchConfig(
+        tasks=tasks or SHIPPED_TASKS,
+        out=out,
+        model=model,
+        strategies=parse_agent_strategies(strategies),
+        limit=limit,
+        threads=threads,
+        prompt_cache=prompt_cache,
+        n_ctx=ctx,
+        max_steps=max_steps,
+    )
+    run = run_agent_bench(config, progress=lambda line: click.echo(line, err=True))
+    click.echo(run.table)
+    click.echo(f"results: {run.results}")
+    click.echo(f"summary: {run.summary_json}")

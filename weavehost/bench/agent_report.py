@@ -1,0 +1,322 @@
+"""The agent benchmark's measures and scores: a turn's timed events in, numbers and a table out.
+
+Stage: benchmark scoring (``weavehost bench-agent``). Pure functions over records, so tests can
+feed them events by hand:
+
+- :func:`trace_turn` reads one turn's events, each stamped with the seconds since the turn was
+  started, and finds the calls that ran, the answer, the time to first tool start and the time
+  to the final answer (defined in :mod:`weavehost.bench.agent`'s docstring and
+  ``docs/agent.md``).
+- :func:`judge_turn` scores a turn: its calls by BFCL's checker
+  (:func:`weavehost.bench.answers.check_calls`), an argument the expectation does not name left
+  unjudged; its facts by case-insensitive containment.
+- :func:`summarize_agent` gives per variant the success rate, geometric means of the two times
+  over the tasks that have them (as ``weavehost bench`` does), the provisional results and the
+  prompt cache's hits; and the success per tag. Skipped tasks count in no rate.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from weavehost.bench.answers import check_calls
+from weavehost.bench.cases import AnswerSet
+from weavehost.bench.report import geomean
+from weavehost.formats import ToolCall
+
+if TYPE_CHECKING:
+    from weavehost.agent import Event
+    from weavehost.bench.agent_tasks import AgentTurn
+
+__all__ = [
+    "TurnTrace",
+    "format_tables",
+    "judge_turn",
+    "setup_info",
+    "summarize_agent",
+    "trace_turn",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnTrace:
+    """What one turn did, read from its events (times in seconds since the turn started)."""
+
+    calls: tuple[ToolCall, ...] = ()
+    sources: tuple[str, ...] = ()
+    answer: str = ""
+    first_tool_s: float | None = None
+    answer_s: float | None = None
+    stop: str | None = None
+    error: str | None = None
+    prompt_cache: str | None = None
+    timings: tuple[Mapping[str, Any], ...] = field(default=())
+
+    def failed(self, error: str) -> TurnTrace:
+        return replace(self, error=error, answer_s=None)
+
+
+def trace_turn(events: Sequence[tuple[float, Event]]) -> TurnTrace:
+    """One turn's calls, answer and times from its ``(seconds, event)`` pairs, in order.
+
+    The first tool start is the ``provisional_call`` with ``started: true`` of the step whose
+    result came back with ``source: "provisional"``, else that step's ``final_call``. The answer
+    is the text streamed after the turn's last ``tool_result`` (all of it when none came).
+    """
+    calls: list[ToolCall] = []
+    sources: list[str] = []
+    answer: list[str] = []
+    timings: list[Mapping[str, Any]] = []
+    started_at: float | None = None  # this step's provisional run, if one started
+    final_at: float | None = None  # this step's final call
+    first_tool: float | None = None
+    done_at: float | None = None
+    stop = error = None
+    for at, event in events:
+        kind = event.type
+        if kind == "step":
+            started_at = final_at = None
+        elif kind == "text":
+            answer.append(event.get("text", ""))
+        elif kind == "provisional_call" and event.get("started"):
+            started_at = at
+        elif kind == "final_call":
+            final_at = at
+        elif kind == "tool_result":
+            source = event.get("source", "final")
+            if first_tool is None:
+                early = started_at if source == "provisional" else None
+                first_tool = (
+                    early if early is not None else (final_at if final_at is not None else at)
+                )
+            calls.append(ToolCall(event["name"], dict(event.get("arguments") or {})))
+            sources.append(source)
+            answer.clear()
+        elif kind == "timings":
+            timings.append(dict(event.data))
+        elif kind == "error":
+            error = event.get("error")
+        elif kind == "done":
+            done_at, stop = at, event.get("stop")
+    cache = timings[0].get("prompt_cache") if timings else None
+    if done_at is None and error is None:
+        error = "the turn ended without a 'done' event"
+    return TurnTrace(
+        calls=tuple(calls),
+        sources=tuple(sources),
+        answer="".join(answer).strip(),
+        first_tool_s=first_tool,
+        answer_s=done_at,
+        stop=stop,
+        error=error,
+        prompt_cache=cache,
+        timings=tuple(timings),
+    )
+
+
+def _judged_parts(
+    expected: Sequence[Mapping[str, Mapping[str, list[Any]]]],
+    calls: Sequence[ToolCall],
+    functions: Sequence[Mapping[str, Any]],
+) -> tuple[list[dict[str, Any]], list[ToolCall]]:
+    """The functions and calls with every argument the expectation does not name taken out
+    (and out of ``required``), so only the named arguments are judged."""
+    named: dict[str, set[str]] = {}
+    for call in expected:
+        for tool, arguments in call.items():
+            named.setdefault(tool, set()).update(arguments)
+    judged_functions = []
+    for function in functions:
+        keep = named.get(function["name"])
+        if keep is None:
+            judged_functions.append(dict(function))
+            continue
+        parameters = dict(function.get("parameters") or {})
+        parameters["required"] = [p for p in parameters.get("required") or [] if p in keep]
+        judged_functions.append({**function, "parameters": parameters})
+    properties = {
+        f["name"]: set((f.get("parameters") or {}).get("properties") or {}) for f in functions
+    }
+    judged_calls = []
+    for call in calls:
+        keep = named.get(call.name)
+        if keep is None:
+            judged_calls.append(call)
+            continue
+        known = properties.get(call.name, set())
+        arguments = {k: v for k, v in call.arguments.items() if k in keep or k not in known}
+        judged_calls.append(ToolCall(call.name, arguments))
+    return judged_functions, judged_calls
+
+
+def judge_turn(
+    turn: AgentTurn, trace: TurnTrace, functions: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The turn's record: what ran, what was said, whether it succeeded and why not."""
+    if not turn.calls:
+        calls_ok = not trace.calls
+        why = "" if calls_ok else f"no tool should run; {trace.calls[0].name} ran"
+    else:
+        judged_functions, judged_calls = _judged_parts(turn.calls, trace.calls, functions)
+        answers = AnswerSet(id="turn", ground_truth=tuple(turn.calls))
+        verdict = check_calls(judged_functions, judged_calls, answers)
+        calls_ok, why = verdict.valid, verdict.error
+    lowered = trace.answer.lower()
+    missing = [fact for fact in turn.facts if fact.lower() not in lowered]
+    return {
+        "user": turn.user,
+        "calls": [{"name": c.name, "arguments": dict(c.arguments)} for c in trace.calls],
+        "sources": list(trace.sources),
+        "answer": trace.answer,
+        "calls_ok": calls_ok,
+        "calls_error": why or None,
+        "missing_facts": missing,
+        "success": calls_ok and not missing and trace.error is None,
+        "first_tool_s": _round(trace.first_tool_s),
+        "answer_s": _round(trace.answer_s),
+        "tool_results": len(trace.sources),
+        "provisional_results": trace.sources.count("provisional"),
+        "stop": trace.stop,
+        "error": trace.error,
+        "prompt_cache": trace.prompt_cache,
+        "timings": [dict(t) for t in trace.timings],
+    }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def summarize_agent(
+    records: Sequence[Mapping[str, Any]], variants: Sequence[str]
+) -> dict[str, Any]:
+    """``{"variants": {label: numbers}, "by_tag": {tag: {label: {"n", "success"}}}}``."""
+    by_variant: dict[str, list[Mapping[str, Any]]] = {label: [] for label in variants}
+    for record in records:
+        by_variant.setdefault(record["variant"], []).append(record)
+    numbers: dict[str, dict[str, Any]] = {}
+    by_tag: dict[str, dict[str, dict[str, int]]] = {}
+    for label, rows in by_variant.items():
+        ran = [r for r in rows if not r.get("skipped")]
+        succeeded = sum(1 for r in ran if r.get("success"))
+        turns = [t for r in ran for t in r.get("turns") or []]
+        numbers[label] = {
+            "tasks": len(ran),
+            "skipped": len(rows) - len(ran),
+            "succeeded": succeeded,
+            "success_rate": succeeded / len(ran) if ran else None,
+            "geo_first_tool_s": geomean(r.get("first_tool_s") for r in ran),
+            "geo_answer_s": geomean(r.get("answer_s") for r in ran),
+            "tool_results": sum(r.get("tool_results") or 0 for r in ran),
+            "provisional_results": sum(r.get("provisional_results") or 0 for r in ran),
+            "cache_hits": sum(1 for t in turns if t.get("prompt_cache") == "hit"),
+            "turns": len(turns),
+            "errors": sum(1 for r in ran if r.get("error")),
+        }
+        for record in ran:
+            for tag in record.get("tags") or []:
+                cell = by_tag.setdefault(tag, {}).setdefault(label, {"n": 0, "success": 0})
+                cell["n"] += 1
+                cell["success"] += 1 if record.get("success") else 0
+    return {"variants": numbers, "by_tag": dict(sorted(by_tag.items()))}
+
+
+def _s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _grid(rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in rows
+    ]
+
+
+def format_tables(summary: Mapping[str, Any]) -> str:
+    """The summary as two fixed-width tables: per variant, then success per tag."""
+    variants: Mapping[str, Mapping[str, Any]] = summary["variants"]
+    rows: list[Sequence[str]] = [
+        ("variant", "tasks", "success", "first tool s", "answer s", "provisional", "cache hits",
+         "errors", "skipped")
+    ]  # fmt: skip
+    for label, n in variants.items():
+        rows.append(
+            (
+                label,
+                str(n["tasks"]),
+                f"{n['succeeded']}/{n['tasks']}",
+                _s(n["geo_first_tool_s"]),
+                _s(n["geo_answer_s"]),
+                f"{n['provisional_results']}/{n['tool_results']}",
+                f"{n['cache_hits']}/{n['turns']}",
+                str(n["errors"]),
+                str(n["skipped"]),
+            )
+        )
+    lines = _grid(rows)
+    lines.append("(times: geometric means over tasks, seconds; provisional: results served by")
+    lines.append(" provisional calls / all tool results; cache hits: turns whose prompt came")
+    lines.append(" from the prompt cache / all turns)")
+    tags: Mapping[str, Mapping[str, Mapping[str, int]]] = summary["by_tag"]
+    if tags:
+        labels = list(variants)
+        tag_rows: list[Sequence[str]] = [("tag", *labels)]
+        for tag, cells in tags.items():
+            tag_rows.append(
+                (
+                    tag,
+                    *(
+                        f"{cells[label]['success']}/{cells[label]['n']}" if label in cells else "-"
+                        for label in labels
+                    ),
+                )
+            )
+        lines += ["", *_grid(tag_rows)]
+    return "\n".join(lines)
+
+
+def _cpu_flags() -> list[str]:
+    """The SIMD flags that decide llama.cpp's speed here (``avx2``, ``avx512*``), if readable."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    return sorted(set(re.findall(r"\b(avx2|avx512[a-z_]*)\b", text)))
+
+
+def setup_info(
+    *,
+    tasks_file: Path,
+    model: str | None,
+    host: Mapping[str, Any],
+    variants: Sequence[str],
+    limit: int | None,
+    prompt_cache_supported: bool,
+) -> dict[str, Any]:
+    """What the run was, for ``summary.json``: enough to tell two runs apart."""
+    return {
+        "tasks_file": str(tasks_file),
+        "model": model or host.get("model"),
+        "format": host.get("format"),
+        "tool_choice": host.get("tool_choice"),
+        "threads": host.get("threads"),
+        "n_ctx": host.get("n_ctx"),
+        "variants": list(variants),
+        "limit": limit,
+        "prompt_cache_supported": prompt_cache_supported,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "cpu_flags": _cpu_flags(),
+    }
