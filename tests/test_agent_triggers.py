@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import anyio
@@ -115,8 +114,7 @@ async def test_a_call_begun_as_a_bare_list_runs_and_the_next_step_shows_it_in_th
     reason=f"no Qwen2.5-Coder-0.5B Q4_0 at {QWEN_Q4_0} (python -m weavehost.bench.assets makes it)",
 )
 async def test_qwen_asked_the_time_in_tokyo_with_auto_runs_get_current_time_and_answers_with_the_time():
-    server = f"{sys.executable} {TIME_SERVER}"
-    async with Host(servers=[server], trust=["time_server"], model=str(QWEN_Q4_0),
+    async with Host(servers=[str(TIME_SERVER)], trust=["time_server"], model=str(QWEN_Q4_0),
                     tool_choice="auto", prompt_cache=False, threads=2) as host:  # fmt: skip
         with anyio.fail_after(QWEN_TURN_BOUND_S):
             events = [event async for event in host.run("What time is it in Tokyo right now?")]
