@@ -142,11 +142,14 @@ def first_trigger(
     """The trigger that begins earliest in ``text`` at or after ``skip`` and where (``(-1, …)``
     if none does); at one position the longer text wins, as the more specific way of writing a
     call."""
-    found = [
-        (at, -len(text_bytes), index)
-        for index, (trigger, text_bytes) in enumerate(triggers)
-        if (at := opener_position(text, text_bytes, at_start_only=trigger.at_start)) >= skip
-    ]
+    found = []
+    for index, (trigger, text_bytes) in enumerate(triggers):
+        if trigger.at_start:
+            at = opener_position(text, text_bytes, at_start_only=True)
+        else:
+            at = text.find(text_bytes, skip)
+        if at >= skip:
+            found.append((at, -len(text_bytes), index))
     if not found:
         return -1, triggers[0][0]
     at, _, index = min(found)
