@@ -5,7 +5,8 @@ Stage: none (a leaf every layer may import; it imports nothing of weavehost).
 Guarantee: :func:`cache_dir` is the only place the cache directory is decided, read from the
 environment on every call (so a test or a user can move it at any time): ``WEAVEHOST_CACHE`` if
 set, else ``$XDG_CACHE_HOME/weavehost``, else ``~/.cache/weavehost``. Calibrations
-(:mod:`weavehost.decode.padding`) and benchmark assets (:mod:`weavehost.bench.assets`) live
+(:mod:`weavehost.decode.padding`), saved prompt prefixes (``prompts/``,
+:mod:`weavehost.agent.prompt_cache`) and benchmark assets (:mod:`weavehost.bench.assets`) live
 under it.
 """
 
