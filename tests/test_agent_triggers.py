@@ -110,7 +110,8 @@ async def test_a_call_begun_as_a_bare_list_runs_and_the_next_step_shows_it_in_th
 @pytest.mark.model
 @pytest.mark.anyio
 @pytest.mark.skipif(
-    not QWEN_Q4_0.is_file(),
+    # CI names the file (.ci/run fetches it): there a missing file fails the test, never skips it.
+    not QWEN_Q4_0.is_file() and "WEAVEHOST_QWEN_GGUF" not in os.environ,
     reason=f"no Qwen2.5-Coder-0.5B Q4_0 at {QWEN_Q4_0} (python -m weavehost.bench.assets makes it)",
 )
 async def test_qwen_asked_the_time_in_tokyo_with_auto_runs_get_current_time_and_answers_with_the_time():
