@@ -22,6 +22,9 @@ from weavehost.formats import (
     tool_to_openai,
 )
 from weavehost.formats.base import call_format
+from weavehost.formats.qwen import QWEN
+from weavehost.formats.several import first_call_format, render_calls
+from weavehost.formats.smollm2 import SMOLLM2
 from weavehost.formats.toolprompt import (
     PARAMETER_DESCRIPTION_BUDGET,
     PROMPT_EXAMPLES,
@@ -350,23 +353,23 @@ PINNED_PROMPTS = {
     "smollm2-none-system-call-result-True-True": "2a2f8615eaabfbaa",
     "smollm2-none-system-call-result-True-False": "d84cd5762bd7f9f3",
     "smollm2-none-system-call-result-False-True": "81aee999a89f581d",
-    "smollm2-none-no-system-two-calls-True-True": "312d937ee20d06df",
-    "smollm2-none-no-system-two-calls-False-True": "7790923058a3bb57",
+    "smollm2-none-no-system-two-calls-True-True": "9b188f8b68381ec4",
+    "smollm2-none-no-system-two-calls-False-True": "f00e0985a52beac2",
     "smollm2-tool-aware-system-call-result-True-True": "3930fdb001fd453a",
     "smollm2-tool-aware-system-call-result-True-False": "57e23a75866b2558",
     "smollm2-tool-aware-system-call-result-False-True": "21c595be8e67c1bb",
-    "smollm2-tool-aware-no-system-two-calls-True-True": "0af9799e40c0d1d2",
-    "smollm2-tool-aware-no-system-two-calls-False-True": "a88c3337c757b420",
+    "smollm2-tool-aware-no-system-two-calls-True-True": "20f7c75f30917adc",
+    "smollm2-tool-aware-no-system-two-calls-False-True": "72109b7aae774437",
     "smollm2-chatml-system-call-result-True-True": "2a2f8615eaabfbaa",
     "smollm2-chatml-system-call-result-True-False": "d84cd5762bd7f9f3",
     "smollm2-chatml-system-call-result-False-True": "81aee999a89f581d",
-    "smollm2-chatml-no-system-two-calls-True-True": "312d937ee20d06df",
-    "smollm2-chatml-no-system-two-calls-False-True": "b3374067df82f07a",
+    "smollm2-chatml-no-system-two-calls-True-True": "9b188f8b68381ec4",
+    "smollm2-chatml-no-system-two-calls-False-True": "fc6061784eb60dff",
     "smollm2-qwen-gguf-system-call-result-True-True": "2a2f8615eaabfbaa",
     "smollm2-qwen-gguf-system-call-result-True-False": "d84cd5762bd7f9f3",
     "smollm2-qwen-gguf-system-call-result-False-True": "81aee999a89f581d",
-    "smollm2-qwen-gguf-no-system-two-calls-True-True": "312d937ee20d06df",
-    "smollm2-qwen-gguf-no-system-two-calls-False-True": "3d8c2b7b6c7acc53",
+    "smollm2-qwen-gguf-no-system-two-calls-True-True": "9b188f8b68381ec4",
+    "smollm2-qwen-gguf-no-system-two-calls-False-True": "5397b73baed46aa8",
 }
 
 
@@ -559,3 +562,42 @@ def test_descriptions_in_the_prompt_are_cut_at_their_budgets_with_a_mark():
     argument = shown["parameters"]["properties"]["a"]["description"]
     assert len(argument) <= PARAMETER_DESCRIPTION_BUDGET and argument.endswith(" …")
     assert tool_to_openai("t", "Short.", {})["function"]["description"] == "Short."
+
+
+# ------------------------------------------------------------------ several calls in one reply
+
+SEVERAL = [ToolCall("get_weather", {"city": "Paris"}), ToolCall("get_weather", {"city": "Oslo"})]
+SEVERAL_DICTS = [{"name": c.name, "arguments": dict(c.arguments)} for c in SEVERAL]
+
+
+def test_smollm2_writes_a_reply_s_several_calls_as_one_list_and_renders_them_so():
+    text = render_calls(SMOLLM2, SEVERAL)
+    assert text == (
+        '<tool_call>[{"name": "get_weather", "arguments": {"city": "Paris"}}, '
+        '{"name": "get_weather", "arguments": {"city": "Oslo"}}]</tool_call>'
+    )
+    assert SMOLLM2.parse_calls(text) == SEVERAL
+    segments = SMOLLM2.render_prompt(
+        [{"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": SEVERAL_DICTS}],
+        [],
+        chat_template=None,
+    )
+    assert text in "".join(s.text for s in segments)
+
+
+@pytest.mark.parametrize("fmt", [QWEN, SMOLLM2], ids=lambda f: f.name)
+def test_each_call_of_a_reply_is_read_back_alone_in_the_layout_it_is_written_in(fmt):
+    first, more = first_call_format(fmt), call_format(fmt, fmt.several.more)
+    assert first.parse_calls(first.render_call(SEVERAL[0])) == SEVERAL[:1]
+    assert more.parse_calls(more.render_call(SEVERAL[1])) == SEVERAL[1:]
+    # The reply written call by call is the reply rendered.
+    written = first.render_call(SEVERAL[0]) + more.render_call(SEVERAL[1]) + fmt.several.close
+    assert written == render_calls(fmt, SEVERAL)
+    assert fmt.parse_calls(written) == SEVERAL
+
+
+def test_smollm2_s_first_call_leaves_the_list_open_for_the_model_to_go_on_or_stop():
+    layout = first_call_format(SMOLLM2).layout
+    assert layout.tail == "}}" and SMOLLM2.several.close == "]</tool_call>"
+    assert SMOLLM2.several.more.text == ","  # another call follows; anything else: done
+    assert first_call_format(QWEN) is QWEN  # Qwen's blocks are closed one by one

@@ -7,7 +7,9 @@ itself; it asks an :class:`AgentModel` to
    what the KV cache lacks),
 2. :meth:`~AgentModel.free_decode` greedily until an end-of-generation token or the format's
    call opener, streaming text,
-3. :meth:`~AgentModel.write_call` with a decoding strategy once the opener was seen.
+3. :meth:`~AgentModel.write_call` with a decoding strategy once the opener was seen,
+4. :meth:`~AgentModel.next_call` after a call: whether the model begins another in the same
+   reply (several calls a step).
 
 Every method but ``abort``/``clear_abort`` is blocking and is called from a worker thread, one
 at a time, by a task holding the model's :class:`~weavehost.agent.lock.ModelLock`. A scripted
@@ -23,6 +25,11 @@ stand-in for tests is :mod:`weavehost.agent.scripted`. Invariants of :class:`Eng
   in the trigger's layout (``forced=True``), whose head begins with the trigger's text.
 * Text that could still become a trigger is held back from the stream, so a call's opening
   characters are never shown as assistant text.
+* Several calls in one reply (a format's :class:`~weavehost.formats.several.SeveralCalls`):
+  a call in the format's own layout is written in ``several.first``; after it the model decodes
+  at most :data:`MORE_CALLS_LOOKAHEAD` tokens greedily and another call begins only where
+  ``several.more`` does; otherwise those tokens are dropped and ``several.close`` written, so
+  sequence 0 holds exactly :func:`~weavehost.formats.several.render_calls` of the reply.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from weavehost.engine import Engine, EngineStats
 from weavehost.errors import ContextOverflowError
 from weavehost.formats import ModelFormat, ToolCall, tool_to_openai
 from weavehost.formats.base import Trigger, call_format
+from weavehost.formats.several import first_call_format
 
 __all__ = [
     "AgentModel",
@@ -55,6 +63,9 @@ __all__ = [
 ]
 
 MAX_REMEMBERED_REPLIES = 64
+# Tokens the model may write after a call before the next one must have begun (Qwen writes
+# ``\n<tool_call>``, SmolLM2's list ``,``): enough for a separator and the opener.
+MORE_CALLS_LOOKAHEAD = 4
 TextSink = Callable[[str], None]
 ProvisionalSink = Callable[[ToolCall], None]
 
@@ -110,6 +121,8 @@ class AgentModel(Protocol):
     def write_call(
         self, tools: Sequence[ToolSchema], on_provisional: ProvisionalSink, max_tokens: int
     ) -> CallResult: ...
+
+    def next_call(self, allowed: bool = True) -> bool: ...
 
     def abort(self) -> None: ...
 
@@ -192,6 +205,9 @@ class EngineModel:
         # one the last free decode stopped at, whose layout the next call is written in.
         self._triggers = [(trigger, trigger.text.encode("utf-8")) for trigger in fmt.triggers]
         self._call_trigger: Trigger | None = None
+        # Whether the last call was written in a layout of the format's several calls (its
+        # reply may go on with another call, and is closed with ``several.close``).
+        self._several_open = False
         self._offered: tuple[str, ...] = ()  # tool names of the last render: those on offer
 
     @property
@@ -345,10 +361,7 @@ class EngineModel:
                 # Roll back to the token holding the opener's first byte. The token before it
                 # is read again for its next-token logits.
                 first = max(i for i, offset in enumerate(offsets) if offset <= at)
-                if start + first < engine.seq_len(0):
-                    del self.held[start + first :]
-                    engine.drop(0, start + first)
-                    self._refeed_last()
+                self._roll_back(start + first)
                 if allow_call:
                     self._call_trigger = trigger
                     stream(offsets[first])
@@ -382,6 +395,13 @@ class EngineModel:
             return True
         return None if any(naming.startswith(written) for naming in namings) else False
 
+    def _roll_back(self, position: int) -> None:
+        """Sequence 0 cut back to ``position``, with next-token logits there."""
+        if position < self.engine.seq_len(0):
+            del self.held[position:]
+            self.engine.drop(0, position)
+            self._refeed_last()
+
     def _refeed_last(self) -> None:
         last = self.held[-1]
         self.engine.drop(0, len(self.held) - 1)
@@ -393,7 +413,14 @@ class EngineModel:
         # A call begun by a trigger with a layout of its own (Qwen's bare JSON) is written in
         # that layout; the conversation records the call, which renders in the canonical form
         # (the next sync re-prefills from the call on).
-        fmt, self._call_trigger = call_format(self.format, self._call_trigger), None
+        trigger, self._call_trigger = self._call_trigger, None
+        several = self.format.several
+        if trigger is not None and trigger.layout is not None:
+            fmt = call_format(self.format, trigger)
+            self._several_open = several is not None and trigger == several.more
+        else:  # the format's own layout: more calls may follow (SmolLM2's list left open)
+            fmt = first_call_format(self.format)
+            self._several_open = several is not None
         result = self.strategy.run(
             CallRequest(
                 engine=self.engine,
@@ -412,4 +439,55 @@ class EngineModel:
                 self._remember_reply()
         else:  # a free-writing strategy that failed: what it wrote is unknown here
             self.engine.drop(0, len(self.held))
+        # Only a call written exactly in its layout (not a free-writing strategy's own list)
+        # can be followed by another.
+        self._several_open &= bool(result.calls) and result.text.endswith(fmt.layout.tail)
         return result
+
+    def next_call(self, allowed: bool = True) -> bool:
+        """After a call: whether the model begins another in the same reply (greedy, at most
+        :data:`MORE_CALLS_LOOKAHEAD` tokens; never when not ``allowed``). True: sequence 0 is
+        rolled back to where it begins and the next :meth:`write_call` writes it. False: what
+        the model wrote after the call is dropped and the format's ``several.close`` written,
+        so sequence 0 holds the reply as :func:`~weavehost.formats.several.render_calls`
+        renders it."""
+        several, engine = self.format.several, self.engine
+        if several is None or not self._several_open:
+            return False
+        self._several_open = False
+        start = len(self.held)
+        if not allowed:
+            return self._close_reply(start, several.close)
+        more = [(several.more, several.more.text.encode("utf-8"))]
+        if not engine.has_next_logits(0):
+            self._refeed_last()
+        logits = engine.last_logits(0)
+        data, offsets = b"", []
+        for _ in range(MORE_CALLS_LOOKAHEAD):
+            token = int(logits.argmax())
+            if engine.is_end_of_generation(token):
+                break
+            offsets.append(len(data))
+            data += engine.token_bytes(token)
+            at, _ = first_trigger(data, more)
+            if at >= 0:
+                self._roll_back(start + max(i for i, o in enumerate(offsets) if o <= at))
+                self._call_trigger = several.more
+                return True
+            if not _held_back(data, more[0][1], at_start_only=several.more.at_start):
+                break  # what it wrote cannot become the next call's opener
+            logits = engine.decode_one(0, token)
+            self.held.append(token)
+        return self._close_reply(start, several.close)
+
+    def _close_reply(self, start: int, close: str) -> bool:
+        """What the model wrote past ``start`` dropped, ``close`` written: the reply's calls
+        end there."""
+        self.engine.drop(0, start)
+        del self.held[start:]
+        if close:
+            tokens = self.engine.tokenize(close, special=True)
+            self.engine.prefill(0, tokens, logits_last=False)
+            self.held.extend(tokens)
+        self._remember_reply()
+        return False

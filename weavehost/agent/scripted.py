@@ -4,8 +4,9 @@ Stage: agent (the test double behind the :class:`~weavehost.agent.model.AgentMod
 makes the loop's control flow testable without a GGUF file, as ``llm``'s ``MockModel`` does.
 
 Invariants: replies come in the order given (a ``str`` answers, a :class:`ScriptedCall` opens a
-call); every sync, offer, free decode, hold and thread change is recorded for the test to read;
-:meth:`ScriptedModel.abort` is honoured at every call, as the engine honours it between passes.
+call, a list of them is one reply with several calls); every sync, offer, free decode, hold and
+thread change is recorded for the test to read; :meth:`ScriptedModel.abort` is honoured at every
+call, as the engine honours it between passes.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class ScriptedModel:
     When the queue runs dry it answers ``"(no more scripted replies)"``.
     """
 
-    replies: list[str | ScriptedCall]
+    replies: list[str | ScriptedCall | list[ScriptedCall]]
     n_ctx: int = 4096
     hold_timeout_s: float = 5.0
     synced: list[list[dict[str, Any]]] = field(default_factory=list)
@@ -60,8 +61,9 @@ class ScriptedModel:
     resets: int = 0  # times the loop reset the model's KV cache after a decode failure
     threads: int = 4
     thread_changes: list[int] = field(default_factory=list)  # every set_threads, in order
-    _queue: deque[str | ScriptedCall] = field(init=False)
-    _pending: ScriptedCall | None = field(default=None, init=False)
+    _queue: deque[str | ScriptedCall | list[ScriptedCall]] = field(init=False)
+    _pending: deque[ScriptedCall] = field(default_factory=deque, init=False)  # this reply's
+    written: list[int] = field(default_factory=list)  # calls written in each reply with calls
     _abort: threading.Event = field(default_factory=threading.Event, init=False)
 
     def __post_init__(self) -> None:
@@ -86,6 +88,13 @@ class ScriptedModel:
     def stats(self) -> EngineStats:
         return EngineStats()
 
+    def next_call(self, allowed: bool = True) -> bool:
+        """Whether the reply goes on with another scripted call (not past the loop's bound)."""
+        self._check()
+        if not allowed:
+            self._pending.clear()
+        return bool(self._pending)
+
     def abort(self) -> None:
         self._abort.set()
 
@@ -108,28 +117,33 @@ class ScriptedModel:
         self._check()
         self.allowed_calls.append(allow_call)
         reply = self._queue.popleft() if self._queue else "(no more scripted replies)"
-        if isinstance(reply, ScriptedCall) and not allow_call:
-            reply = reply.text or "(a call was not allowed)"
-        if isinstance(reply, str):
-            if reply:
-                on_text(reply)
-            return FreeText(text=reply, call=False, stop="end")
-        if reply.text:
-            on_text(reply.text)
-        self._pending = reply
-        return FreeText(text=reply.text, call=True, stop="call")
+        calls = [reply] if isinstance(reply, ScriptedCall) else reply
+        if not isinstance(calls, str) and not allow_call:
+            calls = calls[0].text or "(a call was not allowed)"
+        if isinstance(calls, str):
+            if calls:
+                on_text(calls)
+            return FreeText(text=calls, call=False, stop="end")
+        if calls[0].text:
+            on_text(calls[0].text)
+        self._pending = deque(calls)
+        self.written.append(0)
+        return FreeText(text=calls[0].text, call=True, stop="call")
 
     def write_call(
         self, tools: Sequence[ToolSchema], on_provisional: ProvisionalSink, max_tokens: int
     ) -> CallResult:
         self._check()
-        script, self._pending = self._pending, None
-        assert script is not None, "write_call without a scripted call"
+        assert self._pending, "write_call without a scripted call"
+        script = self._pending.popleft()
+        self.written[-1] += 1
         if script.provisional is not None:
             on_provisional(script.provisional)
         if script.hold is not None:
             self.holds.append(script.hold.wait(self.hold_timeout_s))
         self._check()
+        if script.final is None:
+            self._pending.clear()  # a call that failed ends the reply
         calls = [script.final] if script.final is not None else []
         return CallResult(
             strategy="scripted",

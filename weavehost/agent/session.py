@@ -12,18 +12,14 @@ Invariants:
   runs in a worker thread through the model's :class:`~weavehost.agent.lock.ModelLock`, and a
   whole step holds it from sync to the end of its call, so the model is never entered by two
   tasks and the event loop stays free for servers and tools.
-* **Provisional calls.** When the strategy hands over a provisional call of a tool that
-  :meth:`~weavehost.mcp.executor.Executor.starts_early` allows (read-only hint *and* trusted
-  server), the tool starts at once in the turn's task group. A final call equal to it uses its
-  result; a different final call cancels and discards it (the model never sees it) and runs the
-  corrected call. Nothing else runs before the final call, and those calls go through approval.
-* **Result cache.** Runs of provisional-eligible calls are kept per session
-  (:mod:`weavehost.agent.cache`); an identical call awaits the cached (possibly still running)
-  result instead of calling again (seed 002's client-side speculation).
-* **Bounded runs.** A run of a trusted read-only call (provisional, cached or final) is stopped
-  after :func:`run_bound` of the config's timeouts, and the model reads a ``timeout`` tool
-  result, as for a server that did not answer; it never escapes as an exception. (Other calls
-  may wait for the user's approval, so only the executor's own bounds apply to them.)
+* **Several calls a step.** After each call the model decides greedily whether another
+  follows (:meth:`~weavehost.agent.model.AgentModel.next_call`); a reply holds at most
+  :data:`MAX_CALLS_PER_STEP` calls, which share what is left of the context. A call equal to
+  one already made in the turn is dropped; results go back to the model in call order.
+* **Provisional calls, result cache, bounded runs** (:mod:`weavehost.agent.runs`): a trusted
+  read-only call starts as soon as it is provisional, each call of a reply on its own, and is
+  stopped at :func:`run_bound`; a different final call discards it; the other calls run (and
+  are approved) one by one, in order, after the reply is written.
 * **Bounded.** At most ``max_steps`` model steps per turn; a turn that hits the bound says so.
   A step's free text (the answer) stops at the model's end of turn, at a repeated call, or at
   ``free_tokens`` (``--max-answer-tokens``), with a ``notice`` when that bound cut it.
@@ -43,7 +39,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -62,10 +57,11 @@ from weavehost.agent.options import (
     ToolChoice,
     check_tool_choice,
 )
+from weavehost.agent.runs import RUN_BOUND_SLACK_S, CallRuns, EarlyRuns, run_bound
 from weavehost.agent.thermal import Backoff
 from weavehost.agent.tools import DEFAULT_CATALOG_SHARE, select_tools, tool_schema
-from weavehost.config import HostConfig, Timeouts
-from weavehost.decode import ToolSchema
+from weavehost.config import HostConfig
+from weavehost.decode import CallResult, ToolSchema
 from weavehost.errors import (
     AbortedError,
     DecodeFailedError,
@@ -73,12 +69,12 @@ from weavehost.errors import (
     WeavehostError,
 )
 from weavehost.formats import ToolCall
-from weavehost.mcp.catalog import Catalog, ToolSpec
-from weavehost.mcp.executor import REFRESH_WAIT_MARGIN, Executor, ToolResult, may_run_provisionally
-from weavehost.mcp.servers import RESTART_BACKOFF_MAX, TIMEOUT_BACKSTOP
+from weavehost.mcp.catalog import Catalog
+from weavehost.mcp.executor import Executor
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
+    "MAX_CALLS_PER_STEP",
     "RUN_BOUND_SLACK_S",
     "TOOL_CHOICES",
     "Session",
@@ -89,31 +85,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DEFAULT_CALL_TOKENS = 256  # one call's value or optional-argument budget
-RUN_BOUND_SLACK_S = 1.0  # past the sum of a run's own bounds: scheduling, cancelling on a server
-
-
-def run_bound(timeouts: Timeouts) -> float:
-    """How long a trusted read-only run may take before the loop stops it and the model reads a
-    ``timeout`` result. A healthy run ends sooner: it may wait for its server's re-listing, the
-    pool's restart back-off and the server's startup before the call itself, and each of those
-    has its own bound; this is their sum and :data:`RUN_BOUND_SLACK_S`."""
-    relisting = timeouts.list_tools + REFRESH_WAIT_MARGIN
-    call = timeouts.call + TIMEOUT_BACKSTOP
-    return relisting + RESTART_BACKOFF_MAX + timeouts.startup + call + RUN_BOUND_SLACK_S
-
-
-@dataclass(slots=True)
-class _EarlyRun:
-    """The run a step's provisional call started, if any. Written on the event loop (the worker
-    thread hands the provisional call over through ``anyio.from_thread``) and read there after
-    the step's worker calls return, so it needs no lock of its own."""
-
-    entry: CacheEntry | None = None
-
-    def take(self) -> CacheEntry | None:
-        """The run, forgotten here (so it is discarded at most once)."""
-        entry, self.entry = self.entry, None
-        return entry
+MAX_CALLS_PER_STEP = 8  # calls one reply may hold; past it the reply's calls are closed
 
 
 class Session:
@@ -152,6 +124,7 @@ class Session:
         # How long a trusted read-only run may take (see run_bound); a parameter so an app can
         # choose a shorter wait than the sum of every stage's bound.
         self.run_bound_s = run_bound(config.timeouts) if run_bound_s is None else run_bound_s
+        self.runs = CallRuns(executor, catalog, config, self.cache, self.run_bound_s)
         self.prefilled: list[int] = []  # tokens prefilled per step, for tests and timings
         # Context kept free for what one step writes; the prompt gets the rest (the "room").
         # A small context gives the prompt at least three quarters; each step's budgets then
@@ -279,13 +252,13 @@ class Session:
                 await anyio.sleep(backoff.step_pause_s)
             free_tokens = min(free_tokens, backoff.max_tokens)
         emit(Event("step", {"step": step}))
-        early = _EarlyRun()
+        early = EarlyRuns()
 
         def on_text(text: str) -> None:
             anyio.from_thread.run_sync(emit, Event("text", {"text": text}))
 
         def on_provisional(call: ToolCall) -> None:
-            anyio.from_thread.run_sync(self._provisional, call, tg, early, emit)
+            anyio.from_thread.run_sync(self.runs.provisional, call, tg, early, emit)
 
         started = time.perf_counter()
         async with self.lock:
@@ -313,14 +286,25 @@ class Session:
                     free = await self.lock.run(
                         self.model.free_decode, on_text, free_tokens, allow_call
                     )
-                result = None
+                results = []
                 if free.call:
-                    call_tokens = min(self.call_tokens, max(0, left - free.tokens - 1))
-                    result = await self.lock.run(
-                        self.model.write_call, forced or tools, on_provisional, call_tokens
-                    )
+                    # The reply's calls share what is left of the context after the free text.
+                    budget = max(0, left - free.tokens - 1)
+                    while True:
+                        early.current = len(results)
+                        result = await self.lock.run(
+                            self.model.write_call,
+                            forced or tools,
+                            on_provisional,
+                            min(self.call_tokens, budget),
+                        )
+                        results.append(result)
+                        budget -= len(result.tokens)
+                        more = bool(result.calls) and len(results) < MAX_CALLS_PER_STEP
+                        if not await self.lock.run(self.model.next_call, more and budget > 0):
+                            break
             except BaseException:
-                await self._discard(early)  # a provisional run of a call that never finished
+                await self.runs.discard_all(early)  # provisional runs of calls never finished
                 raise
             spent = self.model.stats().since(before)
         timings = {
@@ -332,53 +316,71 @@ class Session:
             "decoded_tokens": spent.decoded_tokens,
             "model_s": round(time.perf_counter() - started, 4),
         }
-        if result is not None:
-            timings["tool_latency_s"] = round(result.tool_latency_s, 4)
-            timings["final_latency_s"] = round(result.final_latency_s, 4)
+        if results:
+            timings["tool_latency_s"] = round(results[0].tool_latency_s, 4)
+            timings["final_latency_s"] = round(results[-1].final_latency_s, 4)
         emit(Event("timings", timings))
 
-        if result is None:
+        if not results:
             if free.stop == "max_tokens":
                 emit(Event("notice", {"text": f"the answer reached its bound of {free_tokens} "
                                               "tokens and was cut (--max-answer-tokens "
                                               f"{self.free_tokens})"}))  # fmt: skip
             self.messages.append({"role": "assistant", "content": free.text})
             return "answer"
-        if not result.calls:
-            await self._discard(early)
-            error = result.error or "the model wrote no call"
+        if not results[0].calls:
+            await self.runs.discard_all(early)
+            error = results[0].error or "the model wrote no call"
             emit(Event("call_failed", {"error": error}))
             self.messages.append({"role": "assistant", "content": free.text})
             return "call_failed"
+        return await self._run_calls(free.text, results, early, emit)
 
-        final = result.calls[0]
-        provisional = result.provisional
-        replaced = provisional is not None and provisional != final
-        emit(Event("final_call", {"name": final.name, "arguments": dict(final.arguments),
-                                  "replaced": replaced}))  # fmt: skip
-        if replaced:
-            await self._discard(early)
-        if final.canonical() in self._turn_calls:
-            # A model that repeats a call whose result it already has would loop to the step
-            # bound (SmolLM2-135M does): drop the repeat and let it answer, calls not allowed.
-            await self._discard(early)
+    async def _run_calls(
+        self,
+        content: str,
+        results: list[CallResult],
+        early: EarlyRuns,
+        emit: Callable[[Event], None],
+    ) -> None:
+        """The reply's calls, in order: each final call told, a repeat dropped, the others run
+        (read-only trusted ones already running since they were provisional) and their results
+        given to the model in call order."""
+        kept: list[tuple[ToolCall, CacheEntry | None]] = []
+        for index, result in enumerate(results):
+            # A free-writing strategy may read several calls from one run: the first is the
+            # run's provisional one.
+            for place, final in enumerate(result.calls[: MAX_CALLS_PER_STEP - len(kept)]):
+                provisional = result.provisional if place == 0 else None
+                entry = early.take(index) if place == 0 else None
+                replaced = provisional is not None and provisional != final
+                emit(Event("final_call", {"name": final.name, "arguments": dict(final.arguments),
+                                          "replaced": replaced}))  # fmt: skip
+                if replaced:
+                    await self.runs.discard(entry)
+                    entry = None
+                if final.canonical() in self._turn_calls:
+                    # A model that repeats a call whose result it already has would loop to the
+                    # step bound (SmolLM2-135M does): the repeat is dropped.
+                    await self.runs.discard(entry)
+                    emit(Event("notice", {"text": f"the model repeated {final.name} with the "
+                                                  "same arguments; the repeat is not "
+                                                  "run"}))  # fmt: skip
+                    continue
+                self._turn_calls.add(final.canonical())
+                kept.append((final, entry))
+        await self.runs.discard_all(early)  # runs of calls past the bound or not written
+        if not kept:  # nothing new to run: let it answer, calls not allowed
             self._answer_only = True
-            emit(Event("notice", {"text": f"the model repeated {final.name} with the same "
-                                          "arguments; asking it to answer instead"}))  # fmt: skip
             return None
-        self._turn_calls.add(final.canonical())
-        self.messages.append(
-            {
-                "role": "assistant",
-                "content": free.text,
-                "tool_calls": [{"name": final.name, "arguments": dict(final.arguments)}],
-            }
-        )
-        outcome, source = await self._execute(final, early)
-        emit(Event("tool_result", {"name": outcome.name, "arguments": dict(outcome.arguments),
-                                   "status": outcome.status, "text": outcome.text,
-                                   "source": source}))  # fmt: skip
-        self.messages.append({"role": "tool", "name": final.name, "content": outcome.text})
+        calls = [{"name": c.name, "arguments": dict(c.arguments)} for c, _ in kept]
+        self.messages.append({"role": "assistant", "content": content, "tool_calls": calls})
+        for final, entry in kept:
+            outcome, source = await self.runs.execute(final, entry)
+            emit(Event("tool_result", {"name": outcome.name, "arguments": dict(outcome.arguments),
+                                       "status": outcome.status, "text": outcome.text,
+                                       "source": source}))  # fmt: skip
+            self.messages.append({"role": "tool", "name": final.name, "content": outcome.text})
         return None
 
     def _forced_tools(self, step: int, tools: list[ToolSchema]) -> list[ToolSchema]:
@@ -387,88 +389,6 @@ class Session:
         if step != 1 or not tools:
             return []
         return tools if self.tool_choice == "required" else self._forced
-
-    def _spec(self, name: str) -> ToolSpec | None:
-        return self.catalog.get(name) if name in self.catalog else None
-
-    def _provisional(
-        self,
-        call: ToolCall,
-        tg: anyio.abc.TaskGroup,
-        early: _EarlyRun,
-        emit: Callable[[Event], None],
-    ) -> None:
-        """On the event loop: start a provisional call if the tool may run early."""
-        allowed = self.executor.starts_early(call.name, dict(call.arguments))
-        cached = allowed and self.cache.get(call) is not None
-        emit(Event("provisional_call", {"name": call.name, "arguments": dict(call.arguments),
-                                        "started": allowed and not cached,
-                                        "cached": cached}))  # fmt: skip
-        if not allowed or cached:
-            return  # not allowed early, or already known or running: the final call awaits it
-        early.entry = self.cache.open(call)
-        tg.start_soon(self._run_entry, early.entry, True)
-
-    async def _run_entry(self, entry: CacheEntry, provisional: bool) -> None:
-        """Run a cacheable call into its entry; past :attr:`run_bound_s` the run is stopped and
-        its result is a ``timeout`` the model reads. A discarded run ends with no result."""
-        result: ToolResult | None = None
-        try:
-            with anyio.CancelScope() as scope:
-                entry.scope = scope
-                with anyio.move_on_after(self.run_bound_s) as bounded:
-                    result = await self.executor.run(
-                        entry.call.name, dict(entry.call.arguments), provisional=provisional
-                    )
-                if bounded.cancelled_caught:
-                    result = self._timed_out(entry.call, provisional)
-        finally:
-            self.cache.finish(entry, result)
-
-    def _timed_out(self, call: ToolCall, provisional: bool) -> ToolResult:
-        """The result of a run stopped at its bound: a ``timeout``, as the executor reports a
-        server that did not answer in time."""
-        logger.warning("call %s outlived its %g s bound; stopped", call.name, self.run_bound_s)
-        spec = self._spec(call.name)
-        text = (
-            f"{call.name} did not finish within {self.run_bound_s:g} s and was stopped; "
-            "its result is unknown"
-        )
-        return ToolResult(
-            name=call.name,
-            server=spec.server if spec is not None else None,
-            arguments=dict(call.arguments),
-            status="timeout",
-            text=text,
-            total_chars=len(text),
-            duration_s=self.run_bound_s,
-            provisional=provisional,
-        )
-
-    async def _discard(self, early: _EarlyRun) -> None:
-        """Cancel and forget the provisional run this step started (never shown to the model)."""
-        entry = early.take()
-        if entry is None:
-            return
-        if entry.scope is not None:
-            entry.scope.cancel()
-        self.cache.discard(entry)
-
-    async def _execute(self, final: ToolCall, early: _EarlyRun) -> tuple[ToolResult, str]:
-        spec = self._spec(final.name)
-        cacheable = spec is not None and may_run_provisionally(spec, self.config)
-        if cacheable:
-            entry = self.cache.get(final)
-            source = "provisional" if early.entry is entry else "cache"
-            if entry is None:
-                entry = self.cache.open(final)
-                source = "final"
-                await self._run_entry(entry, False)
-            # Bounded: the task running the entry stops it at run_bound_s (a timeout result).
-            await entry.done.wait()
-            if entry.result is not None:
-                return entry.result, source
-        return await self.executor.run(final.name, dict(final.arguments)), "final"
 
     def transcript(self) -> list[dict[str, Any]]:
         return [dict(m) for m in self.messages]

@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -32,6 +32,9 @@ from weavehost.engine.segment import Segment
 from weavehost.errors import FormatError
 from weavehost.formats.lark import LarkRules
 from weavehost.formats.toolprompt import TOOL_DESCRIPTION_BUDGET, cut_description, prompt_parameters
+
+if TYPE_CHECKING:
+    from weavehost.formats.several import SeveralCalls
 
 __all__ = [
     "CallLayout",
@@ -91,6 +94,9 @@ class CallLayout:
     tail: str
     closer: str
     escape: Callable[[str], str] | None = None
+    # The text around a call written in this layout that makes it one the format's parse_calls
+    # reads (a call of an open list, ``[{…}``, reads as ``<tool_call>[{…}]</tool_call>``).
+    reads_as: tuple[str, str] = ("", "")
 
     def head_for(self, name: str) -> str:
         return self.head.format(name=self.escape(name) if self.escape else name)
@@ -147,6 +153,7 @@ class ModelFormat(Protocol):
     description: str
     layout: CallLayout
     triggers: tuple[Trigger, ...]
+    several: SeveralCalls | None  # how one reply holds several calls (None: one block each)
 
     def render_prompt(
         self,
@@ -225,6 +232,10 @@ class LayoutView:
     def triggers(self) -> tuple[Trigger, ...]:
         return self.base.triggers
 
+    @property
+    def several(self) -> SeveralCalls | None:
+        return self.base.several
+
     def render_prompt(
         self,
         messages: Sequence[Mapping[str, Any]],
@@ -253,7 +264,8 @@ class LayoutView:
         return render_call_from_layout(self, call)
 
     def parse_calls(self, text: str) -> list[ToolCall]:
-        return self.base.parse_calls(text)
+        before, after = self.layout.reads_as
+        return self.base.parse_calls(before + text + after)
 
 
 def call_format(fmt: ModelFormat, trigger: Trigger | None) -> ModelFormat:
@@ -266,6 +278,8 @@ def call_format(fmt: ModelFormat, trigger: Trigger | None) -> ModelFormat:
 
 class LayoutCalls:
     """Mixin for formats: a call is written from the format's layout and value encoding."""
+
+    several: SeveralCalls | None = None
 
     def render_call(self, call: ToolCall) -> str:
         return render_call_from_layout(self, call)  # type: ignore[arg-type]

@@ -25,6 +25,7 @@ from weavehost.formats.base import (
     merge_segments,
     render_chat_template,
 )
+from weavehost.formats.several import render_calls
 
 __all__ = ["PromptStyle", "StyledPrompt", "ToolsInText", "render_prompt"]
 
@@ -136,7 +137,7 @@ def _render_tools_in_text(
                 else ToolCall(c["name"], c["arguments"])
                 for c in message["tool_calls"]
             ]
-            text = (message.get("content") or "") + "".join(fmt.render_call(c) for c in calls)
+            text = (message.get("content") or "") + render_calls(fmt, calls)  # type: ignore[arg-type]
             plain.append({"role": "assistant", "content": text})
         elif message.get("role") == "tool":
             plain.append({"role": "user", "content": str(message.get("content", ""))})

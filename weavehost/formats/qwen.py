@@ -16,6 +16,7 @@ from weavehost.formats.jsoncalls import (
     tagged_json_values,
 )
 from weavehost.formats.prompt import PromptStyle, StyledPrompt
+from weavehost.formats.several import SeveralCalls
 
 __all__ = ["BARE_CALL", "FENCED_CALL", "FENCED_INDENTED_CALL", "QWEN"]
 
@@ -102,6 +103,8 @@ class QwenFormat(JsonValues, LayoutCalls, StyledPrompt):
         Trigger(FENCED_CALL.opener, layout=FENCED_CALL),
         Trigger(FENCED_INDENTED_CALL.opener, layout=FENCED_INDENTED_CALL),
     )
+    # Several calls are several blocks: after a call's </tool_call> the model may begin another.
+    several = SeveralCalls(more=Trigger("<tool_call>", at_start=True))
     prompt = PromptStyle(fallback_template=_FALLBACK_TEMPLATE, template_marker="<tool_call>")
 
     def parse_calls(self, text: str) -> list[ToolCall]:

@@ -17,8 +17,9 @@ from weavehost.formats.jsoncalls import (
     tagged_json_values,
 )
 from weavehost.formats.prompt import PromptStyle, StyledPrompt, ToolsInText
+from weavehost.formats.several import SeveralCalls
 
-__all__ = ["BARE_LIST", "SMOLLM2"]
+__all__ = ["BARE_LIST", "LIST_FIRST", "LIST_NEXT", "SMOLLM2"]
 
 _CHATML = """\
 {%- for message in messages %}<|im_start|>{{ message.role }}
@@ -55,6 +56,30 @@ BARE_LIST = CallLayout(
 )
 
 
+# Several calls are one list: the first call leaves it open after its ``}`` and the model then
+# writes ``,`` (another call, in LIST_NEXT) or anything else (done: the list is closed for it).
+LIST_FIRST = CallLayout(
+    opener="<tool_call>",
+    head='<tool_call>[{{"name": "{name}", "arguments": {{',
+    first_prefix='"{key}": ',
+    next_prefix=', "{key}": ',
+    tail="}}",
+    closer="</tool_call>",
+    escape=json_key_text,
+    reads_as=("", "]</tool_call>"),
+)
+LIST_NEXT = CallLayout(
+    opener=",",
+    head=', {{"name": "{name}", "arguments": {{',
+    first_prefix='"{key}": ',
+    next_prefix=', "{key}": ',
+    tail="}}",
+    closer="</tool_call>",
+    escape=json_key_text,
+    reads_as=("<tool_call>", "</tool_call>"),
+)
+
+
 class SmolLM2Format(JsonValues, LayoutCalls, StyledPrompt):
     name = "smollm2"
     description = 'SmolLM2: <tool_call>[{"name": ..., "arguments": {...}}]</tool_call>'
@@ -69,6 +94,11 @@ class SmolLM2Format(JsonValues, LayoutCalls, StyledPrompt):
     )
     # SmolLM2 often writes its list of calls without the tags, as the whole reply.
     triggers = (Trigger("<tool_call>"), Trigger(BARE_LIST.opener, at_start=True, layout=BARE_LIST))
+    several = SeveralCalls(
+        more=Trigger(LIST_NEXT.opener, at_start=True, layout=LIST_NEXT),
+        first=LIST_FIRST,
+        close="]</tool_call>",
+    )
     # Any GGUF template will do (SmolLM2's is plain ChatML): the tools are ours to write.
     prompt = PromptStyle(
         fallback_template=_CHATML,

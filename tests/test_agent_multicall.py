@@ -1,0 +1,166 @@
+"""Several calls in one step: the loop on the scripted model, the formats on the real models.
+
+A reply may hold several calls (Qwen's ``<tool_call>`` blocks one after another, SmolLM2's
+list). Read-only calls on trusted servers start as each is provisional; the others are
+approved one by one; results go back in call order. On the real embedded SmolLM2 the format
+machinery writes a two-call list and re-renders it as sequence 0 holds it; on Qwen2.5-Coder-0.5B
+Q4_0 the weather in two cities is asked for in one step.
+"""
+
+# ruff: noqa: E501 - test names are sentences
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import pytest
+from mcp.server.mcpserver import MCPServer
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+from tools import android
+from weavehost import Host
+from weavehost.agent.events import Event
+from weavehost.agent.scripted import ScriptedCall, ScriptedModel
+from weavehost.agent.session import MAX_CALLS_PER_STEP
+from weavehost.formats import ToolCall
+from weavehost.mcp.executor import StaticApprover
+
+pytestmark = pytest.mark.anyio
+
+ROOT = Path(__file__).resolve().parent.parent
+PARIS = ToolCall("get_current_weather", {"city": "Paris"})
+OSLO = ToolCall("get_current_weather", {"city": "Oslo"})
+
+
+def weather_server(log: list[str], started: dict[str, threading.Event]) -> MCPServer:
+    """A read-only weather tool that records each city and signals that its call started."""
+    server = MCPServer("weather", log_level="WARNING")
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def get_current_weather(city: Annotated[str, Field(description="City name.")]) -> str:
+        """Get the current weather in a city."""
+        log.append(city)
+        started.setdefault(city, threading.Event()).set()
+        return f"{city}: sunny"
+
+    return server
+
+
+def of(events: list[Event], kind: str) -> list[Event]:
+    return [e for e in events if e.type == kind]
+
+
+async def collect(host: Host, prompt: str) -> list[Event]:
+    with anyio.fail_after(10):
+        return [event async for event in host.run(prompt)]
+
+
+async def test_two_trusted_read_only_calls_of_one_reply_both_start_before_the_second_is_final_and_their_results_come_back_in_order() -> (
+    None
+):
+    log: list[str] = []
+    started = {"Paris": threading.Event(), "Oslo": threading.Event()}
+    # The first call is final only once Paris runs; the second only once Oslo runs too: both
+    # started while the reply was still being written.
+    reply = [
+        ScriptedCall(final=PARIS, provisional=PARIS, hold=started["Paris"]),
+        ScriptedCall(final=OSLO, provisional=OSLO, hold=started["Oslo"]),
+    ]
+    model = ScriptedModel([reply, "Sunny in both."])
+    async with Host(agent_model=model, inproc={"weather": weather_server(log, started)},
+                    trust=["weather"]) as host:  # fmt: skip
+        events = await collect(host, "Weather in Paris and Oslo?")
+    assert model.holds == [True, True]
+    assert model.written == [2]  # one step wrote both calls
+    assert sorted(log) == ["Oslo", "Paris"]  # each ran once, never again for its final call
+    kinds = [(e.type, e.get("name") and e["arguments"]["city"]) for e in events
+             if e.type in ("provisional_call", "final_call", "tool_result")]  # fmt: skip
+    assert kinds == [
+        ("provisional_call", "Paris"),
+        ("provisional_call", "Oslo"),
+        ("final_call", "Paris"),
+        ("final_call", "Oslo"),
+        ("tool_result", "Paris"),
+        ("tool_result", "Oslo"),
+    ]
+    assert [e["source"] for e in of(events, "tool_result")] == ["provisional", "provisional"]
+    assert [e["started"] for e in of(events, "provisional_call")] == [True, True]
+    shown = model.synced[-1]
+    assert shown[-3]["tool_calls"] == [
+        {"name": "get_current_weather", "arguments": {"city": "Paris"}},
+        {"name": "get_current_weather", "arguments": {"city": "Oslo"}},
+    ]
+    assert [m["content"] for m in shown[-2:]] == ["Paris: sunny", "Oslo: sunny"]
+    assert of(events, "done")[0].data == {"stop": "answer", "steps": 2}
+
+
+async def test_a_second_call_that_is_not_read_only_waits_for_its_approval_after_the_first_runs() -> (
+    None
+):
+    log: list[str] = []
+    started: dict[str, threading.Event] = {}
+    device = android.Device()
+    text_bob = ToolCall("send_message", {"recipient": "Bob Okafor", "text": "sunny"})
+    seen_at_approval: list[tuple[str, list[str], int]] = []
+
+    class Recording(StaticApprover):
+        async def approve(self, request: Any) -> bool:
+            seen_at_approval.append((request.spec.name, list(log), len(device.messages)))
+            return await StaticApprover.approve(self, request)
+
+    reply = [ScriptedCall(final=OSLO, provisional=OSLO),
+             ScriptedCall(final=text_bob, provisional=text_bob)]  # fmt: skip
+    model = ScriptedModel([reply, "Done."])
+    inproc = {"weather": weather_server(log, started), "android": android.build_server(device)}
+    async with Host(agent_model=model, inproc=inproc, trust=["weather", "android"],
+                    approver=Recording(True)) as host:  # fmt: skip
+        events = await collect(host, "Weather in Oslo, then text it to Bob")
+    assert [e["started"] for e in of(events, "provisional_call")] == [True, False]
+    # Asked once, for the message only, after the weather had run and before anything was sent.
+    assert seen_at_approval == [("send_message", ["Oslo"], 0)]
+    assert len(device.messages) == 1
+    assert [e["name"] for e in of(events, "tool_result")] == ["get_current_weather", "send_message"]
+    assert [e["status"] for e in of(events, "tool_result")] == ["ok", "ok"]
+
+
+async def test_a_call_repeated_within_one_reply_is_dropped_and_the_others_run() -> None:
+    log: list[str] = []
+    reply = [ScriptedCall(final=OSLO), ScriptedCall(final=OSLO), ScriptedCall(final=PARIS)]
+    model = ScriptedModel([reply, "Sunny."])
+    async with Host(agent_model=model, inproc={"weather": weather_server(log, {})},
+                    trust=["weather"]) as host:  # fmt: skip
+        events = await collect(host, "Oslo and Paris?")
+    assert log == ["Oslo", "Paris"]
+    assert len(of(events, "final_call")) == 3
+    assert "repeated get_current_weather" in of(events, "notice")[0]["text"]
+    calls = [m["tool_calls"] for m in model.synced[-1] if m.get("tool_calls")]
+    assert [[c["arguments"]["city"] for c in cs] for cs in calls] == [["Oslo", "Paris"]]
+
+
+async def test_a_reply_holds_at_most_the_named_number_of_calls() -> None:
+    log: list[str] = []
+    cities = [f"City{i}" for i in range(MAX_CALLS_PER_STEP + 2)]
+    reply = [ScriptedCall(final=ToolCall("get_current_weather", {"city": c})) for c in cities]
+    model = ScriptedModel([reply, "Sunny."])
+    async with Host(agent_model=model, inproc={"weather": weather_server(log, {})},
+                    trust=["weather"]) as host:  # fmt: skip
+        events = await collect(host, "Everywhere?")
+    assert model.written == [MAX_CALLS_PER_STEP]
+    assert log == cities[:MAX_CALLS_PER_STEP]
+    assert len(of(events, "tool_result")) == MAX_CALLS_PER_STEP
+
+
+async def test_a_later_call_that_fails_to_decode_keeps_the_calls_before_it() -> None:
+    log: list[str] = []
+    reply = [ScriptedCall(final=OSLO), ScriptedCall(final=None, error="truncated")]
+    model = ScriptedModel([reply, "Sunny."])
+    async with Host(agent_model=model, inproc={"weather": weather_server(log, {})},
+                    trust=["weather"]) as host:  # fmt: skip
+        events = await collect(host, "Oslo?")
+    assert log == ["Oslo"]
+    assert not of(events, "call_failed")
+    assert of(events, "done")[0]["stop"] == "answer"
