@@ -11,6 +11,7 @@ Q4_0 the weather in two cities is asked for in one step.
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Annotated, Any
@@ -24,9 +25,12 @@ from pydantic import Field
 from tools import android
 from weavehost import Host
 from weavehost.agent.events import Event
+from weavehost.agent.model import EngineModel
 from weavehost.agent.scripted import ScriptedCall, ScriptedModel
 from weavehost.agent.session import MAX_CALLS_PER_STEP
-from weavehost.formats import ToolCall
+from weavehost.decode import ToolSchema, get_strategy
+from weavehost.formats import FORMATS, ToolCall
+from weavehost.formats.several import render_calls
 from weavehost.mcp.executor import StaticApprover
 
 pytestmark = pytest.mark.anyio
@@ -164,3 +168,94 @@ async def test_a_later_call_that_fails_to_decode_keeps_the_calls_before_it() -> 
     assert log == ["Oslo"]
     assert not of(events, "call_failed")
     assert of(events, "done")[0]["stop"] == "answer"
+
+
+# ------------------------------------------------------------------ real models
+
+WEATHER = ToolSchema(
+    "get_current_weather",
+    "Get the current weather in a city.",
+    {
+        "type": "object",
+        "properties": {"city": {"type": "string", "description": "City name."}},
+        "required": ["city"],
+    },
+)
+
+
+def _two_calls(first: str, second: str) -> dict[str, Any]:
+    calls = [{"name": WEATHER.name, "arguments": {"city": c}} for c in (first, second)]
+    return {"role": "assistant", "content": "", "tool_calls": calls}
+
+
+# A turn that showed SmolLM2-135M a two-call list, then a question of the same shape.
+TWO_CITY_HISTORY = [
+    {"role": "user", "content": "Weather in Oslo and in Rome?"},
+    _two_calls("Oslo", "Rome"),
+    {"role": "tool", "content": "Oslo: sunny"},
+    {"role": "tool", "content": "Rome: sunny"},
+    {"role": "assistant", "content": "Sunny in both."},
+    {"role": "user", "content": "Weather in Paris and in Berlin?"},
+]
+QWEN_Q4_0 = Path(
+    os.environ.get(
+        "WEAVEHOST_QWEN_GGUF",
+        Path.home() / ".cache" / "weavehost" / "qwen2.5-coder-0.5b-instruct-q4_0.gguf",
+    )
+)
+QWEN_TURN_BOUND_S = 600  # a hang guard on a busy 2-core machine, not a speed claim
+
+
+@pytest.mark.parametrize("strategy", ["weave", "constrained"])
+def test_smollm2_writes_a_reply_s_calls_as_one_list_that_the_next_step_re_renders_token_for_token(
+    fresh_engine, strategy
+):
+    fmt = FORMATS["smollm2"]
+    model = EngineModel(fresh_engine, fmt, get_strategy(strategy))
+    model.sync(TWO_CITY_HISTORY, [WEATHER])
+    model.free_decode(lambda _text: None, 0)  # a forced call, as tool_choice="required" does
+    start = len(model.held)
+    calls = list(model.write_call([WEATHER], lambda _call: None, 64).calls)
+    while len(calls) <= MAX_CALLS_PER_STEP and model.next_call():
+        calls += model.write_call([WEATHER], lambda _call: None, 64).calls
+    assert calls and all(call.name == WEATHER.name for call in calls)
+    # Sequence 0 holds the reply exactly as the format renders its calls: one closed list.
+    reply = fresh_engine.detokenize(model.held[start:])
+    assert reply == render_calls(fmt, calls)
+    assert reply.startswith("<tool_call>[") and reply.endswith("]</tool_call>")
+    # The next step's render of the message keeps every token of the reply.
+    held = len(model.held)
+    message = {"role": "assistant", "content": "",
+               "tool_calls": [{"name": c.name, "arguments": dict(c.arguments)} for c in calls]}  # fmt: skip
+    synced = model.sync([*TWO_CITY_HISTORY, message], [WEATHER])
+    assert synced.reused >= held
+
+
+@pytest.mark.model
+@pytest.mark.xfail(
+    strict=True,
+    reason="Qwen2.5-Coder-0.5B Q4_0 writes one call greedily: with auto a fenced ```json block "
+    "(Paris), then <|im_end|> (18.7 over 12.3 for a newline); a forced <tool_call> block is "
+    'followed by \\n then <|endoftext|> (19.3 over 18.0 for {"). Oslo is never asked for.',
+)
+@pytest.mark.skipif(
+    # CI names the file (.ci/run fetches it): there a missing file fails the test, never skips it.
+    not QWEN_Q4_0.is_file() and "WEAVEHOST_QWEN_GGUF" not in os.environ,
+    reason=f"no Qwen2.5-Coder-0.5B Q4_0 at {QWEN_Q4_0} (python -m weavehost.bench.assets makes it)",
+)
+async def test_qwen_asked_the_weather_in_paris_and_in_oslo_writes_two_calls_in_one_step_and_runs_both():
+    async with Host(servers=[str(ROOT / "tools" / "weather.py")], trust=["weather"],
+                    model=str(QWEN_Q4_0), tool_choice="auto", prompt_cache=False,
+                    threads=2) as host:  # fmt: skip
+        with anyio.fail_after(QWEN_TURN_BOUND_S):
+            events = [e async for e in host.run("What is the weather in Paris and in Oslo?")]
+    first_step = []
+    for event in events:
+        if event.type == "step" and first_step:
+            break
+        first_step.append(event)
+    cities = [e["arguments"].get("city") for e in of(first_step, "final_call")]
+    assert cities == ["Paris", "Oslo"], [e.to_json() for e in events]
+    results = of(first_step, "tool_result")
+    assert [r["arguments"].get("city") for r in results] == ["Paris", "Oslo"]
+    assert [r["status"] for r in results] == ["ok", "ok"]

@@ -598,6 +598,6 @@ def test_each_call_of_a_reply_is_read_back_alone_in_the_layout_it_is_written_in(
 
 def test_smollm2_s_first_call_leaves_the_list_open_for_the_model_to_go_on_or_stop():
     layout = first_call_format(SMOLLM2).layout
-    assert layout.tail == "}}" and SMOLLM2.several.close == "]</tool_call>"
-    assert SMOLLM2.several.more.text == ","  # another call follows; anything else: done
+    assert layout.tail == "}" and SMOLLM2.several.close == "}]</tool_call>"
+    assert SMOLLM2.several.more.text == "},"  # another call follows; anything else: done
     assert first_call_format(QWEN) is QWEN  # Qwen's blocks are closed one by one

@@ -97,6 +97,8 @@ class CallLayout:
     # The text around a call written in this layout that makes it one the format's parse_calls
     # reads (a call of an open list, ``[{…}``, reads as ``<tool_call>[{…}]</tool_call>``).
     reads_as: tuple[str, str] = ("", "")
+    # Text the head opens with that ends the call before it (SmolLM2's ``}, ``), not this call's.
+    joins: str = ""
 
     def head_for(self, name: str) -> str:
         return self.head.format(name=self.escape(name) if self.escape else name)
@@ -265,7 +267,7 @@ class LayoutView:
 
     def parse_calls(self, text: str) -> list[ToolCall]:
         before, after = self.layout.reads_as
-        return self.base.parse_calls(before + text + after)
+        return self.base.parse_calls(before + text.removeprefix(self.layout.joins) + after)
 
 
 def call_format(fmt: ModelFormat, trigger: Trigger | None) -> ModelFormat:

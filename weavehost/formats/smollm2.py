@@ -56,27 +56,30 @@ BARE_LIST = CallLayout(
 )
 
 
-# Several calls are one list: the first call leaves it open after its ``}`` and the model then
-# writes ``,`` (another call, in LIST_NEXT) or anything else (done: the list is closed for it).
+# Several calls are one list. The first call stops after its arguments' ``}``, so the model
+# writes the token it would write anyway, ``},`` (another call, in LIST_NEXT) or ``}]`` (done:
+# the list is closed for it); a tail of ``}}`` would make it decide after a token split it never
+# writes (SmolLM2-135M then ranks ``},`` over ``]``).
 LIST_FIRST = CallLayout(
     opener="<tool_call>",
     head='<tool_call>[{{"name": "{name}", "arguments": {{',
     first_prefix='"{key}": ',
     next_prefix=', "{key}": ',
-    tail="}}",
+    tail="}",
     closer="</tool_call>",
     escape=json_key_text,
-    reads_as=("", "]</tool_call>"),
+    reads_as=("", "}]</tool_call>"),
 )
 LIST_NEXT = CallLayout(
-    opener=",",
-    head=', {{"name": "{name}", "arguments": {{',
+    opener="},",
+    head='}}, {{"name": "{name}", "arguments": {{',
     first_prefix='"{key}": ',
     next_prefix=', "{key}": ',
-    tail="}}",
+    tail="}",
     closer="</tool_call>",
     escape=json_key_text,
-    reads_as=("<tool_call>", "</tool_call>"),
+    reads_as=("<tool_call>[", "}]</tool_call>"),
+    joins="}, ",
 )
 
 
@@ -97,7 +100,7 @@ class SmolLM2Format(JsonValues, LayoutCalls, StyledPrompt):
     several = SeveralCalls(
         more=Trigger(LIST_NEXT.opener, at_start=True, layout=LIST_NEXT),
         first=LIST_FIRST,
-        close="]</tool_call>",
+        close="}]</tool_call>",
     )
     # Any GGUF template will do (SmolLM2's is plain ChatML): the tools are ours to write.
     prompt = PromptStyle(
