@@ -460,6 +460,7 @@ def test_the_formats_list_the_triggers_small_models_write():
     assert texts["qwen"] == [
         "<tool_call>",
         '{"name"',
+        '{\n  "name"',
         '```json\n{"name"',
         '```json\n{\n  "name"',
     ]
@@ -475,7 +476,9 @@ def test_qwen_reads_a_bare_json_reply_and_a_fenced_block_as_calls():
     fenced = (
         'Here:\n```json\n{"name": "get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}\n```'
     )
+    indented = '{\n  "name": "get_current_time",\n  "arguments": {"timezone": "Asia/Tokyo"}\n}'
     assert qwen.parse_calls(bare) == [call]
+    assert qwen.parse_calls(indented) == [call]
     assert qwen.parse_calls(fenced) == [call]
     assert qwen.parse_calls('The answer is {"name": "x"} in prose.') == []
 

@@ -18,7 +18,7 @@ from weavehost.formats.jsoncalls import (
 from weavehost.formats.prompt import PromptStyle, StyledPrompt
 from weavehost.formats.several import SeveralCalls
 
-__all__ = ["BARE_CALL", "FENCED_CALL", "FENCED_INDENTED_CALL", "QWEN"]
+__all__ = ["BARE_CALL", "BARE_INDENTED_CALL", "FENCED_CALL", "FENCED_INDENTED_CALL", "QWEN"]
 
 _FALLBACK_TEMPLATE = """\
 {%- if tools %}<|im_start|>system
@@ -87,6 +87,7 @@ def _json_layout(
 # time is it in Tokyo?" answers with the bare object; on BFCL questions it mostly writes a
 # fenced block, indented): the whole reply, or a fenced block, compact or indented.
 BARE_CALL = _json_layout('{"name"', "", "", "<|im_end|>")
+BARE_INDENTED_CALL = _json_layout('{\n  "name"', "", "", "<|im_end|>", indent="  ")
 FENCED_CALL = _json_layout('```json\n{"name"', "```json\n", "\n```", "\n```")
 FENCED_INDENTED_CALL = _json_layout(
     '```json\n{\n  "name"', "```json\n", "\n```", "\n```", indent="  "
@@ -100,6 +101,8 @@ class QwenFormat(JsonValues, LayoutCalls, StyledPrompt):
     triggers = (
         Trigger("<tool_call>"),
         Trigger(BARE_CALL.opener, at_start=True, layout=BARE_CALL),
+        # After a tool result the same model often "answers" with the call again, indented.
+        Trigger(BARE_INDENTED_CALL.opener, at_start=True, layout=BARE_INDENTED_CALL),
         Trigger(FENCED_CALL.opener, layout=FENCED_CALL),
         Trigger(FENCED_INDENTED_CALL.opener, layout=FENCED_INDENTED_CALL),
     )
@@ -114,7 +117,7 @@ class QwenFormat(JsonValues, LayoutCalls, StyledPrompt):
             values = tagged_json_values(text, "<tool_call>", "</tool_call>")
         elif "```json" in text:
             values = tagged_json_values(text, "```json", "```")
-        elif text.lstrip().startswith(BARE_CALL.opener):
+        elif text.lstrip().startswith((BARE_CALL.opener, BARE_INDENTED_CALL.opener)):
             values = decode_json_values(text.replace("<|im_end|>", "").strip())
         else:
             values = []
