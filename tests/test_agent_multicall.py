@@ -22,13 +22,14 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
+from tests.schemas import CURRENT_WEATHER
 from tools import android
 from weavehost import Host
 from weavehost.agent.events import Event
 from weavehost.agent.model import EngineModel
 from weavehost.agent.scripted import ScriptedCall, ScriptedModel
 from weavehost.agent.session import MAX_CALLS_PER_STEP
-from weavehost.decode import ToolSchema, get_strategy
+from weavehost.decode import get_strategy
 from weavehost.formats import FORMATS, ToolCall
 from weavehost.formats.several import render_calls
 from weavehost.mcp.executor import StaticApprover
@@ -172,19 +173,9 @@ async def test_a_later_call_that_fails_to_decode_keeps_the_calls_before_it() -> 
 
 # ------------------------------------------------------------------ real models
 
-WEATHER = ToolSchema(
-    "get_current_weather",
-    "Get the current weather in a city.",
-    {
-        "type": "object",
-        "properties": {"city": {"type": "string", "description": "City name."}},
-        "required": ["city"],
-    },
-)
-
 
 def _two_calls(first: str, second: str) -> dict[str, Any]:
-    calls = [{"name": WEATHER.name, "arguments": {"city": c}} for c in (first, second)]
+    calls = [{"name": CURRENT_WEATHER.name, "arguments": {"city": c}} for c in (first, second)]
     return {"role": "assistant", "content": "", "tool_calls": calls}
 
 
@@ -212,13 +203,13 @@ def test_smollm2_writes_a_reply_s_calls_as_one_list_that_the_next_step_re_render
 ):
     fmt = FORMATS["smollm2"]
     model = EngineModel(fresh_engine, fmt, get_strategy(strategy))
-    model.sync(TWO_CITY_HISTORY, [WEATHER])
+    model.sync(TWO_CITY_HISTORY, [CURRENT_WEATHER])
     model.free_decode(lambda _text: None, 0)  # a forced call, as tool_choice="required" does
     start = len(model.held)
-    calls = list(model.write_call([WEATHER], lambda _call: None, 64).calls)
+    calls = list(model.write_call([CURRENT_WEATHER], lambda _call: None, 64).calls)
     while len(calls) <= MAX_CALLS_PER_STEP and model.next_call():
-        calls += model.write_call([WEATHER], lambda _call: None, 64).calls
-    assert calls and all(call.name == WEATHER.name for call in calls)
+        calls += model.write_call([CURRENT_WEATHER], lambda _call: None, 64).calls
+    assert calls and all(call.name == CURRENT_WEATHER.name for call in calls)
     # Sequence 0 holds the reply exactly as the format renders its calls: one closed list.
     reply = fresh_engine.detokenize(model.held[start:])
     assert reply == render_calls(fmt, calls)
@@ -227,7 +218,7 @@ def test_smollm2_writes_a_reply_s_calls_as_one_list_that_the_next_step_re_render
     held = len(model.held)
     message = {"role": "assistant", "content": "",
                "tool_calls": [{"name": c.name, "arguments": dict(c.arguments)} for c in calls]}  # fmt: skip
-    synced = model.sync([*TWO_CITY_HISTORY, message], [WEATHER])
+    synced = model.sync([*TWO_CITY_HISTORY, message], [CURRENT_WEATHER])
     assert synced.reused >= held
 
 

@@ -18,10 +18,11 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 
+from tests.schemas import CURRENT_WEATHER
 from weavehost import Host
 from weavehost.agent.events import Event
 from weavehost.agent.model import EngineModel
-from weavehost.decode import STRATEGIES, ToolSchema, get_strategy
+from weavehost.decode import STRATEGIES, get_strategy
 from weavehost.formats import FORMATS, ToolCall
 
 TIME_SERVER = Path(__file__).parent / "host_fixtures" / "time_server.py"
@@ -37,15 +38,6 @@ QWEN_Q4_0 = Path(
 QWEN_TURN_BOUND_S = 600
 SMOL_TURN_BOUND_S = 120
 
-WEATHER = ToolSchema(
-    "get_current_weather",
-    "Get the current weather in a city.",
-    {
-        "type": "object",
-        "properties": {"city": {"type": "string", "description": "City name."}},
-        "required": ["city"],
-    },
-)
 # The pattern SmolLM2-135M then follows by itself: its calls as a bare list, no tags.
 BARE_LIST_HISTORY = [
     {"role": "user", "content": "Weather in Oslo?"},
@@ -66,10 +58,10 @@ def test_a_bare_list_smollm2_writes_is_a_call_that_every_strategy_finishes_in_th
     fresh_engine, strategy
 ):
     model = EngineModel(fresh_engine, FORMATS["smollm2"], get_strategy(strategy))
-    model.sync(BARE_LIST_HISTORY, [WEATHER])
+    model.sync(BARE_LIST_HISTORY, [CURRENT_WEATHER])
     free = model.free_decode(lambda _text: None, 40)
     assert (free.call, free.text) == (True, "")
-    result = model.write_call([WEATHER], lambda _call: None, 64)
+    result = model.write_call([CURRENT_WEATHER], lambda _call: None, 64)
     assert result.calls == [ToolCall("get_current_weather", {"city": "Paris"})]
     assert result.text.startswith('[{"name"')  # in the trigger's layout, not <tool_call>
 

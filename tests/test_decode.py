@@ -10,6 +10,7 @@ import jsonschema
 import numpy as np
 import pytest
 
+from tests.schemas import FORECAST, LIGHTS
 from weavehost.decode import STRATEGIES, CallRequest, ToolSchema, run_case
 from weavehost.decode.constraint import constraints_for
 from weavehost.decode.padding import PaddingPlan
@@ -17,19 +18,6 @@ from weavehost.decode.values import ValueTask, decode_values, prefill_skeleton
 from weavehost.decode.weave import WeaveStrategy
 from weavehost.formats import FORMATS, ToolCall, tool_to_openai
 
-WEATHER = ToolSchema(
-    "get_weather",
-    "Get the weather forecast for a city",
-    {
-        "type": "object",
-        "properties": {
-            "city": {"type": "string"},
-            "days": {"type": "integer"},
-            "units": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-        },
-        "required": ["city", "days"],
-    },
-)
 THERMOSTAT = ToolSchema(
     "set_thermostat",
     "Set the thermostat temperature",
@@ -40,15 +28,6 @@ THERMOSTAT = ToolSchema(
             "mode": {"type": "string", "enum": ["eco", "comfort", "off"]},
         },
         "required": ["temperature", "mode"],
-    },
-)
-LIGHTS = ToolSchema(
-    "switch_lights",
-    "Turn lights on or off in a room",
-    {
-        "type": "object",
-        "properties": {"room": {"type": "string"}, "on": {"type": "boolean"}},
-        "required": ["room", "on"],
     },
 )
 SHOPPING = ToolSchema(
@@ -83,7 +62,7 @@ ROBOT = ToolSchema(
 
 # One case per JSON type: string+integer(+enum optional), number+enum, boolean, array, object.
 CASES = [
-    ("What's the weather in Paris for the next 3 days?", WEATHER),
+    ("What's the weather in Paris for the next 3 days?", FORECAST),
     ("Set the thermostat to 21.5 degrees in eco mode.", THERMOSTAT),
     ("Turn on the kitchen lights.", LIGHTS),
     ("Add milk, eggs and bread to my shopping list.", SHOPPING),
@@ -116,10 +95,10 @@ def test_every_constrained_strategy_writes_a_call_that_validates_against_the_sch
 def test_forced_serial_prefills_the_opener_then_writes_freely_and_says_when_it_is_no_call(
     fresh_engine,
 ):
-    result = run_case(fresh_engine, SMOLLM2, "serial", _ask(CASES[0][0]), [WEATHER]).result
+    result = run_case(fresh_engine, SMOLLM2, "serial", _ask(CASES[0][0]), [FORECAST]).result
     assert result.tokens and fresh_engine.detokenize(result.tokens) == result.text
     if result.calls:
-        jsonschema.validate(dict(result.calls[0].arguments), dict(WEATHER.parameters))
+        jsonschema.validate(dict(result.calls[0].arguments), dict(FORECAST.parameters))
     else:
         assert result.error
     opener = fresh_engine.tokenize(SMOLLM2.layout.opener, special=True)
@@ -139,7 +118,7 @@ def test_jump_forward_writes_the_same_call_as_constrained_in_fewer_passes(fresh_
 
 
 def test_the_selector_picks_among_several_tools_and_weave_still_parallelises(fresh_engine):
-    tools = [WEATHER, THERMOSTAT, LIGHTS]
+    tools = [FORECAST, THERMOSTAT, LIGHTS]
     result = run_case(fresh_engine, SMOLLM2, "weave", _ask(CASES[1][0]), tools).result
     assert result.error is None
     assert [c.name for c in result.calls] == ["set_thermostat"]
@@ -194,8 +173,8 @@ def test_weave_decodes_k_values_in_max_length_passes_not_the_sum(fresh_engine):
 
 def test_padding_widens_a_pass_with_rows_on_a_scratch_sequence_that_is_emptied(fresh_engine):
     engine = fresh_engine
-    _prefill_prompt(engine, SMOLLM2, CASES[0][0], [WEATHER])
-    tasks = _value_tasks(engine, SMOLLM2, WEATHER)
+    _prefill_prompt(engine, SMOLLM2, CASES[0][0], [FORECAST])
+    tasks = _value_tasks(engine, SMOLLM2, FORECAST)
     prefill_skeleton(engine, tasks)
     before = engine.stats.snapshot()
     decode_values(
@@ -293,10 +272,10 @@ def test_the_provisional_call_is_emitted_before_write_back_starts(fresh_engine):
         seen["fork_alive"] = engine.seq_len(1) > 0
         seen["passes"] = engine.stats.passes
 
-    _prefill_prompt(engine, SMOLLM2, CASES[0][0], [WEATHER])
+    _prefill_prompt(engine, SMOLLM2, CASES[0][0], [FORECAST])
     start = engine.stats.passes
     result = WeaveStrategy(PaddingPlan({})).run(
-        CallRequest(engine, SMOLLM2, [WEATHER], on_provisional=on_provisional)
+        CallRequest(engine, SMOLLM2, [FORECAST], on_provisional=on_provisional)
     )
     assert seen["call"] == ToolCall("get_weather", {"city": "Paris", "days": 3})
     assert seen["fork_alive"]
@@ -382,7 +361,7 @@ def test_optional_arguments_start_from_the_held_back_last_token(fresh_engine):
     city_only = ToolSchema(
         "get_weather",
         "Get the weather forecast for a city",
-        {**WEATHER.parameters, "required": ["city"]},
+        {**FORECAST.parameters, "required": ["city"]},
     )
     factory = constraints_for(engine)
     constraint = factory.new(factory.grammars(SMOLLM2).optional(city_only.parameters, lead='"'))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tests.schemas import FORECAST, LIGHTS
 from weavehost.decode import CallRequest, ToolSchema
 from weavehost.decode.base import CallAttempt
 from weavehost.decode.padding import PaddingPlan
@@ -18,28 +19,6 @@ from weavehost.engine import EngineStats
 from weavehost.formats import FORMATS, ToolCall, tool_to_openai
 
 SMOLLM2 = FORMATS["smollm2"]
-WEATHER = ToolSchema(
-    "get_weather",
-    "Get the weather forecast for a city",
-    {
-        "type": "object",
-        "properties": {
-            "city": {"type": "string"},
-            "days": {"type": "integer"},
-            "units": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-        },
-        "required": ["city", "days"],
-    },
-)
-LIGHTS = ToolSchema(
-    "switch_lights",
-    "Turn lights on or off in a room",
-    {
-        "type": "object",
-        "properties": {"room": {"type": "string"}, "on": {"type": "boolean"}},
-        "required": ["room", "on"],
-    },
-)
 QUESTION = "What's the weather in Paris for the next 3 days?"
 
 
@@ -95,7 +74,7 @@ def test_a_call_attempt_reports_only_the_work_done_since_it_started_by_keyword()
 
 def test_a_failed_call_attempt_leaves_only_the_prompt_with_its_next_token_logits(fresh_engine):
     engine = fresh_engine
-    prompt = _prefill_prompt(engine, [WEATHER])
+    prompt = _prefill_prompt(engine, [FORECAST])
     prompt_logits = engine.last_logits(0).copy()
     attempt = CallAttempt.start("jump_forward", engine)
     engine.fork(0, 1)
@@ -118,7 +97,7 @@ def test_a_failed_call_attempt_leaves_only_the_prompt_with_its_next_token_logits
 
 def test_weave_stages_called_one_by_one_write_the_same_call_as_the_strategy(fresh_engine):
     engine = fresh_engine
-    tools = [WEATHER, LIGHTS]
+    tools = [FORECAST, LIGHTS]
     prompt = _prefill_prompt(engine, tools)
     whole = WeaveStrategy(PaddingPlan({})).run(CallRequest(engine, SMOLLM2, tools))
     assert whole.error is None
@@ -129,7 +108,7 @@ def test_weave_stages_called_one_by_one_write_the_same_call_as_the_strategy(fres
     call = WeaveCall(request, plan=PaddingPlan({}))
 
     assert call.select() is None
-    assert call.tool == WEATHER
+    assert call.tool == FORECAST
     assert engine.seq_len(0) == len(prompt) + len(call.head_tokens)
     assert SMOLLM2.layout.head_for("get_weather").startswith(call.head_written)
 

@@ -20,33 +20,15 @@ from weavehost.bench.agent import (
     run_agent_bench,
 )
 from weavehost.bench.agent_tasks import SHIPPED_TASKS
-from weavehost.engine import DEFAULT_N_CTX
+from weavehost.bench.cli import run_options
 
 __all__ = ["bench_agent"]
 
 
 @click.command("bench-agent")
 @click.argument("tasks", type=click.Path(dir_okay=False, path_type=Path), required=False)
-@click.option(
-    "--model",
-    default=None,
-    metavar="PATH",
-    help="GGUF model (default: WEAVEHOST_MODEL, then the embedded SmolLM2).",
-)
-@click.option(
-    "--strategies",
-    default=",".join(DEFAULT_AGENT_STRATEGIES),
-    show_default=True,
-    help="Comma-separated strategies to run every task under.",
-)
-@click.option(
-    "--limit", type=click.IntRange(min=1), default=None, help="Run only the first N tasks."
-)
-@click.option(
-    "--threads",
-    type=click.IntRange(min=1),
-    default=None,
-    help="llama.cpp threads (default: the host's own choice).",
+@run_options(
+    unit="tasks", strategies=DEFAULT_AGENT_STRATEGIES, threads_default="the host's own choice"
 )
 @click.option(
     "--out",
@@ -62,13 +44,6 @@ __all__ = ["bench_agent"]
     default="both",
     show_default=True,
     help="Run with the prompt-prefix cache on, off, or both (where the host has one).",
-)
-@click.option(
-    "--ctx",
-    type=click.IntRange(min=256),
-    default=DEFAULT_N_CTX,
-    show_default=True,
-    help="Context size (tokens).",
 )
 @click.option(
     "--max-steps",

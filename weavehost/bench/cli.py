@@ -8,6 +8,7 @@ and the progress on stderr. Failures are raised as :class:`WeavehostError` subcl
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -21,7 +22,52 @@ from weavehost.bench.runner import (
 )
 from weavehost.engine import DEFAULT_N_CTX
 
-__all__ = ["bench"]
+__all__ = ["bench", "run_options"]
+
+
+def run_options(*, unit: str, strategies: tuple[str, ...], threads_default: str) -> Any:
+    """The options every benchmark command shares: which model, which strategies, how many of
+    its ``unit`` (cases, tasks), how many threads, and the context size."""
+    options = [
+        click.option(
+            "--model",
+            default=None,
+            metavar="PATH",
+            help="GGUF model (default: WEAVEHOST_MODEL, then the embedded SmolLM2).",
+        ),
+        click.option(
+            "--strategies",
+            default=",".join(strategies),
+            show_default=True,
+            help=f"Comma-separated strategies to run every {unit[:-1]} under.",
+        ),
+        click.option(
+            "--limit",
+            type=click.IntRange(min=1),
+            default=None,
+            help=f"Run only the first N {unit}.",
+        ),
+        click.option(
+            "--threads",
+            type=click.IntRange(min=1),
+            default=None,
+            help=f"llama.cpp threads (default: {threads_default}).",
+        ),
+        click.option(
+            "--ctx",
+            type=click.IntRange(min=256),
+            default=DEFAULT_N_CTX,
+            show_default=True,
+            help="Context size (tokens).",
+        ),
+    ]
+
+    def apply(func: Any) -> Any:
+        for option in reversed(options):
+            func = option(func)
+        return func
+
+    return apply
 
 
 @click.command("bench")
@@ -32,26 +78,8 @@ __all__ = ["bench"]
     default=None,
     help="BFCL possible_answer file for CASES; without it 'correct' is null.",
 )
-@click.option(
-    "--model",
-    default=None,
-    metavar="PATH",
-    help="GGUF model (default: WEAVEHOST_MODEL, then the embedded SmolLM2).",
-)
-@click.option(
-    "--strategies",
-    default=",".join(DEFAULT_STRATEGIES),
-    show_default=True,
-    help="Comma-separated strategies to run on every case.",
-)
-@click.option(
-    "--limit", type=click.IntRange(min=1), default=None, help="Run only the first N cases."
-)
-@click.option(
-    "--threads",
-    type=click.IntRange(min=1),
-    default=None,
-    help="llama.cpp threads (default: the CPUs this process may use).",
+@run_options(
+    unit="cases", strategies=DEFAULT_STRATEGIES, threads_default="the CPUs this process may use"
 )
 @click.option(
     "--out",
@@ -64,13 +92,6 @@ __all__ = ["bench"]
     "format_name",
     default=None,
     help="Model format, overriding detection (qwen, llama3, smollm2, functiongemma).",
-)
-@click.option(
-    "--ctx",
-    type=click.IntRange(min=256),
-    default=DEFAULT_N_CTX,
-    show_default=True,
-    help="Context size (tokens) of the engine and of the stock peer.",
 )
 @click.option(
     "--max-tokens",
