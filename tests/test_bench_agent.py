@@ -23,10 +23,12 @@ from weavehost.bench.agent import (
 from weavehost.bench.agent_report import judge_turn, summarize_agent, trace_turn
 from weavehost.bench.agent_tasks import SHIPPED_TASKS, AgentTask, AgentTurn, load_tasks
 from weavehost.cli import main
-from weavehost.errors import BenchError, ConfigError
+from weavehost.errors import BenchError
 from weavehost.formats import ToolCall
 
 PARIS = ToolCall("get_current_weather", {"city": "Paris"})
+PARIS_CALL = {"name": PARIS.name, "arguments": dict(PARIS.arguments)}
+PARIS_UNITS_CALL = {"name": PARIS.name, "arguments": {"city": "Paris", "units": "metric"}}
 PARIS_RESULT = "Paris: partly cloudy, -2.9 C"  # tools/weather.py's fake data for Paris
 WEATHER_FUNCTIONS = [
     {
@@ -122,19 +124,19 @@ def test_servers_are_found_beside_the_task_file_and_fixtures_are_substituted(
 
 
 def test_an_unknown_strategy_is_a_config_error_naming_the_known_ones() -> None:
-    with pytest.raises(ConfigError, match="unknown strategy 'fast'; known strategies: .*weave"):
+    with pytest.raises(BenchError, match="unknown strategy 'fast'; known strategies: .*weave"):
         parse_agent_strategies("weave,fast")
 
 
-def test_variants_leave_the_prompt_cache_out_when_the_host_has_none() -> None:
-    both = plan_variants(["weave", "constrained"], "both", cache_supported=True)
+def test_variants_are_every_strategy_with_every_prompt_cache_setting_asked_for() -> None:
+    both = plan_variants(["weave", "constrained"], "both")
     assert [v.label for v in both] == [
         "weave cache=off",
         "weave cache=on",
         "constrained cache=off",
         "constrained cache=on",
     ]
-    assert [v.label for v in plan_variants(["weave"], "both", cache_supported=False)] == ["weave"]
+    assert [v.label for v in plan_variants(["weave"], "on")] == ["weave cache=on"]
 
 
 def test_bad_input_on_the_command_line_is_one_error_line_and_exit_2(tmp_path: Path) -> None:
@@ -159,8 +161,8 @@ def test_the_first_tool_start_is_the_provisional_start_when_the_provisional_resu
     trace = trace_turn(
         [
             (0.0, Event("step", {"step": 1})),
-            (0.8, Event("provisional_call", {"name": PARIS.name, "started": True})),
-            (1.3, Event("final_call", {"name": PARIS.name, "arguments": {"city": "Paris"}})),
+            (0.8, Event("provisional_call", {**PARIS_CALL, "started": True})),
+            (1.3, Event("final_call", PARIS_CALL)),
             (
                 1.4,
                 Event(
@@ -183,13 +185,30 @@ def test_the_first_tool_start_is_the_final_call_when_the_provisional_run_was_rep
     trace = trace_turn(
         [
             (0.0, Event("step", {"step": 1})),
-            (0.8, Event("provisional_call", {"name": PARIS.name, "started": True})),
-            (1.3, Event("final_call", {"name": PARIS.name, "replaced": True})),
-            (1.9, Event("tool_result", {"name": PARIS.name, "arguments": {}, "source": "final"})),
+            (0.8, Event("provisional_call", {**PARIS_CALL, "started": True})),
+            (1.3, Event("final_call", {**PARIS_UNITS_CALL, "replaced": True})),
+            (1.9, Event("tool_result", {**PARIS_UNITS_CALL, "source": "final"})),
             (2.5, Event("done", {"stop": "answer", "steps": 2})),
         ]
     )
     assert trace.first_tool_s == 1.3
+
+
+def test_with_two_calls_in_a_step_the_first_tool_start_is_the_first_calls_own_start() -> None:
+    oslo = {"name": PARIS.name, "arguments": {"city": "Oslo"}}
+    trace = trace_turn(
+        [
+            (0.0, Event("step", {"step": 1})),
+            (1.0, Event("provisional_call", {**PARIS_CALL, "started": True})),
+            (2.0, Event("provisional_call", {**oslo, "started": True})),
+            (2.5, Event("final_call", PARIS_CALL)),
+            (2.6, Event("final_call", oslo)),
+            (2.7, Event("tool_result", {**PARIS_CALL, "source": "provisional"})),
+            (2.8, Event("tool_result", {**oslo, "source": "provisional"})),
+            (3.0, Event("done", {"stop": "answer", "steps": 1})),
+        ]
+    )
+    assert trace.first_tool_s == 1.0
 
 
 def test_a_turn_without_a_tool_has_no_first_tool_start_and_its_whole_text_is_the_answer() -> None:
@@ -225,17 +244,16 @@ def test_an_argument_the_task_does_not_name_is_not_judged_but_a_named_one_is() -
     assert not judged["success"] and "units" in judged["calls_error"]
 
 
-def test_the_summary_counts_skipped_tasks_in_no_rate() -> None:
+def test_the_summary_rates_success_and_takes_geometric_means_over_tasks() -> None:
     records = [
         {"variant": "weave", "success": True, "first_tool_s": 1.0, "answer_s": 4.0,
          "tool_results": 1, "provisional_results": 1, "tags": ["single"], "turns": []},
         {"variant": "weave", "success": False, "first_tool_s": 4.0, "answer_s": 9.0,
          "tool_results": 1, "provisional_results": 0, "tags": ["single"], "turns": []},
-        {"variant": "weave", "success": None, "skipped": "tool_choice", "tags": ["x"]},
     ]  # fmt: skip
     summary = summarize_agent(records, ["weave"])
     numbers = summary["variants"]["weave"]
-    assert (numbers["tasks"], numbers["skipped"], numbers["success_rate"]) == (2, 1, 0.5)
+    assert (numbers["tasks"], numbers["success_rate"]) == (2, 0.5)
     assert numbers["geo_first_tool_s"] == pytest.approx(2.0)
     assert numbers["geo_answer_s"] == pytest.approx(6.0)
     assert summary["by_tag"] == {"single": {"weave": {"n": 2, "success": 1}}}

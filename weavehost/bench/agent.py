@@ -39,7 +39,6 @@ Guarantees:
 
 from __future__ import annotations
 
-import inspect
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -49,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from weavehost.agent import DEFAULT_MAX_STEPS, TOOL_CHOICES
+from weavehost.agent import DEFAULT_MAX_STEPS
 from weavehost.bench.agent_report import (
     TurnTrace,
     format_tables,
@@ -59,8 +58,9 @@ from weavehost.bench.agent_report import (
     trace_turn,
 )
 from weavehost.bench.agent_tasks import AgentTask, load_tasks
-from weavehost.decode import STRATEGIES, get_strategy
-from weavehost.engine import DEFAULT_N_CTX
+from weavehost.bench.runner import busy_warning, load_average, parse_strategies, write_line
+from weavehost.decode import STRATEGIES
+from weavehost.engine import DEFAULT_N_CTX, default_threads
 from weavehost.errors import AbortedError, BenchError, ModelError, WeavehostError
 
 if TYPE_CHECKING:
@@ -81,8 +81,6 @@ PROMPT_CACHE_MODES = ("on", "off", "both")
 # A hang guard on one turn, not a speed limit: a healthy turn of a 0.5B model on 2 threads takes
 # well under a minute; past this the turn is cancelled and recorded as an error.
 TURN_BOUND_S = 900.0
-# What a variant without a prompt-cache setting is called: the Host in use has no such option.
-CACHE_UNAVAILABLE = "n/a"
 
 ModelFactory = Callable[[AgentTask, str], "AgentModel"]
 """Builds the model a task runs with under a strategy, instead of loading the GGUF (tests)."""
@@ -105,16 +103,13 @@ class AgentBenchConfig:
 
 @dataclass(frozen=True, slots=True)
 class Variant:
-    """One way of running every task: a strategy, with the prompt cache ``on``, ``off`` or
-    ``n/a`` (the Host has no prompt cache option, so it is not passed)."""
+    """One way of running every task: a strategy, with the prompt cache ``on`` or ``off``."""
 
     strategy: str
     prompt_cache: str
 
     @property
     def label(self) -> str:
-        if self.prompt_cache == CACHE_UNAVAILABLE:
-            return self.strategy
         return f"{self.strategy} cache={self.prompt_cache}"
 
 
@@ -128,43 +123,20 @@ class AgentBenchRun:
     table: str
 
 
-def host_options() -> frozenset[str]:
-    """The keyword arguments this build's :class:`Host` takes."""
-    from weavehost.host import Host
-
-    return frozenset(inspect.signature(Host).parameters)
-
-
 def parse_agent_strategies(text: str | Sequence[str]) -> tuple[str, ...]:
-    """``"weave,constrained"`` as decoder names, each once; a :class:`ConfigError` otherwise."""
-    names = [n.strip() for n in text.split(",")] if isinstance(text, str) else list(text)
-    names = [n for n in names if n]
-    if not names:
-        raise BenchError("no strategy given; known strategies: " + ", ".join(STRATEGIES))
-    for name in names:
-        get_strategy(name)  # ConfigError naming the known ones
-    return tuple(dict.fromkeys(names))
+    """``"weave,constrained"`` as decoder names, each once (the stock peer writes no agent's
+    calls); a :class:`BenchError` otherwise."""
+    return parse_strategies(text, known=tuple(STRATEGIES))
 
 
-def plan_variants(
-    strategies: Sequence[str], prompt_cache: str, *, cache_supported: bool
-) -> list[Variant]:
-    """Every strategy with every prompt-cache setting asked for (one, when the Host has none)."""
+def plan_variants(strategies: Sequence[str], prompt_cache: str) -> list[Variant]:
+    """Every strategy with every prompt-cache setting asked for."""
     if prompt_cache not in PROMPT_CACHE_MODES:
         raise BenchError(
             f"--prompt-cache: expected one of {', '.join(PROMPT_CACHE_MODES)}, got {prompt_cache!r}"
         )
-    if not cache_supported:
-        modes: tuple[str, ...] = (CACHE_UNAVAILABLE,)
-    else:
-        modes = ("off", "on") if prompt_cache == "both" else (prompt_cache,)
+    modes = ("off", "on") if prompt_cache == "both" else (prompt_cache,)
     return [Variant(strategy, mode) for strategy in strategies for mode in modes]
-
-
-def tool_choice_available(choice: str | None) -> bool:
-    """Whether this build's agent knows ``choice``: one of its ``TOOL_CHOICES``, or a tool's
-    name once it knows ``none`` too (both come with the same change)."""
-    return choice is None or choice in TOOL_CHOICES or "none" in TOOL_CHOICES
 
 
 def run_agent_bench(
@@ -178,10 +150,7 @@ def run_agent_bench(
     tasks = load_tasks(config.tasks)
     if config.limit is not None:
         tasks = tasks[: config.limit]
-    options = host_options()
-    variants = plan_variants(
-        strategies, config.prompt_cache, cache_supported="prompt_cache" in options
-    )
+    variants = plan_variants(strategies, config.prompt_cache)
     model_path: str | None = None
     if make_model is None:
         from weavehost.models import resolve_model
@@ -191,14 +160,13 @@ def run_agent_bench(
         config.out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BenchError(f"cannot create --out folder {config.out}: {exc.strerror}") from exc
-    return anyio.run(_run, config, tasks, variants, options, model_path, progress, make_model)
+    return anyio.run(_run, config, tasks, variants, model_path, progress, make_model)
 
 
 async def _run(
     config: AgentBenchConfig,
     tasks: list[AgentTask],
     variants: list[Variant],
-    options: frozenset[str],
     model_path: str | None,
     progress: Callable[[str], None] | None,
     make_model: ModelFactory | None,
@@ -207,14 +175,16 @@ async def _run(
     records: list[dict[str, Any]] = []
     described: dict[str, Any] = {}
     total, done = len(tasks) * len(variants), 0
+    warning = busy_warning(load_average(), config.threads or default_threads())
+    if warning and progress is not None:
+        progress(f"bench-agent: {warning}")
     with results.open("w", encoding="utf-8") as sink:
         for index, task in enumerate(tasks):
             shift = index % len(variants)
             for variant in variants[shift:] + variants[:shift]:
                 record = await _run_task(task, variant, config, make_model, described)
                 records.append(record)
-                sink.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
-                sink.flush()
+                write_line(sink, record)
                 done += 1
                 if progress is not None:
                     progress(f"[{done}/{total}] {variant.label} {task.id}: {_verdict(record)}")
@@ -226,7 +196,6 @@ async def _run(
             host=described,
             variants=labels,
             limit=config.limit,
-            prompt_cache_supported="prompt_cache" in options,
         ),
         **summarize_agent(records, labels),
     }
@@ -238,8 +207,6 @@ async def _run(
 
 
 def _verdict(record: Mapping[str, Any]) -> str:
-    if record.get("skipped"):
-        return f"skipped ({record['skipped']})"
     if record.get("error"):
         return f"error ({record['error']})"
     answer = record.get("answer_s")
@@ -264,11 +231,7 @@ async def _run_task(
         "tags": list(task.tags),
         "success": None,
         "error": None,
-        "skipped": None,
     }
-    if not tool_choice_available(task.tool_choice):
-        record["skipped"] = f"tool_choice {task.tool_choice!r} is not available in this build"
-        return record
     kwargs: dict[str, Any] = {
         "servers": list(task.servers),
         "trust": list(task.trust),
@@ -280,11 +243,10 @@ async def _run_task(
         # The user's choice, not the resolved path: the host picks its defaults (tool_choice
         # "required" on the embedded SmolLM2) from where the model came from.
         "model": config.model,
+        "prompt_cache": variant.prompt_cache == "on",
     }
     if task.tool_choice is not None:
         kwargs["tool_choice"] = task.tool_choice
-    if variant.prompt_cache != CACHE_UNAVAILABLE:
-        kwargs["prompt_cache"] = variant.prompt_cache == "on"
     if make_model is not None:
         kwargs["agent_model"] = make_model(task, variant.strategy)
     turns: list[dict[str, Any]] = []

@@ -16,7 +16,6 @@ from weavehost.bench.agent import (
     DEFAULT_AGENT_STRATEGIES,
     PROMPT_CACHE_MODES,
     AgentBenchConfig,
-    parse_agent_strategies,
     run_agent_bench,
 )
 from weavehost.bench.agent_tasks import SHIPPED_TASKS
@@ -69,7 +68,7 @@ def bench_agent(
         tasks=tasks or SHIPPED_TASKS,
         out=out,
         model=model,
-        strategies=parse_agent_strategies(strategies),
+        strategies=tuple(strategies.split(",")),  # checked once, by run_agent_bench
         limit=limit,
         threads=threads,
         prompt_cache=prompt_cache,

@@ -17,10 +17,6 @@ feed them events by hand:
 
 from __future__ import annotations
 
-import os
-import platform
-import re
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from weavehost.bench.answers import check_calls
 from weavehost.bench.cases import AnswerSet
 from weavehost.bench.report import geomean
+from weavehost.bench.runner import machine_info
 from weavehost.formats import ToolCall
 
 if TYPE_CHECKING:
@@ -63,6 +60,11 @@ class TurnTrace:
         return replace(self, error=error, answer_s=None)
 
 
+def _call_key(event: Event) -> str:
+    """Which call an event is about: its tool and arguments, as the result repeats them."""
+    return ToolCall(event["name"], dict(event.get("arguments") or {})).canonical()
+
+
 def trace_turn(events: Sequence[tuple[float, Event]]) -> TurnTrace:
     """One turn's calls, answer and times from its ``(seconds, event)`` pairs, in order.
 
@@ -74,28 +76,29 @@ def trace_turn(events: Sequence[tuple[float, Event]]) -> TurnTrace:
     sources: list[str] = []
     answer: list[str] = []
     timings: list[Mapping[str, Any]] = []
-    started_at: float | None = None  # this step's provisional run, if one started
-    final_at: float | None = None  # this step's final call
+    # This step's started provisional runs and final calls, by call, first one each: the
+    # first result is matched to its own call (a step may hold several).
+    started_at: dict[str, float] = {}
+    final_at: dict[str, float] = {}
     first_tool: float | None = None
     done_at: float | None = None
     stop = error = None
     for at, event in events:
         kind = event.type
         if kind == "step":
-            started_at = final_at = None
+            started_at, final_at = {}, {}
         elif kind == "text":
             answer.append(event.get("text", ""))
         elif kind == "provisional_call" and event.get("started"):
-            started_at = at
+            started_at.setdefault(_call_key(event), at)
         elif kind == "final_call":
-            final_at = at
+            final_at.setdefault(_call_key(event), at)
         elif kind == "tool_result":
             source = event.get("source", "final")
             if first_tool is None:
-                early = started_at if source == "provisional" else None
-                first_tool = (
-                    early if early is not None else (final_at if final_at is not None else at)
-                )
+                key = _call_key(event)
+                early = started_at.get(key) if source == "provisional" else None
+                first_tool = early if early is not None else final_at.get(key, at)
             calls.append(ToolCall(event["name"], dict(event.get("arguments") or {})))
             sources.append(source)
             answer.clear()
@@ -204,12 +207,11 @@ def summarize_agent(
     numbers: dict[str, dict[str, Any]] = {}
     by_tag: dict[str, dict[str, dict[str, int]]] = {}
     for label, rows in by_variant.items():
-        ran = [r for r in rows if not r.get("skipped")]
+        ran = list(rows)
         succeeded = sum(1 for r in ran if r.get("success"))
         turns = [t for r in ran for t in r.get("turns") or []]
         numbers[label] = {
             "tasks": len(ran),
-            "skipped": len(rows) - len(ran),
             "succeeded": succeeded,
             "success_rate": succeeded / len(ran) if ran else None,
             "geo_first_tool_s": geomean(r.get("first_tool_s") for r in ran),
@@ -248,7 +250,7 @@ def format_tables(summary: Mapping[str, Any]) -> str:
     variants: Mapping[str, Mapping[str, Any]] = summary["variants"]
     rows: list[Sequence[str]] = [
         ("variant", "tasks", "success", "first tool s", "answer s", "provisional", "cache hits",
-         "errors", "skipped")
+         "errors")
     ]  # fmt: skip
     for label, n in variants.items():
         rows.append(
@@ -261,7 +263,6 @@ def format_tables(summary: Mapping[str, Any]) -> str:
                 f"{n['provisional_results']}/{n['tool_results']}",
                 f"{n['cache_hits']}/{n['turns']}",
                 str(n["errors"]),
-                str(n["skipped"]),
             )
         )
     lines = _grid(rows)
@@ -286,15 +287,6 @@ def format_tables(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _cpu_flags() -> list[str]:
-    """The SIMD flags that decide llama.cpp's speed here (``avx2``, ``avx512*``), if readable."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return []
-    return sorted(set(re.findall(r"\b(avx2|avx512[a-z_]*)\b", text)))
-
-
 def setup_info(
     *,
     tasks_file: Path,
@@ -302,7 +294,6 @@ def setup_info(
     host: Mapping[str, Any],
     variants: Sequence[str],
     limit: int | None,
-    prompt_cache_supported: bool,
 ) -> dict[str, Any]:
     """What the run was, for ``summary.json``: enough to tell two runs apart."""
     return {
@@ -314,9 +305,5 @@ def setup_info(
         "n_ctx": host.get("n_ctx"),
         "variants": list(variants),
         "limit": limit,
-        "prompt_cache_supported": prompt_cache_supported,
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "cpu_flags": _cpu_flags(),
+        **machine_info(),
     }

@@ -25,6 +25,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -50,9 +51,14 @@ __all__ = [
     "RESULT_FIELDS",
     "BenchConfig",
     "BenchRun",
+    "busy_warning",
+    "cpu_flags",
     "known_strategies",
+    "load_average",
+    "machine_info",
     "parse_strategies",
     "run_bench",
+    "write_line",
 ]
 
 DEFAULT_STRATEGIES = ("serial", "constrained", "jump_forward", "weave", PEER_NAME)
@@ -108,13 +114,16 @@ def known_strategies() -> list[str]:
     return [*STRATEGIES, PEER_NAME]
 
 
-def parse_strategies(text: str | Sequence[str]) -> tuple[str, ...]:
-    """``"a,b,c"`` as names, each known and each once; a clear :class:`BenchError` otherwise."""
+def parse_strategies(
+    text: str | Sequence[str], *, known: Sequence[str] | None = None
+) -> tuple[str, ...]:
+    """``"a,b,c"`` as names, each one of ``known`` (default: :func:`known_strategies`) and each
+    once; a clear :class:`BenchError` otherwise."""
+    known = list(known) if known is not None else known_strategies()
     names = [n.strip() for n in text.split(",")] if isinstance(text, str) else list(text)
-    names = [n for n in names if n]
+    names = [n.strip() for n in names if n.strip()]
     if not names:
-        raise BenchError("no strategy given; known strategies: " + ", ".join(known_strategies()))
-    known = known_strategies()
+        raise BenchError("no strategy given; known strategies: " + ", ".join(known))
     unknown = [n for n in names if n not in known]
     if unknown:
         raise BenchError(
@@ -182,11 +191,46 @@ def _failure_record(
     }
 
 
-def _load_average() -> float | None:
+def load_average() -> float | None:
+    """The 1-minute load average, or ``None`` where the OS does not say."""
     try:
         return os.getloadavg()[0]
     except (AttributeError, OSError):  # not on this OS
         return None
+
+
+def cpu_flags() -> list[str]:
+    """The SIMD flags that decide llama.cpp's speed here (``avx2``, ``avx512*``), if readable."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    return sorted(set(re.findall(r"\b(avx2|avx512[a-z_]*)\b", text)))
+
+
+def machine_info() -> dict[str, Any]:
+    """What every benchmark records about where it ran: enough to tell two runs apart."""
+    return {
+        "machine": platform.machine(),
+        "processor": platform.processor() or None,
+        "cpus": os.cpu_count(),
+        "cpu_flags": cpu_flags(),
+        "python": platform.python_version(),
+        "weavehost": _version("weavehost"),
+        "llama_cpp_python": _version("llama-cpp-python"),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "load_average_at_start": load_average(),
+    }
+
+
+def busy_warning(load: float | None, threads: int) -> str | None:
+    """A warning when other work competes with the benchmark's threads, else ``None``."""
+    if load is None or default_threads() - load >= FREE_CPUS_PER_THREAD * threads:
+        return None
+    return (
+        f"warning: the machine is busy (1-minute load {load:.1f}); llama.cpp threads that "
+        "share CPUs slow down many times over, so latencies will be noise"
+    )
 
 
 def _version(distribution: str) -> str | None:
@@ -292,25 +336,17 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
         "threads": threads,
         "n_ctx": config.n_ctx,
         "max_tokens": config.max_tokens,
-        "machine": platform.machine(),
-        "processor": platform.processor() or None,
-        "python": platform.python_version(),
-        "weavehost": _version("weavehost"),
-        "llama_cpp_python": _version("llama-cpp-python"),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "load_average_at_start": _load_average(),
+        **machine_info(),
     }
     run_path.write_text(json.dumps(run_info, indent=2) + "\n", encoding="utf-8")
     say(
         f"bench: {len(cases)} cases x {len(strategies)} strategies on {choice.path.name} "
         f"(format {fmt.name}, {threads} threads, n_ctx {config.n_ctx})"
     )
-    load = run_info["load_average_at_start"]
-    if load is not None and default_threads() - load < FREE_CPUS_PER_THREAD * threads:
-        say(
-            f"bench: warning: the machine is busy (1-minute load {load:.1f}); llama.cpp threads "
-            "that share CPUs slow down many times over, so latencies will be noise"
-        )
+    say(f"bench: CPU flags {' '.join(run_info['cpu_flags']) or 'unknown'}")
+    warning = busy_warning(run_info["load_average_at_start"], threads)
+    if warning:
+        say(f"bench: {warning}")
     records: list[dict[str, Any]] = []
     started = time.perf_counter()
     with (
@@ -346,7 +382,7 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
                 except WeavehostError as exc:
                     record = _failure_record(case, strategy, exc, answer)
                 case_records[strategy] = record
-                _write_line(results, record)
+                write_line(results, record)
             in_order = [case_records[s] for s in strategies]
             records.extend(in_order)
             say(_progress_line(index + 1, len(cases), case, in_order, started))
@@ -366,6 +402,7 @@ def run_title(run_info: Mapping[str, Any]) -> str:
     )
 
 
-def _write_line(stream: TextIO, record: Mapping[str, Any]) -> None:
-    stream.write(json.dumps(record, ensure_ascii=False) + "\n")
+def write_line(stream: TextIO, record: Mapping[str, Any]) -> None:
+    """One JSON line, flushed: a result is on disk as soon as it is known."""
+    stream.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
     stream.flush()
