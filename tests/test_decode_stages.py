@@ -8,7 +8,10 @@ stages are run by hand on the embedded SmolLM2 and must add up to exactly what
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
+import pytest
 
 from tests.schemas import FORECAST, LIGHTS
 from weavehost.decode import CallRequest, ToolSchema
@@ -176,3 +179,20 @@ def test_a_weave_call_with_no_tool_offered_fails_at_select_leaving_the_prompt(fr
     assert ended is not None
     assert (ended.calls, ended.error) == ([], "no tools are offered")
     assert engine.seq_len(0) == len(prompt)
+
+
+@pytest.mark.parametrize("padding", [None, [1, 2], "4"], ids=["null", "list", "string"])
+def test_a_calibration_whose_padding_is_not_an_object_is_a_config_error(tmp_path, padding):
+    from types import SimpleNamespace
+
+    from weavehost.decode.padding import load_plan, plan_path
+    from weavehost.errors import ConfigError
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    engine = SimpleNamespace(path=model, n_threads=2)
+    stored = plan_path(model, 2)
+    stored.parent.mkdir(parents=True, exist_ok=True)
+    stored.write_text(json.dumps({"padding": padding}))
+    with pytest.raises(ConfigError, match="unreadable"):
+        load_plan(engine)

@@ -78,7 +78,8 @@ def load_plan(engine: Engine) -> PaddingPlan:
     try:
         record = json.loads(path.read_text())
         widths = {int(n): int(w) for n, w in record["padding"].items()}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        # AttributeError: a padding that is not an object (null, a list) has no .items()
         raise ConfigError(
             f"{path}: the stored calibration is unreadable ({exc}); run `weavehost calibrate`"
         ) from exc

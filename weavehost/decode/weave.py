@@ -89,9 +89,6 @@ class WeaveStrategy:
     def __init__(self, plan: PaddingPlan | None = None) -> None:
         self._plan = plan
 
-    def plan_for(self, engine: Engine) -> PaddingPlan:
-        return self._plan if self._plan is not None else load_plan(engine)
-
     def run(self, request: CallRequest) -> CallResult:
         return WeaveCall(request, plan=self._plan).run()
 
