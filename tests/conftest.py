@@ -16,11 +16,18 @@ from pathlib import Path
 
 import pytest
 
+from weavehost.bench.assets import QWEN_Q4_0  # noqa: E402 - a name only, read before the cache moves
+from weavehost.paths import cache_dir  # noqa: E402
+
+# Qwen2.5-Coder-0.5B Q4_0 where `python -m weavehost.bench.assets` put it in the user's cache
+# (or WEAVEHOST_QWEN_GGUF), read before the cache moves: see the ``qwen_gguf`` fixture.
+_QWEN_GGUF = Path(os.environ.get("WEAVEHOST_QWEN_GGUF") or cache_dir() / QWEN_Q4_0)
+
 # Tests never read or write the user's cache (calibrations, benchmark assets).
 os.environ["WEAVEHOST_CACHE"] = tempfile.mkdtemp(prefix="weavehost-test-cache-")
 
 
-MODEL_FIXTURES = frozenset({"embedded_model_path", "engine", "fresh_engine"})
+MODEL_FIXTURES = frozenset({"embedded_model_path", "engine", "fresh_engine", "qwen_gguf"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -42,6 +49,17 @@ def _model_mark_is_true(request: pytest.FixtureRequest, monkeypatch: pytest.Monk
         )
 
     monkeypatch.setattr(engine_module, "open_native", refuse)
+
+
+@pytest.fixture(scope="session")
+def qwen_gguf() -> Path:
+    """The Qwen2.5-Coder-0.5B Q4_0 file. Skipped, saying so, only when it is absent and nobody
+    named it: CI names it (.ci/run fetches it), so there a missing file fails the test."""
+    if not _QWEN_GGUF.is_file() and "WEAVEHOST_QWEN_GGUF" not in os.environ:
+        pytest.skip(
+            f"no Qwen2.5-Coder-0.5B Q4_0 at {_QWEN_GGUF} (python -m weavehost.bench.assets)"
+        )
+    return _QWEN_GGUF
 
 
 @pytest.fixture

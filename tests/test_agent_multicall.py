@@ -11,7 +11,6 @@ Q4_0 the weather in two cities is asked for in one step.
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 from typing import Annotated, Any
@@ -188,12 +187,6 @@ TWO_CITY_HISTORY = [
     {"role": "assistant", "content": "Sunny in both."},
     {"role": "user", "content": "Weather in Paris and in Berlin?"},
 ]
-QWEN_Q4_0 = Path(
-    os.environ.get(
-        "WEAVEHOST_QWEN_GGUF",
-        Path.home() / ".cache" / "weavehost" / "qwen2.5-coder-0.5b-instruct-q4_0.gguf",
-    )
-)
 QWEN_TURN_BOUND_S = 600  # a hang guard on a busy 2-core machine, not a speed claim
 
 
@@ -229,14 +222,11 @@ def test_smollm2_writes_a_reply_s_calls_as_one_list_that_the_next_step_re_render
     "(Paris), then <|im_end|> (18.7 over 12.3 for a newline); a forced <tool_call> block is "
     'followed by \\n then <|endoftext|> (19.3 over 18.0 for {"). Oslo is never asked for.',
 )
-@pytest.mark.skipif(
-    # CI names the file (.ci/run fetches it): there a missing file fails the test, never skips it.
-    not QWEN_Q4_0.is_file() and "WEAVEHOST_QWEN_GGUF" not in os.environ,
-    reason=f"no Qwen2.5-Coder-0.5B Q4_0 at {QWEN_Q4_0} (python -m weavehost.bench.assets makes it)",
-)
-async def test_qwen_asked_the_weather_in_paris_and_in_oslo_writes_two_calls_in_one_step_and_runs_both():
+async def test_qwen_asked_the_weather_in_paris_and_in_oslo_writes_two_calls_in_one_step_and_runs_both(
+    qwen_gguf: Path,
+):
     async with Host(servers=[str(ROOT / "tools" / "weather.py")], trust=["weather"],
-                    model=str(QWEN_Q4_0), tool_choice="auto", prompt_cache=False,
+                    model=str(qwen_gguf), tool_choice="auto", prompt_cache=False,
                     threads=2) as host:  # fmt: skip
         with anyio.fail_after(QWEN_TURN_BOUND_S):
             events = [e async for e in host.run("What is the weather in Paris and in Oslo?")]

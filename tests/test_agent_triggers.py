@@ -10,7 +10,6 @@ Tokyo with ``auto``, writes a bare ``{"name"`` object, and the call runs on a st
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import anyio
@@ -27,12 +26,6 @@ from weavehost.formats import FORMATS, ToolCall
 
 TIME_SERVER = Path(__file__).parent / "host_fixtures" / "time_server.py"
 # Made by ``python -m weavehost.bench.assets`` (CI fetches it; the tests' own cache is empty).
-QWEN_Q4_0 = Path(
-    os.environ.get(
-        "WEAVEHOST_QWEN_GGUF",
-        Path.home() / ".cache" / "weavehost" / "qwen2.5-coder-0.5b-instruct-q4_0.gguf",
-    )
-)
 # A hang guard, not a speed claim: the Tokyo turn is three steps of a 0.5B model on a busy
 # 2-core machine (~80 s measured); a healthy run on a CI runner is far below.
 QWEN_TURN_BOUND_S = 600
@@ -101,13 +94,10 @@ async def test_a_call_begun_as_a_bare_list_runs_and_the_next_step_shows_it_in_th
 
 @pytest.mark.model
 @pytest.mark.anyio
-@pytest.mark.skipif(
-    # CI names the file (.ci/run fetches it): there a missing file fails the test, never skips it.
-    not QWEN_Q4_0.is_file() and "WEAVEHOST_QWEN_GGUF" not in os.environ,
-    reason=f"no Qwen2.5-Coder-0.5B Q4_0 at {QWEN_Q4_0} (python -m weavehost.bench.assets makes it)",
-)
-async def test_qwen_asked_the_time_in_tokyo_with_auto_runs_get_current_time_and_answers_with_the_time():
-    async with Host(servers=[str(TIME_SERVER)], trust=["time_server"], model=str(QWEN_Q4_0),
+async def test_qwen_asked_the_time_in_tokyo_with_auto_runs_get_current_time_and_answers_with_the_time(
+    qwen_gguf: Path,
+):
+    async with Host(servers=[str(TIME_SERVER)], trust=["time_server"], model=str(qwen_gguf),
                     tool_choice="auto", prompt_cache=False, threads=2) as host:  # fmt: skip
         with anyio.fail_after(QWEN_TURN_BOUND_S):
             events = [event async for event in host.run("What time is it in Tokyo right now?")]

@@ -206,10 +206,23 @@ def empty(path: Path) -> None:
     path.write_bytes(b"")
 
 
+def deeply_nested_header(path: Path) -> None:
+    """A header json.loads cannot walk without running out of stack."""
+    magic = path.read_bytes().split(b"\n", 1)[0]
+    path.write_bytes(magic + b"\n" + b"[" * 100_000 + b"\n")
+
+
 @pytest.mark.parametrize(
     "damage",
-    [truncate, flip_a_state_byte, flip_a_header_byte, other_tokens, empty],
-    ids=["truncated", "flipped-state-byte", "flipped-header-byte", "other-tokens", "empty"],
+    [truncate, flip_a_state_byte, flip_a_header_byte, other_tokens, empty, deeply_nested_header],
+    ids=[
+        "truncated",
+        "flipped-state-byte",
+        "flipped-header-byte",
+        "other-tokens",
+        "empty",
+        "nested-header",
+    ],
 )
 def test_a_damaged_file_is_a_miss_whose_sync_equals_a_clean_one_and_is_rewritten(
     first: Engine, second: Engine, cache: PromptCache, damage: Any

@@ -56,9 +56,6 @@ __all__ = ["Host", "HostSession"]
 
 logger = logging.getLogger(__name__)
 
-# The strategy a host writes calls with unless told otherwise (``weavehost run/chat`` too); the
-# context size is the engine's own default, re-exported here for the host's users.
-
 
 class HostSession:
     """A conversation of several turns; ``run(prompt)`` yields that turn's events."""

@@ -42,7 +42,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from weavehost.agent.prompt_cache import CacheStatus, PromptCache, stable_prefix
+from weavehost.agent.prompt_cache import CacheStatus, PromptCache, common_prefix, stable_prefix
 from weavehost.decode import CallRequest, CallResult, DecodeStrategy, ToolSchema
 from weavehost.engine import Engine, EngineStats
 from weavehost.errors import ContextOverflowError
@@ -129,15 +129,6 @@ class AgentModel(Protocol):
     def clear_abort(self) -> None: ...
 
     def stats(self) -> EngineStats: ...
-
-
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the longest common prefix of two token lists."""
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
 
 
 def opener_position(text: bytes, opener: bytes, *, at_start_only: bool) -> int:

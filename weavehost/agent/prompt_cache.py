@@ -43,6 +43,7 @@ __all__ = [
     "PROMPT_CACHE_SUBDIR",
     "CacheStatus",
     "PromptCache",
+    "common_prefix",
     "stable_prefix",
 ]
 
@@ -74,13 +75,16 @@ def stable_prefix(
         return 0
     renders = []
     for sentinel in _SENTINELS:
-        variant = [dict(m) for m in messages]
+        # Only what comes up to the first user message matters: the later turns are not
+        # rendered again.
+        variant = [dict(m) for m in messages[: first + 1]]
         variant[first]["content"] = sentinel
         renders.append(render(variant))
-    return min(_common(renders[0], renders[1]), _common(tokens, renders[0]))
+    return min(common_prefix(renders[0], renders[1]), common_prefix(tokens, renders[0]))
 
 
-def _common(a: Sequence[int], b: Sequence[int]) -> int:
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token lists."""
     n = min(len(a), len(b))
     return next((i for i in range(n) if a[i] != b[i]), n)
 

@@ -93,7 +93,8 @@ def read_saved(path: Path, identity: StateIdentity, tokens: Sequence[int] | None
             file.readinto(state)
     except FileNotFoundError:
         return SavedState("no such file")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    # RecursionError: a header of deeply nested JSON (a damaged or hostile file).
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         return SavedState(f"unreadable ({type(exc).__name__}: {exc})")
     if found != identity:
         return SavedState("saved for another model file, context size or llama.cpp")
