@@ -384,6 +384,11 @@ class Engine:
             self._count(rows, elapsed)
         return out
 
+    def count_accepted(self, n_tokens: int) -> None:
+        """Record that ``n_tokens`` drafted rows were verified and kept (see :class:`Row`)."""
+        with self._lock:
+            self.stats.accepted_tokens += n_tokens
+
     def has_next_logits(self, seq: int) -> bool:
         """Whether :meth:`last_logits` has logits for ``seq``'s next token."""
         return seq in self._next_logits
@@ -404,6 +409,8 @@ class Engine:
         forced = sum(1 for row in rows if row.forced and not row.padding)
         decoded = len(rows) - padding - forced
         stats.passes += 1
+        stats.pass_rows[len(rows)] = stats.pass_rows.get(len(rows), 0) + 1
+        stats.drafted_tokens += sum(1 for row in rows if row.draft and not row.padding)
         stats.padded_tokens += padding
         stats.prefilled_tokens += forced
         stats.decoded_tokens += decoded

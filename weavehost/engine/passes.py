@@ -7,7 +7,7 @@ kept by the engine alone and read through snapshots.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 __all__ = ["EngineStats", "Row"]
 
@@ -18,7 +18,9 @@ class Row:
 
     ``forced`` marks a token that was known before the pass (prompt, skeleton, jump-forward):
     it is counted as prefilled, not decoded. ``padding`` marks a placeholder row added only to
-    reach a cheaper batch width; it is counted apart from both.
+    reach a cheaper batch width; it is counted apart from both. ``draft`` marks a proposed
+    token the decoder will verify against the logits of the row before it: it is counted as
+    decoded and as drafted.
     """
 
     token: int
@@ -26,11 +28,19 @@ class Row:
     logits: bool = False
     forced: bool = False
     padding: bool = False
+    draft: bool = False
 
 
 @dataclass(slots=True)
 class EngineStats:
-    """Counters of the work done on a context. Subtract two snapshots to cost one call."""
+    """Counters of the work done on a context. Subtract two snapshots to cost one call.
+
+    ``width_counts`` counts decode passes by width (padding included): what padding plans are
+    made from. ``pass_rows`` counts *every* pass by its number of rows (prefill passes too):
+    what a pass-by-pass cost table re-costs. ``drafted_tokens`` are rows sent as a draft (a
+    token proposed before the pass, kept only if it equals the constrained argmax there);
+    ``accepted_tokens`` are the drafted tokens that were kept. Drafted rows count as decoded.
+    """
 
     passes: int = 0
     decode_passes: int = 0
@@ -40,36 +50,31 @@ class EngineStats:
     padded_tokens: int = 0
     decode_s: float = 0.0
     prefill_s: float = 0.0
-    # Number of sequences in each decode pass, by width (what padding plans are made from).
     width_counts: dict[int, int] = field(default_factory=dict)
+    pass_rows: dict[int, int] = field(default_factory=dict)
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
 
     def snapshot(self) -> EngineStats:
-        return EngineStats(
-            self.passes,
-            self.decode_passes,
-            self.prefill_passes,
-            self.decoded_tokens,
-            self.prefilled_tokens,
-            self.padded_tokens,
-            self.decode_s,
-            self.prefill_s,
-            dict(self.width_counts),
-        )
+        return replace(self, width_counts=dict(self.width_counts), pass_rows=dict(self.pass_rows))
 
     def since(self, earlier: EngineStats) -> EngineStats:
-        widths = {
-            w: n - earlier.width_counts.get(w, 0)
-            for w, n in self.width_counts.items()
-            if n - earlier.width_counts.get(w, 0)
-        }
         return EngineStats(
-            self.passes - earlier.passes,
-            self.decode_passes - earlier.decode_passes,
-            self.prefill_passes - earlier.prefill_passes,
-            self.decoded_tokens - earlier.decoded_tokens,
-            self.prefilled_tokens - earlier.prefilled_tokens,
-            self.padded_tokens - earlier.padded_tokens,
-            self.decode_s - earlier.decode_s,
-            self.prefill_s - earlier.prefill_s,
-            widths,
+            passes=self.passes - earlier.passes,
+            decode_passes=self.decode_passes - earlier.decode_passes,
+            prefill_passes=self.prefill_passes - earlier.prefill_passes,
+            decoded_tokens=self.decoded_tokens - earlier.decoded_tokens,
+            prefilled_tokens=self.prefilled_tokens - earlier.prefilled_tokens,
+            padded_tokens=self.padded_tokens - earlier.padded_tokens,
+            decode_s=self.decode_s - earlier.decode_s,
+            prefill_s=self.prefill_s - earlier.prefill_s,
+            width_counts=_minus(self.width_counts, earlier.width_counts),
+            pass_rows=_minus(self.pass_rows, earlier.pass_rows),
+            drafted_tokens=self.drafted_tokens - earlier.drafted_tokens,
+            accepted_tokens=self.accepted_tokens - earlier.accepted_tokens,
         )
+
+
+def _minus(later: dict[int, int], earlier: dict[int, int]) -> dict[int, int]:
+    """Per-key difference of two counters, keeping only keys that changed."""
+    return {k: n - earlier.get(k, 0) for k, n in later.items() if n - earlier.get(k, 0)}
