@@ -28,7 +28,7 @@ from weavehost.agent.options import DEFAULT_MAX_ANSWER_TOKENS
 from weavehost.config import APPROVAL_MODES
 from weavehost.decode import DEFAULT_STRATEGY
 from weavehost.engine import DEFAULT_N_CTX
-from weavehost.engine.calibrate import CALIBRATION_N_CTX, DEFAULT_MAX_WIDTH, DEFAULT_REPEATS
+from weavehost.engine.calibrate import CALIBRATION_N_CTX, DEFAULT_REPEATS, DEFAULT_ROWS
 from weavehost.errors import WeavehostError
 
 __all__ = ["CommandFailed", "ErrorPath", "WeavehostCommand", "WeavehostGroup", "main"]
@@ -171,39 +171,58 @@ def tools(
 @click.option("--model", "model", type=str, default=None, help="Path to a local GGUF file.")
 @click.option("--threads", type=int, default=None, help="Threads (default: available CPUs).")
 @click.option(
-    "--repeats", type=int, default=DEFAULT_REPEATS, show_default=True, help="Passes per width."
+    "--repeats",
+    type=click.IntRange(min=1),
+    default=DEFAULT_REPEATS,
+    show_default=True,
+    help="Timed passes per row count.",
 )
 @click.option(
-    "--max-width",
-    type=int,
-    default=DEFAULT_MAX_WIDTH,
+    "--max-rows",
+    type=click.IntRange(min=1),
+    default=DEFAULT_ROWS[-1],
     show_default=True,
-    help="Widest pass measured.",
+    help="Widest pass measured (rows).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the measurement as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the stored calibration as JSON.")
 def calibrate(
-    model: str | None, threads: int | None, repeats: int, max_width: int, as_json: bool
+    model: str | None, threads: int | None, repeats: int, max_rows: int, as_json: bool
 ) -> None:
-    """Measure the cost of a pass of 1..N sequences and store the padding plan `weave` uses."""
-    from weavehost.decode.padding import plan_from_costs, save_plan
-    from weavehost.engine import Engine
-    from weavehost.engine.calibrate import format_table, measure_pass_costs
+    """Measure what a pass of 1..N rows costs here and store the plan `weave` decodes by."""
+    from weavehost.bench.runner import cpu_flags
+    from weavehost.decode.padding import DEFAULT_ACCEPT, DecodePlan, save_plan
+    from weavehost.engine import DEFAULT_N_SEQ_MAX, Engine
+    from weavehost.engine.calibrate import cpu_model, format_table, measure_pass_costs
     from weavehost.models import resolve_model
 
     choice = resolve_model(model)
+    flags = cpu_flags()
+    rows = sorted({r for r in DEFAULT_ROWS if r <= max_rows} | {max_rows})
     with Engine.open(
-        choice.path, n_ctx=CALIBRATION_N_CTX, n_seq_max=max_width + 1, n_threads=threads
+        choice.path, n_ctx=CALIBRATION_N_CTX, n_seq_max=DEFAULT_N_SEQ_MAX, n_threads=threads
     ) as eng:
-        costs = measure_pass_costs(eng, max_width=max_width, repeats=repeats)
-        plan = plan_from_costs(costs)
-        path = save_plan(eng, costs, plan)
+        machine = f"{cpu_model()}, {eng.n_threads} threads ({', '.join(flags) or 'no AVX2'})"
+        calibration = measure_pass_costs(eng, rows=rows, repeats=repeats, machine=machine)
+        table = calibration.table
+        plan = DecodePlan.from_table(table, source="calibrated")
+        path = save_plan(eng, calibration, plan)
     if as_json:
-        click.echo(json.dumps(json.loads(path.read_text()), indent=2))
+        click.echo(path.read_text(), nl=False)
         return
-    click.echo(f"{choice.path.name}, {costs.threads} threads, medians of {repeats} passes:")
-    click.echo(format_table(costs))
+    click.echo(f"{choice.path.name} on {machine}: medians of {repeats} passes")
+    click.echo(format_table(table))
+    chunks = ", ".join(
+        f"{c} tokens {s * 1e3:.3f} ms" for c, s in calibration.prefill_chunk_s.items()
+    )
+    click.echo(f"prefill per token: {chunks}")
     padding = ", ".join(f"{n}→{w}" for n, w in sorted(plan.widths.items())) or "none"
-    click.echo(f"padding plan: {padding}")
+    click.echo(f"padding: {padding}")
+    parallel = ", ".join(f"{n} {'yes' if plan.parallel_pays(n) else 'no'}" for n in range(2, 7))
+    click.echo(f"values side by side pay off: {parallel}")
+    click.echo(
+        f"draft rows (each accepted with p={DEFAULT_ACCEPT}): {plan.draft_rows(1)} on a pass "
+        f"of 1 row, {plan.draft_rows(4)} on a pass of 4 rows"
+    )
     click.echo(f"stored in {path}")
 
 

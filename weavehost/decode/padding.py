@@ -1,86 +1,263 @@
-"""Padding plans: how wide to make a pass of n rows, from costs measured on this machine.
+"""Decode plans: how to shape passes, decided from what passes cost on the machine.
 
-Stage: parallel value decoding (planning). A pass with n rows may be cheaper padded to a wider
-batch (llama.cpp's repacked Q4_0 kernels work on 4 and 8 rows; the paper pads to 4 on phones).
-Instead of hard-coding a width, ``weavehost calibrate`` measures the cost of each width and
-:func:`plan_from_costs` pads n to the width w >= n of least measured cost. Plans are stored per
-model file and thread count under :func:`weavehost.paths.cache_dir`; without one, passes are not
-padded.
+Stage: parallel value decoding (planning). A :class:`DecodePlan` is made once from a
+:class:`~weavehost.engine.calibrate.CostTable` (:meth:`DecodePlan.from_table`) and then queried
+every pass, so it answers from tables precomputed there. It decides three things:
+
+- **padding** (:meth:`DecodePlan.width_for`): a pass of n rows is padded to the cheapest
+  measured width >= n (llama.cpp's repacked kernels can make 4 or 8 rows cheaper than 3 or 5);
+- **parallel values** (:meth:`DecodePlan.parallel_pays`): whether n required values decoded side
+  by side (then written back to sequence 0) beat decoding them one after another;
+- **drafts** (:meth:`DecodePlan.draft_rows`): how many draft rows to add to a pass.
+
+``weavehost calibrate`` stores the table it measured per model file and thread count under
+:func:`weavehost.paths.cache_dir` (:func:`plan_path`), and :func:`load_plan` reads it back for an
+engine. Without one, :data:`NO_PLAN` is the neutral default: no padding, parallel values on, a
+modest draft budget.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
-from weavehost.engine import Engine
-from weavehost.engine.calibrate import PassCosts
+from weavehost.engine.calibrate import Calibration, CostTable, table_from_record
 from weavehost.errors import ConfigError
 from weavehost.paths import cache_dir
 
-__all__ = ["PaddingPlan", "load_plan", "plan_from_costs", "plan_path", "save_plan"]
+__all__ = [
+    "CALIBRATION_VERSION",
+    "DEFAULT_ACCEPT",
+    "DRAFT_MARGIN",
+    "MAX_DRAFT_ROWS",
+    "NO_PLAN",
+    "PADDING_MARGIN",
+    "PARALLEL_MARGIN",
+    "VALUE_TOKENS",
+    "WRITE_BACK_EXTRA_TOKENS",
+    "DecodePlan",
+    "PaddingPlan",
+    "load_plan",
+    "plan_path",
+    "save_plan",
+]
+
+# Padding to a wider pass must save at least this share of the pass's cost (noise in the table).
+PADDING_MARGIN = 0.03
+# The estimate parallel_pays works with: a required value is about VALUE_TOKENS tokens, and
+# writing it back onto sequence 0 prefills those and about WRITE_BACK_EXTRA_TOKENS more (its
+# key, quotes and separators).
+VALUE_TOKENS = 8
+WRITE_BACK_EXTRA_TOKENS = 6
+# Parallel values must save at least this share of the serial estimate: the estimate is rough,
+# and values decoded apart cannot see each other (docs/decoder.md, Known limits).
+PARALLEL_MARGIN = 0.05
+# The probability that a drafted token is accepted, when the caller has no better estimate.
+DEFAULT_ACCEPT = 0.5
+# The most draft rows added to one pass.
+MAX_DRAFT_ROWS = 16
+# draft_rows takes the shortest draft within this share of the best expected rate: a longer
+# one would chase noise in the table (and modelled gains of p**13 tokens).
+DRAFT_MARGIN = 0.02
+# Without a cost table: draft while a token's chance of being reached and accepted (p**d) is
+# at least NEUTRAL_DRAFT_ACCEPT, at most NEUTRAL_DRAFT_ROWS rows.
+NEUTRAL_DRAFT_ACCEPT = 0.5
+NEUTRAL_DRAFT_ROWS = 4
+# Answers precomputed by from_table: value counts and base row counts up to this.
+_PRECOMPUTED = 32
+# The stored calibration's format; an older file is refused with "run `weavehost calibrate`".
+CALIBRATION_VERSION = 2
+
+
+class _Costed(Protocol):
+    """What :func:`load_plan` and :func:`save_plan` need of an engine."""
+
+    @property
+    def path(self) -> Path: ...
+    @property
+    def n_threads(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
-class PaddingPlan:
-    """``widths[n]`` is the width to pad a pass of ``n`` rows to (``n`` itself if absent)."""
+class DecodePlan:
+    """How to shape passes: see the module docstring. Build with :meth:`from_table`.
 
-    widths: dict[int, int]
+    ``widths[n]`` is the width to pad a pass of ``n`` rows to (``n`` itself if absent);
+    ``table`` the costs the plan was made from (``None``: the neutral plan); ``source`` where
+    the plan came from (``"none"``, ``"calibrated (PATH)"``, ``"cost model FILE"``).
+    """
+
+    widths: Mapping[int, int] = field(default_factory=dict)
     source: str = "none"
+    table: CostTable | None = None
+    # Precomputed by from_table: the padded cost of a pass of r rows (index r, r >= 1) ...
+    _padded_s: tuple[float, ...] = field(default=(), repr=False, compare=False)
+    # ... parallel_pays(n) for n < _PRECOMPUTED, and draft_rows(base) at DEFAULT_ACCEPT.
+    _parallel: tuple[bool, ...] = field(default=(), repr=False, compare=False)
+    _drafts: tuple[int, ...] = field(default=(), repr=False, compare=False)
+
+    @classmethod
+    def from_table(cls, table: CostTable, *, source: str | None = None) -> DecodePlan:
+        """The plan for ``table``; ``source`` defaults to ``"cost model <table.source>"``."""
+        measured = sorted(table.pass_s)
+        widths: dict[int, int] = {}
+        for n in measured:
+            best = min((w for w in measured if w >= n), key=lambda w: table.pass_s[w])
+            if best != n and table.pass_s[best] < table.pass_s[n] * (1 - PADDING_MARGIN):
+                widths[n] = best
+        # Unmeasured counts: the cheapest measured width above (interpolated costs are never
+        # below both neighbours, so only measured widths can win).
+        for n in range(1, measured[-1]):
+            if n not in table.pass_s:
+                best = min((w for w in measured if w > n), key=lambda w: table.pass_s[w])
+                if table.pass_s[best] < table.pass_cost(n) * (1 - PADDING_MARGIN):
+                    widths[n] = best
+        plan = cls(widths, source or f"cost model {table.source}", table)
+        limit = max(measured[-1], _PRECOMPUTED) + MAX_DRAFT_ROWS + 1
+        padded = (0.0, *(table.pass_cost(plan.width_for(r)) for r in range(1, limit)))
+        object.__setattr__(plan, "_padded_s", padded)
+        parallel = tuple(plan._parallel_pays(n) for n in range(_PRECOMPUTED))
+        drafts = tuple(plan._draft_rows(b, DEFAULT_ACCEPT) for b in range(_PRECOMPUTED))
+        object.__setattr__(plan, "_parallel", parallel)
+        object.__setattr__(plan, "_drafts", drafts)
+        return plan
 
     def width_for(self, rows: int) -> int:
+        """The width to pad a pass of ``rows`` rows to: the cheapest measured width >= rows."""
         return max(rows, self.widths.get(rows, rows))
 
+    def _padded_cost(self, table: CostTable, rows: int) -> float:
+        """Seconds of a pass of ``rows`` rows once padded."""
+        if rows < len(self._padded_s):
+            return self._padded_s[rows]
+        return table.pass_cost(self.width_for(rows))
 
-NO_PADDING = PaddingPlan({}, "none")
+    def parallel_pays(self, n_values: int) -> bool:
+        """Whether ``n_values`` required values are cheaper decoded side by side.
+
+        Side by side: ``VALUE_TOKENS`` (L) passes of ``n`` rows (padded), then one write-back
+        prefill of about ``n * (L + WRITE_BACK_EXTRA_TOKENS)`` rows onto sequence 0. One after
+        another: ``n * L`` one-row passes. Side by side must win by ``PARALLEL_MARGIN``. Fewer
+        than two values: ``False`` (nothing to put side by side). Without a table: ``True``.
+        """
+        if n_values < 2:
+            return False
+        if self.table is None:
+            return True
+        if n_values < len(self._parallel):
+            return self._parallel[n_values]
+        return self._parallel_pays(n_values)
+
+    def _parallel_pays(self, n: int) -> bool:
+        table = self.table
+        if table is None or n < 2:
+            return n >= 2
+        write_back = table.pass_cost(n * (VALUE_TOKENS + WRITE_BACK_EXTRA_TOKENS))
+        side_by_side = VALUE_TOKENS * self._padded_cost(table, n) + write_back
+        serial = n * VALUE_TOKENS * self._padded_cost(table, 1)
+        return side_by_side < serial * (1 - PARALLEL_MARGIN)
+
+    def draft_rows(self, base_rows: int, accept_p: float = DEFAULT_ACCEPT) -> int:
+        """How many draft rows to add to a pass of ``base_rows`` rows (0..``MAX_DRAFT_ROWS``).
+
+        A draft of ``d`` tokens, each accepted with probability ``p`` if the ones before it
+        were, adds ``p + p**2 + ... + p**d`` tokens in expectation to the ``base_rows`` the pass
+        yields anyway; its cost is the padded cost of ``base_rows + d`` rows. The answer is the
+        smallest ``d`` whose expected tokens per second are within ``DRAFT_MARGIN`` of the best
+        ``d``'s; ``d = 0`` is the pass alone. Without a table: draft while
+        ``p**d >= NEUTRAL_DRAFT_ACCEPT``, at most ``NEUTRAL_DRAFT_ROWS``.
+        """
+        if not 0.0 <= accept_p <= 1.0:
+            raise ValueError(f"accept_p is a probability, not {accept_p}")
+        if self.table is None:
+            drafts, reach = 0, accept_p
+            while drafts < NEUTRAL_DRAFT_ROWS and reach >= NEUTRAL_DRAFT_ACCEPT:
+                drafts, reach = drafts + 1, reach * accept_p
+            return drafts
+        if accept_p == DEFAULT_ACCEPT and 0 <= base_rows < len(self._drafts):
+            return self._drafts[base_rows]
+        return self._draft_rows(base_rows, accept_p)
+
+    def _draft_rows(self, base_rows: int, p: float) -> int:
+        table = self.table
+        assert table is not None  # draft_rows answers the neutral plan itself
+        rates: list[float] = []
+        expected, reach = float(base_rows), 1.0
+        for d in range(MAX_DRAFT_ROWS + 1):
+            if d:
+                reach *= p
+                expected += reach
+            rows = base_rows + d
+            rates.append(expected / self._padded_cost(table, rows) if rows else 0.0)
+        good_enough = max(rates) * (1 - DRAFT_MARGIN)
+        return next(d for d, rate in enumerate(rates) if rate >= good_enough)
 
 
-def plan_from_costs(costs: PassCosts, *, margin: float = 0.03) -> PaddingPlan:
-    """Pad n to the cheapest measured width >= n, if it beats n's own cost by ``margin``."""
-    widths: dict[int, int] = {}
-    measured = sorted(costs.pass_s)
-    for n in measured:
-        best = min((w for w in measured if w >= n), key=lambda w: costs.pass_s[w])
-        if best != n and costs.pass_s[best] < costs.pass_s[n] * (1 - margin):
-            widths[n] = best
-    return PaddingPlan(widths, "calibrated")
+NO_PLAN = DecodePlan({}, "none")
+
+# The name weave.py and values.py used before plans did more than padding; to be removed once
+# they import DecodePlan.
+PaddingPlan = DecodePlan
+
+
+# Plans read by load_plan (once per call of weave), by stored file and its mtime and size.
+_LOADED: dict[tuple[Path, int, int], DecodePlan] = {}
 
 
 def plan_path(model: Path, threads: int) -> Path:
+    """Where the calibration of ``model`` at ``threads`` threads is stored."""
     stat = model.stat()
     key = f"{model.stem}-{stat.st_size}-t{threads}"
     return cache_dir() / "calibration" / f"{key}.json"
 
 
-def save_plan(engine: Engine, costs: PassCosts, plan: PaddingPlan) -> Path:
+def save_plan(engine: _Costed, calibration: Calibration, plan: DecodePlan) -> Path:
+    """Store ``calibration`` (a cost file plus how it was made and the padding) for ``engine``."""
     path = plan_path(engine.path, engine.n_threads)
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {
-        "model": str(engine.path),
-        "threads": engine.n_threads,
-        "pass_ms": {str(w): round(c * 1e3, 3) for w, c in costs.pass_s.items()},
-        "prefill_ms_per_token": round(costs.prefill_token_s * 1e3, 3),
-        "repeats": costs.repeats,
-        "padding": {str(n): w for n, w in plan.widths.items()},
+    record: dict[str, Any] = {
+        "calibration": CALIBRATION_VERSION,
+        "model": engine.path.name,
+        **calibration.record(),
+        "padding": {str(n): w for n, w in sorted(plan.widths.items())},
     }
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=2))
+    tmp.write_text(json.dumps(record, indent=2) + "\n")
     tmp.replace(path)
     return path
 
 
-def load_plan(engine: Engine) -> PaddingPlan:
-    """The stored plan for this model and thread count, or no padding if none was measured."""
+def load_plan(engine: _Costed) -> DecodePlan:
+    """The plan stored for this model and thread count, or :data:`NO_PLAN` if none was made.
+
+    A stored file that is damaged, or written by an older weavehost, is a :class:`ConfigError`
+    that says to run ``weavehost calibrate``.
+    """
     path = plan_path(engine.path, engine.n_threads)
-    if not path.exists():
-        return NO_PADDING
     try:
-        record = json.loads(path.read_text())
-        widths = {int(n): int(w) for n, w in record["padding"].items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        # AttributeError: a padding that is not an object (null, a list) has no .items()
+        stat = path.stat()
+    except FileNotFoundError:
+        return NO_PLAN
+    except OSError as exc:
         raise ConfigError(
             f"{path}: the stored calibration is unreadable ({exc}); run `weavehost calibrate`"
         ) from exc
-    return PaddingPlan(widths, f"calibrated ({path})")
+    key = (path, stat.st_mtime_ns, stat.st_size)
+    cached = _LOADED.get(key)
+    if cached is not None:
+        return cached
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(record, dict) or record.get("calibration") != CALIBRATION_VERSION:
+            raise ConfigError(f"not a version {CALIBRATION_VERSION} calibration")
+        table = table_from_record(record, source=str(path))
+    except (OSError, ValueError, ConfigError) as exc:
+        raise ConfigError(
+            f"{path}: the stored calibration is unreadable ({exc}); run `weavehost calibrate`"
+        ) from exc
+    plan = DecodePlan.from_table(table, source=f"calibrated ({path})")
+    _LOADED[key] = plan
+    return plan

@@ -1,119 +1,301 @@
-"""Measuring what a pass costs on this machine, by the number of sequences in it.
+"""What a pass costs, by its number of rows: measured here (:func:`measure_pass_costs`) or read
+from a file measured elsewhere (:func:`load_cost_table`), as a :class:`CostTable`.
 
-Stage: engine (measurement). :func:`measure_pass_costs` times real ``llama_decode`` passes of
-1..N sequences that share one prefilled prompt (one token per sequence, the shape of a parallel
-value pass) and the per-token cost of a short prefill. Medians over repeats, so one slow pass
-does not move the table. The padding plan of the ``weave`` strategy is made from this table.
+Stage: engine (measurement). A pass is one ``llama_decode``; its cost depends above all on how
+many rows (tokens) it carries, which is what decode planning (:mod:`weavehost.decode.padding`)
+and re-costing a run on another machine (``weavehost bench --cost-model``) need. Medians over
+repeats, so one slow pass does not move the table.
+
+Invariants: a :class:`CostTable` always has the cost of a one-row pass, every cost positive and
+finite; :meth:`CostTable.pass_cost` answers for any row count by one documented fill rule. A
+cost file has the shape of the tables measured elsewhere (``tests/data/costs/*.json``)::
+
+    {"machine": "...", "model": "...", "threads": 2,
+     "pass_ms": {"1": 35.3, "4": 113.8}, "prefill_ms_per_token": 16.6, "note": "..."}
+
+and the calibration ``weavehost calibrate`` stores is such a file (with more fields), so a table
+measured on one machine is read on another by the same :func:`load_cost_table`.
 """
 
 from __future__ import annotations
 
+import bisect
+import json
+import math
+import platform
 import statistics
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 from weavehost.engine.engine import Engine
 from weavehost.engine.passes import Row
-from weavehost.errors import EngineError
+from weavehost.errors import ConfigError, EngineError
 
 __all__ = [
     "CALIBRATION_N_CTX",
-    "DEFAULT_MAX_WIDTH",
+    "Calibration",
+    "DEFAULT_PREFILL_CHUNKS",
     "DEFAULT_REPEATS",
-    "PassCosts",
+    "DEFAULT_ROWS",
+    "CostTable",
+    "cpu_model",
+    "format_table",
+    "load_cost_table",
     "measure_pass_costs",
+    "table_from_record",
+    "table_record",
 ]
 
-# The probe prompt and max width + 1 sequences fit well within this context.
+# The probe prompt, the widest pass and the longest prefill chunk fit well within this context.
 CALIBRATION_N_CTX = 2048
-DEFAULT_MAX_WIDTH = 8
-# Passes per width: enough for a stable median on a phone-class CPU.
-DEFAULT_REPEATS = 30
+# Row counts measured by default: every width a padded or drafted value pass is likely to
+# have, then coarser steps up to 32 (the widest pass the decoder plans; wider ones extrapolate).
+DEFAULT_ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32)
+# Prefill chunks timed (tokens); the table's per-token prefill cost is the cheapest one's.
+DEFAULT_PREFILL_CHUNKS = (64, 128)
+# Timed passes per row count (after one warm-up): a stable median, and `weavehost calibrate`
+# stays under a minute for SmolLM2-135M on 2 cores.
+DEFAULT_REPEATS = 15
 
 _PROMPT = (
     "<|im_start|>system\nYou are a helpful assistant with tools.<|im_end|>\n"
     "<|im_start|>user\nWhat will the weather be in Paris and in Berlin over the next three "
     "days, in celsius please?<|im_end|>\n<|im_start|>assistant\n"
 )
+_FILLER = " the weather in Paris is sunny and warm today, and Berlin is cloudy with rain"
 
 
 @dataclass(frozen=True, slots=True)
-class PassCosts:
-    """Median seconds of a decode pass per width, and of one prefilled token."""
+class CostTable:
+    """Seconds of a pass by its number of rows, and of one prefilled token, on one machine.
 
-    pass_s: dict[int, float]
+    ``pass_s[n]``: the measured seconds of a pass of ``n`` rows (all of them asking for logits,
+    the shape of a value or draft pass). ``prefill_token_s``: seconds per token of a prefill
+    (one pass of many forced tokens). ``machine`` says where it was measured, ``source`` where
+    the table came from (a file, or ``"measured"``).
+
+    Fill rule (:meth:`pass_cost`): a measured row count costs what was measured; between two
+    measured counts the cost is linear between them; beyond the widest measured count ``W``
+    each extra row adds ``prefill_token_s`` (``pass_cost(W) + (n - W) * prefill_token_s``): a
+    wide pass is compute-bound, and a long prefill is the cheapest per-row cost a wide pass
+    has been seen to have. So the phone tables (widths 1 and 4) read 2-3 on the line from 1 to
+    4 and 5, 6, ... at one prefilled token per row above the 4-row pass.
+    """
+
+    pass_s: Mapping[int, float]
     prefill_token_s: float
+    machine: str = ""
+    source: str = ""
+    _rows: tuple[int, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        costs: dict[int, float] = {}
+        for rows, cost in self.pass_s.items():
+            if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+                raise ConfigError(f"a pass has a positive whole number of rows, not {rows!r}")
+            costs[rows] = _positive(cost, f"the cost of a pass of {rows} rows")
+        if 1 not in costs:
+            raise ConfigError("a cost table needs the cost of a one-row pass (width 1)")
+        _positive(self.prefill_token_s, "the prefill cost per token")
+        object.__setattr__(self, "pass_s", MappingProxyType(dict(sorted(costs.items()))))
+        object.__setattr__(self, "prefill_token_s", float(self.prefill_token_s))
+        object.__setattr__(self, "_rows", tuple(sorted(costs)))
+
+    @property
+    def widest(self) -> int:
+        """The widest measured pass."""
+        return self._rows[-1]
+
+    def pass_cost(self, rows: int) -> float:
+        """Seconds of a pass of ``rows`` rows, by the fill rule in the class docstring."""
+        if rows < 1:
+            raise ValueError(f"a pass has at least one row, not {rows}")
+        measured = self.pass_s.get(rows)
+        if measured is not None:
+            return measured
+        widest = self._rows[-1]
+        if rows > widest:
+            return self.pass_s[widest] + (rows - widest) * self.prefill_token_s
+        above = bisect.bisect(self._rows, rows)
+        low, high = self._rows[above - 1], self._rows[above]
+        share = (rows - low) / (high - low)
+        return self.pass_s[low] + share * (self.pass_s[high] - self.pass_s[low])
+
+    def recost(self, pass_rows: Mapping[int, int]) -> float:
+        """Total seconds of a run given as ``{rows: passes}`` (as ``EngineStats.pass_rows``)."""
+        return sum(count * self.pass_cost(rows) for rows, count in pass_rows.items() if count)
+
+
+def _positive(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{what} must be a number, not {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{what} must be positive and finite, not {value!r}")
+    return float(value)
+
+
+def load_cost_table(path: str | Path) -> CostTable:
+    """Read a cost file (``pass_ms``, ``prefill_ms_per_token``, ``machine``; the shape in the
+    module docstring). A missing, unreadable or malformed file is a one-line :class:`ConfigError`
+    naming the file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such cost table") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: the cost table cannot be read ({exc})") from exc
+    try:
+        record = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: the cost table is not JSON ({exc})") from exc
+    try:
+        return table_from_record(record, source=str(path), default_machine=path.stem)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+
+
+def table_from_record(record: Any, *, source: str, default_machine: str = "") -> CostTable:
+    """A :class:`CostTable` from a decoded cost file; :class:`ConfigError` if it is malformed."""
+    if not isinstance(record, dict):
+        raise ConfigError(f"a cost table is a JSON object, not {type(record).__name__}")
+    pass_ms = record.get("pass_ms")
+    if not isinstance(pass_ms, dict):
+        raise ConfigError('a cost table needs "pass_ms", an object of {"rows": milliseconds}')
+    costs: dict[int, float] = {}
+    for key, value in pass_ms.items():
+        try:
+            rows = int(key)
+        except ValueError:
+            raise ConfigError(f'"pass_ms" has a key {key!r} that is not a row count') from None
+        costs[rows] = _positive(value, f"the cost of a pass of {key} rows") / 1e3
+    if "prefill_ms_per_token" not in record:
+        raise ConfigError('a cost table needs "prefill_ms_per_token"')
+    prefill = _positive(record["prefill_ms_per_token"], '"prefill_ms_per_token"') / 1e3
+    machine = record.get("machine", default_machine)
+    if not isinstance(machine, str):
+        raise ConfigError(f'"machine" must be a string, not {machine!r}')
+    return CostTable(costs, prefill, machine=machine, source=source)
+
+
+def table_record(table: CostTable) -> dict[str, Any]:
+    """The cost-file fields of ``table`` (milliseconds, string keys), ready for ``json.dumps``."""
+    return {
+        "machine": table.machine,
+        "pass_ms": {str(rows): round(cost * 1e3, 4) for rows, cost in table.pass_s.items()},
+        "prefill_ms_per_token": round(table.prefill_token_s * 1e3, 4),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """What :func:`measure_pass_costs` measured: the table, and how it was measured."""
+
+    table: CostTable
+    prefill_chunk_s: Mapping[int, float]  # chunk length -> seconds per token
     repeats: int
     threads: int
 
-    def relative(self) -> dict[int, float]:
-        """Each width's cost over a serial pass's (the paper's Table 2)."""
-        one = self.pass_s[1]
-        return {width: cost / one for width, cost in self.pass_s.items()}
-
-    def per_sequence(self) -> dict[int, float]:
-        return {width: cost / width for width, cost in self.pass_s.items()}
+    def record(self) -> dict[str, Any]:
+        """The stored calibration's measurement fields: a cost file, plus how it was made."""
+        return {
+            **table_record(self.table),
+            "threads": self.threads,
+            "repeats": self.repeats,
+            "prefill_ms_per_token_by_chunk": {
+                str(c): round(s * 1e3, 4) for c, s in self.prefill_chunk_s.items()
+            },
+        }
 
 
 def measure_pass_costs(
     engine: Engine,
     *,
-    max_width: int = DEFAULT_MAX_WIDTH,
+    rows: Iterable[int] = DEFAULT_ROWS,
     repeats: int = DEFAULT_REPEATS,
-    prefill_tokens: int = 20,
-) -> PassCosts:
-    """Time passes of 1..``max_width`` sequences; leaves the KV cache empty afterwards."""
-    if max_width + 1 > engine.n_seq_max:
-        raise EngineError(f"max_width {max_width} needs n_seq_max > {max_width}")
+    prefill_chunks: Iterable[int] = DEFAULT_PREFILL_CHUNKS,
+    machine: str = "",
+) -> Calibration:
+    """Time passes by their number of rows, and prefill chunks; leave the KV cache empty.
+
+    A pass of ``n`` rows carries ``n`` tokens, each asking for logits, on sequences that share
+    one prefilled prompt: one token on each of ``n`` sequences while the engine has that many
+    (``engine.n_seq_max``), beyond that several consecutive tokens on the same sequences (as
+    draft rows are). What a pass costs is decided by its rows per ``llama_decode``, not by how
+    many sequences they belong to, so the table is by rows. Each count gets one untimed warm-up
+    pass, then the median of ``repeats``. Each prefill chunk of ``c`` forced tokens (logits for
+    the last only) is timed the same way; the table's ``prefill_token_s`` is the cheapest
+    chunk's per-token cost (each chunk's is kept in :attr:`Calibration.prefill_chunk_s`): in
+    principle the longest chunk's, and taking the least keeps one disturbed chunk from moving
+    the fill rule's cost per extra row.
+    """
+    counts = sorted(set(rows))
+    chunks = sorted(set(prefill_chunks))
+    if not counts or counts[0] < 1 or not chunks or chunks[0] < 1 or repeats < 1:
+        raise EngineError("calibration needs row counts >= 1, prefill chunks >= 1, repeats >= 1")
+    if counts[-1] > engine.n_batch or chunks[-1] > engine.n_batch:
+        raise EngineError(f"a calibration pass is wider than n_batch={engine.n_batch}")
     engine.clear()
     prompt = engine.tokenize(_PROMPT, special=True)
     base = len(prompt)
-    engine.prefill(0, prompt, logits_last=False)
-    for seq in range(1, max_width):
-        engine.fork(0, seq)
-    probe = engine.tokenize(" Sure")[0]
-    costs: dict[int, float] = {}
-    # One warm-up pass per width, so first-use allocations are not timed.
-    for width in range(1, max_width + 1):
+    need = base + max(-(-counts[-1] // engine.n_seq_max), chunks[-1])
+    if need > engine.n_ctx:
+        raise EngineError(f"calibration needs a context of {need} tokens, not {engine.n_ctx}")
+    filler = engine.tokenize(_FILLER)
+    filler = (filler * (chunks[-1] // len(filler) + 1))[: max(chunks[-1], counts[-1])]
+
+    def timed(batch: list[Row], used: int) -> list[float]:
         samples = []
         for attempt in range(repeats + 1):
-            for seq in range(width):
+            for seq in range(used):
                 engine.drop(seq, base)
-            rows = [Row(probe, (seq,), logits=True) for seq in range(width)]
             started = time.perf_counter()
-            engine.run_pass(rows)
-            if attempt:
+            engine.run_pass(batch)
+            if attempt:  # the first pass is a warm-up: first-use allocations are not timed
                 samples.append(time.perf_counter() - started)
-        costs[width] = statistics.median(samples)
-    filler = (engine.tokenize(" the weather in Paris is sunny and warm today") * 8)[:prefill_tokens]
-    prefill_samples = []
-    for attempt in range(max(5, repeats // 3) + 1):
-        engine.drop(0, base)
-        rows = [
-            Row(t, (0,), logits=i == len(filler) - 1, forced=True) for i, t in enumerate(filler)
-        ]
-        started = time.perf_counter()
-        engine.run_pass(rows)
-        if attempt:
-            prefill_samples.append((time.perf_counter() - started) / len(filler))
-    engine.clear()
-    return PassCosts(
-        pass_s=costs,
-        prefill_token_s=statistics.median(prefill_samples),
-        repeats=repeats,
-        threads=engine.n_threads,
-    )
+        return samples
+
+    try:
+        engine.prefill(0, prompt, logits_last=False)
+        for seq in range(1, min(counts[-1], engine.n_seq_max)):
+            engine.fork(0, seq)
+        costs: dict[int, float] = {}
+        for n in counts:
+            used = min(n, engine.n_seq_max)
+            # Row i goes to sequence i % used: consecutive positions on each sequence.
+            batch = [Row(filler[i], (i % used,), logits=True) for i in range(n)]
+            costs[n] = statistics.median(timed(batch, used))
+        per_token: dict[int, float] = {}
+        for c in chunks:
+            batch = [Row(t, (0,), logits=i == c - 1, forced=True) for i, t in enumerate(filler[:c])]
+            per_token[c] = statistics.median(timed(batch, 1)) / c
+    finally:
+        engine.clear()
+    table = CostTable(costs, min(per_token.values()), machine=machine, source="measured")
+    return Calibration(table, per_token, repeats=repeats, threads=engine.n_threads)
 
 
-def format_table(costs: PassCosts) -> str:
-    """A Markdown table: ms per pass, relative to serial, ms per sequence."""
-    widths = sorted(costs.pass_s)
-    head = "| | " + " | ".join(str(w) for w in widths) + " | prefill ms/token |"
-    rule = "|---|" + "---|" * len(widths) + "---|"
-    ms = "| pass ms | " + " | ".join(f"{costs.pass_s[w] * 1e3:.1f}" for w in widths)
-    ms += f" | {costs.prefill_token_s * 1e3:.2f} |"
-    rel = costs.relative()
-    relative = "| × serial | " + " | ".join(f"{rel[w]:.2f}" for w in widths) + " | |"
-    per = costs.per_sequence()
-    per_seq = "| ms / sequence | " + " | ".join(f"{per[w] * 1e3:.1f}" for w in widths) + " | |"
-    return "\n".join([head, rule, ms, relative, per_seq])
+def cpu_model() -> str:
+    """The processor's name (``model name`` in ``/proc/cpuinfo``), else the architecture."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def format_table(table: CostTable) -> str:
+    """A Markdown table: each measured row count's ms per pass, × a one-row pass, ms per row."""
+    one = table.pass_s[1]
+    lines = ["| rows | ms / pass | × one row | ms / row |", "|---:|---:|---:|---:|"]
+    for rows, cost in table.pass_s.items():
+        lines.append(f"| {rows} | {cost * 1e3:.2f} | {cost / one:.2f} | {cost * 1e3 / rows:.2f} |")
+    return "\n".join(lines)

@@ -1,0 +1,262 @@
+"""Cost tables and the decode plans made from them (``engine/calibrate.py``, ``decode/padding.py``).
+
+The tables in ``tests/data/costs/`` are the ones measured on other machines (two x86 VMs, and the
+SchemaWeaver paper's two phones, which publish widths 1 and 4 only). Everything here but the last
+test needs no model.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from weavehost.decode.padding import (
+    DRAFT_MARGIN,
+    MAX_DRAFT_ROWS,
+    NO_PLAN,
+    DecodePlan,
+    load_plan,
+    plan_path,
+    save_plan,
+)
+from weavehost.engine.calibrate import Calibration, CostTable, load_cost_table, measure_pass_costs
+from weavehost.errors import ConfigError
+
+COSTS = Path(__file__).parent / "data" / "costs"
+AVX2 = COSTS / "avx2-qwen2.5-coder-0.5b-q4_0-t2.json"
+AVX512 = COSTS / "avx512-qwen2.5-coder-0.5b-q4_0-t2.json"
+ONEPLUS = COSTS / "phone-oneplus12r-qwen3-1.7b-q8_0.json"
+PIXEL = COSTS / "phone-pixel7-qwen3-1.7b-q8_0.json"
+
+# A machine where a wide pass (and a prefilled token) costs as much per row as a serial one.
+LINEAR = CostTable({1: 0.010, 2: 0.020, 4: 0.040, 8: 0.080}, 0.010, machine="linear")
+
+
+def _plan(path: Path) -> DecodePlan:
+    return DecodePlan.from_table(load_cost_table(path))
+
+
+# -- loading ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", sorted(COSTS.glob("*.json")), ids=lambda p: p.stem)
+def test_every_shared_cost_table_loads_in_seconds_with_its_machine_and_source(path):
+    record = json.loads(path.read_text())
+    table = load_cost_table(path)
+    assert table.machine == record["machine"]
+    assert table.source == str(path)
+    assert {str(rows) for rows in table.pass_s} == set(record["pass_ms"])
+    assert table.pass_s[1] == pytest.approx(record["pass_ms"]["1"] / 1e3)
+    assert table.prefill_token_s == pytest.approx(record["prefill_ms_per_token"] / 1e3)
+
+
+BAD_FILES = {
+    "not json": ("{", "not JSON"),
+    "a list": ("[1, 2]", "JSON object"),
+    "no pass_ms": ('{"prefill_ms_per_token": 1}', "pass_ms"),
+    "pass_ms a list": ('{"pass_ms": [1], "prefill_ms_per_token": 1}', "pass_ms"),
+    "no width 1": ('{"pass_ms": {"4": 10}, "prefill_ms_per_token": 1}', "one-row pass"),
+    "negative cost": ('{"pass_ms": {"1": -3}, "prefill_ms_per_token": 1}', "positive"),
+    "zero cost": ('{"pass_ms": {"1": 0}, "prefill_ms_per_token": 1}', "positive"),
+    "string cost": ('{"pass_ms": {"1": "fast"}, "prefill_ms_per_token": 1}', "number"),
+    "boolean cost": ('{"pass_ms": {"1": true}, "prefill_ms_per_token": 1}', "number"),
+    "infinite cost": ('{"pass_ms": {"1": 1e999}, "prefill_ms_per_token": 1}', "finite"),
+    "width not a number": ('{"pass_ms": {"1": 3, "x": 4}, "prefill_ms_per_token": 1}', "'x'"),
+    "width zero": ('{"pass_ms": {"1": 3, "0": 4}, "prefill_ms_per_token": 1}', "rows"),
+    "no prefill cost": ('{"pass_ms": {"1": 3}}', "prefill_ms_per_token"),
+    "negative prefill cost": ('{"pass_ms": {"1": 3}, "prefill_ms_per_token": -1}', "positive"),
+    "machine not a string": (
+        '{"pass_ms": {"1": 3}, "prefill_ms_per_token": 1, "machine": 7}',
+        "machine",
+    ),
+}
+
+
+@pytest.mark.parametrize(("text", "message"), BAD_FILES.values(), ids=BAD_FILES.keys())
+def test_a_malformed_cost_table_is_a_one_line_config_error_naming_the_file(tmp_path, text, message):
+    path = tmp_path / "costs.json"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message) as raised:
+        load_cost_table(path)
+    assert str(raised.value).startswith(f"{path}: ")
+    assert "\n" not in str(raised.value)
+
+
+def test_a_missing_or_unreadable_cost_table_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="no such cost table"):
+        load_cost_table(tmp_path / "absent.json")
+    with pytest.raises(ConfigError, match="cannot be read"):
+        load_cost_table(tmp_path)  # a directory
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xff\xfe{")
+    with pytest.raises(ConfigError, match="cannot be read"):
+        load_cost_table(binary)
+
+
+# -- the fill rule ------------------------------------------------------------------------------
+
+
+def test_measured_widths_cost_what_was_measured_and_gaps_are_linear_between_neighbours():
+    table = load_cost_table(ONEPLUS)  # 1: 54.2 ms, 4: 65.9 ms
+    assert table.pass_cost(1) == pytest.approx(0.0542)
+    assert table.pass_cost(4) == pytest.approx(0.0659)
+    assert table.pass_cost(2) == pytest.approx(0.0542 + (0.0659 - 0.0542) / 3)
+    assert table.pass_cost(3) == pytest.approx(0.0542 + 2 * (0.0659 - 0.0542) / 3)
+    avx512 = load_cost_table(AVX512)  # no width 7: halfway between 6 (47.5) and 8 (36.6)
+    assert avx512.pass_cost(7) == pytest.approx((0.0475 + 0.0366) / 2)
+
+
+def test_beyond_the_widest_measured_width_each_row_costs_one_prefilled_token():
+    table = load_cost_table(ONEPLUS)  # prefill 9.8 ms per token
+    assert table.pass_cost(5) == pytest.approx(0.0659 + 0.0098)
+    assert table.pass_cost(8) == pytest.approx(0.0659 + 4 * 0.0098)
+    assert table.pass_cost(100) == pytest.approx(0.0659 + 96 * 0.0098)
+
+
+def test_recost_sums_a_histogram_of_passes_by_rows():
+    assert LINEAR.recost({1: 3, 4: 2, 3: 0}) == pytest.approx(3 * 0.010 + 2 * 0.040)
+    assert LINEAR.recost({}) == 0.0
+    with pytest.raises(ValueError):
+        LINEAR.pass_cost(0)
+
+
+# -- the plan's decisions -----------------------------------------------------------------------
+
+
+def test_padding_goes_to_the_cheapest_measured_width_at_or_above():
+    plan = _plan(AVX512)  # 3 costs 29.1 but 4 costs 27.2; 5..7 cost more than 8
+    assert [plan.width_for(n) for n in range(1, 10)] == [1, 2, 4, 4, 8, 8, 8, 8, 9]
+    assert all(_plan(path).width_for(n) == n for path in (AVX2, ONEPLUS) for n in range(1, 9))
+
+
+def test_values_side_by_side_never_pay_where_a_wide_pass_costs_as_much_per_row():
+    plan = DecodePlan.from_table(LINEAR)
+    assert not any(plan.parallel_pays(n) for n in range(1, 20))
+    # Even with a cheap write-back, as long as the value passes are measured ones.
+    cheap_prefill = CostTable(LINEAR.pass_s, 0.001)
+    assert not any(DecodePlan.from_table(cheap_prefill).parallel_pays(n) for n in range(1, 9))
+
+
+@pytest.mark.parametrize("path", [ONEPLUS, PIXEL], ids=["oneplus", "pixel"])
+def test_values_side_by_side_pay_on_a_phone_where_four_rows_cost_little_more_than_one(path):
+    plan = _plan(path)
+    assert all(plan.parallel_pays(n) for n in (2, 3, 4))
+    assert not plan.parallel_pays(1)
+
+
+def test_on_the_x86_tables_values_side_by_side_pay_only_where_padding_to_8_is_cheap():
+    avx2, avx512 = _plan(AVX2), _plan(AVX512)
+    assert not any(avx2.parallel_pays(n) for n in range(2, 9))  # 2 rows cost 1.8 x 1 row
+    assert [avx512.parallel_pays(n) for n in range(2, 9)] == [False] * 4 + [True] * 3
+
+
+def test_drafts_are_few_on_avx2_with_a_low_acceptance_and_more_on_a_phone():
+    avx2, phone = _plan(AVX2), _plan(ONEPLUS)
+    assert avx2.draft_rows(1, accept_p=0.3) == avx2.draft_rows(1) == 0
+    assert phone.draft_rows(1, accept_p=0.3) >= 1
+    assert phone.draft_rows(1) == 2
+    assert phone.draft_rows(1, accept_p=0.9) > phone.draft_rows(1)
+
+
+def test_drafts_fill_rows_that_padding_would_waste():
+    plan = _plan(AVX512)  # 5 rows are padded to 8 anyway; a 5th row would cost 8 rows
+    assert plan.draft_rows(5, accept_p=0.5) == 3
+    assert plan.draft_rows(4, accept_p=0.5) == 0
+
+
+def test_draft_rows_maximise_expected_tokens_per_second_up_to_the_cap():
+    free = CostTable({1: 0.010, 64: 0.010}, 1e-9)  # any pass up to 64 rows costs one row's
+    plan = DecodePlan.from_table(free)
+    assert plan.draft_rows(1, accept_p=1.0) == MAX_DRAFT_ROWS
+    assert plan.draft_rows(1, accept_p=0.0) == 0
+    # The answer is the shortest draft within DRAFT_MARGIN of the best by the geometric model.
+    for p in (0.2, 0.5, 0.8):
+        rates = [
+            (1 + sum(p**i for i in range(1, d + 1))) / free.pass_cost(plan.width_for(1 + d))
+            for d in range(MAX_DRAFT_ROWS + 1)
+        ]
+        best = max(rates)
+        assert plan.draft_rows(1, accept_p=p) == min(
+            d for d, rate in enumerate(rates) if rate >= best * (1 - DRAFT_MARGIN)
+        )
+
+
+def test_the_neutral_plan_pads_nothing_decodes_side_by_side_and_drafts_a_little():
+    assert NO_PLAN.source == "none"
+    assert [NO_PLAN.width_for(n) for n in range(1, 9)] == list(range(1, 9))
+    assert NO_PLAN.parallel_pays(2) and not NO_PLAN.parallel_pays(1)
+    assert [NO_PLAN.draft_rows(1, accept_p=p) for p in (0.3, 0.5, 0.75, 0.95)] == [0, 1, 2, 4]
+
+
+def test_a_plan_says_where_it_came_from():
+    assert _plan(AVX2).source == f"cost model {AVX2}"
+    assert DecodePlan.from_table(LINEAR, source="calibrated (x)").source == "calibrated (x)"
+
+
+# -- the stored calibration ---------------------------------------------------------------------
+
+
+def _fake_engine(tmp_path: Path) -> SimpleNamespace:
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    return SimpleNamespace(path=model, n_threads=2)
+
+
+def test_a_stored_calibration_is_a_cost_file_and_comes_back_as_the_same_plan(tmp_path):
+    engine = _fake_engine(tmp_path)
+    assert load_plan(engine) is NO_PLAN
+    table = load_cost_table(AVX512)
+    calibration = Calibration(table, {64: 0.002, 128: 0.0017}, repeats=3, threads=2)
+    path = save_plan(engine, calibration, DecodePlan.from_table(table))
+    assert path == plan_path(engine.path, 2)
+    assert load_cost_table(path).pass_s == table.pass_s  # bench --cost-model reads it as is
+    plan = load_plan(engine)
+    assert load_plan(engine) is plan  # read once while the file is unchanged
+    assert plan.source == f"calibrated ({path})"
+    assert [plan.width_for(n) for n in range(1, 9)] == [1, 2, 4, 4, 8, 8, 8, 8]
+    assert json.loads(path.read_text())["padding"] == {"3": 4, "5": 8, "6": 8, "7": 8}
+
+
+STALE = {
+    "an older weavehost's file": {
+        "pass_ms": {"1": 7.0, "2": 9.0},
+        "prefill_ms_per_token": 1.0,
+        "padding": {},
+    },
+    "damaged costs": {"calibration": 2, "pass_ms": {"1": -1}, "prefill_ms_per_token": 1.0},
+    "a list": [1, 2],
+}
+
+
+@pytest.mark.parametrize("record", STALE.values(), ids=STALE.keys())
+def test_an_old_or_damaged_stored_calibration_says_to_run_calibrate(tmp_path, record):
+    engine = _fake_engine(tmp_path)
+    stored = plan_path(engine.path, 2)
+    stored.parent.mkdir(parents=True, exist_ok=True)
+    stored.write_text(json.dumps(record))
+    with pytest.raises(ConfigError, match="unreadable.*run `weavehost calibrate`"):
+        load_plan(engine)
+    stored.write_text("{not json")
+    with pytest.raises(ConfigError, match="run `weavehost calibrate`"):
+        load_plan(engine)
+
+
+# -- measuring ----------------------------------------------------------------------------------
+
+
+@pytest.mark.model
+def test_measuring_smollm2_gives_a_positive_cost_for_every_row_count_up_to_32(fresh_engine):
+    engine = fresh_engine
+    # Short prefill chunks and one timed pass each: the shape is checked here, not the costs.
+    calibration = measure_pass_costs(engine, repeats=1, prefill_chunks=(16, 32), machine="test")
+    table = calibration.table
+    assert sorted(table.pass_s) == [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32]
+    assert all(cost > 0 for cost in table.pass_s.values())
+    assert set(calibration.prefill_chunk_s) == {16, 32}
+    assert table.prefill_token_s == min(calibration.prefill_chunk_s.values()) > 0
+    assert (table.machine, calibration.threads) == ("test", engine.n_threads)
+    assert all(engine.seq_len(seq) == 0 for seq in range(engine.n_seq_max))
+    assert engine.kv_span(0) == (-1, -1)
