@@ -1,0 +1,262 @@
+"""Draft proposal (weavehost/decode/drafts.py): plain unit tests, no model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from weavehost.decode.drafts import (
+    MIN_MATCH,
+    DraftSource,
+    common_continuation,
+    schema_drafts,
+)
+
+CALL = '{"name": "get_weather", "arguments": {'
+
+
+def propose(texts: list[str], written: str, **options: object) -> str:
+    return DraftSource(texts).propose(written, **options)  # type: ignore[arg-type]
+
+
+# Strings copied from the conversation
+
+
+def test_a_city_copied_from_the_request_is_drafted_to_the_end_of_its_text() -> None:
+    # The draft runs past the value ("today?"): the decoder keeps "is" and rejects the rest.
+    assert propose(["What's the weather in Paris today?"], CALL + '"city": "Par') == "is today?"
+
+
+def test_a_draft_ends_with_its_source_text() -> None:
+    texts = ["Paris", "and tomorrow?"]
+    assert propose(texts, CALL + '"city": "Par') == "is"
+
+
+def test_the_most_recent_occurrence_is_preferred() -> None:
+    texts = ["fly me to Paris", "no, to Parma"]
+    assert propose(texts, CALL + '"city": "Par') == "ma"
+
+
+def test_a_longer_match_is_preferred_over_a_more_recent_one() -> None:
+    texts = ["the weather in Paris", "or in Parma"]
+    assert propose(texts, '{"query": "weather in Par') == "is"
+
+
+def test_nothing_matching_drafts_nothing() -> None:
+    assert propose(["What's the weather in Paris today?"], CALL + '"city": "Lon') == ""
+    assert DraftSource([]).propose(CALL + '"city": "Par') == ""
+
+
+def test_a_suffix_shorter_than_min_match_drafts_nothing() -> None:
+    assert MIN_MATCH == 3
+    texts = ["What's the weather in Paris today?"]
+    assert propose(texts, CALL + '"city": "Pa') == ""
+    assert DraftSource(texts, min_match=2).propose(CALL + '"city": "Pa') == "ris today?"
+
+
+def test_min_match_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="min_match"):
+        DraftSource(["x"], min_match=0)
+
+
+def test_a_value_that_has_written_nothing_yet_drafts_nothing() -> None:
+    texts = ["What's the weather in Paris today? 3 days"]
+    assert propose(texts, CALL + '"city": "') == ""
+    assert propose(texts, CALL + '"days": ') == ""
+    assert propose(texts, CALL + '"days": "') == ""
+
+
+def test_a_key_or_the_structure_between_values_draws_no_draft() -> None:
+    texts = ["city weather in Paris today"]
+    assert propose(texts, CALL + '"cit') == ""
+    assert propose(texts, CALL + '"city": "Paris", "wea') == ""
+    assert propose(texts, CALL + '"city": "Paris"') == ""
+    assert propose(texts, CALL + '"city": "Paris", ') == ""
+
+
+def test_the_match_never_reaches_back_past_the_opening_quote() -> None:
+    # "in Pa" occurs in the text, but only "Pa" (under min_match) is the value's.
+    texts = ["What's the weather in Paris today?"]
+    assert propose(texts, '{"in": "Pa') == ""
+
+
+def test_string_items_of_an_array_are_drafted() -> None:
+    texts = ["compare Paris and Berlin"]
+    assert propose(texts, '{"cities": ["Paris", "Ber') == "lin"
+
+
+def test_a_draft_stops_before_a_quote_or_a_line_break_of_its_source() -> None:
+    texts = ['Send "hello world" to Bob\nthen stop']
+    assert propose(texts, '{"message": "hel') == "lo world"
+    # The written value's escaped quote matches the source's quote.
+    assert propose(texts, '{"message": "Send \\"hello world\\" to B') == "ob"
+
+
+def test_a_backslash_runs_on_and_a_begun_escape_is_completed() -> None:
+    texts = ["open C:\\Users\\bob\\notes.txt please"]
+    assert propose(texts, '{"path": "C:\\\\Us') == "ers\\\\bob\\\\notes.txt please"
+    assert propose(texts, '{"path": "C:\\\\Users\\') == "\\bob\\\\notes.txt please"
+    quoted = ['say "hi there" now']
+    assert propose(quoted, '{"text": "say \\') == '"hi there'
+
+
+def test_a_begun_unicode_escape_is_completed_and_a_literal_one_is_not_taken_for_it() -> None:
+    # DEL is written \u007f; a literal backslash-u in a source is written \\u.
+    source = DraftSource(["a\u007fbc"], min_match=2)
+    assert source.propose('{"v": "a\\') == "u007fbc"
+    assert source.propose('{"v": "a\\u00') == "7fbc"
+    assert DraftSource(["x\\u00y"], min_match=2).propose('{"v": "Q\\u00') == ""
+
+
+def test_a_string_draft_keeps_the_value_one_well_formed_string() -> None:
+    # Cut the value at every point, escapes included; whatever is drafted (min_match 1 drafts
+    # often, and wrongly), the value and its draft close as one JSON string.
+    text = 'a "b" c\t"d\\" e\u007f f\x00 g \u00e9\u2028 h\\u00z'
+    encoded = json.dumps(text, ensure_ascii=False)[1:-1].replace("\x7f", "\\u007f")
+    drafted = 0
+    for cut in range(len(encoded)):
+        value = encoded[:cut]
+        draft = DraftSource([text], min_match=1).propose('{"v": "' + value)
+        if draft:
+            drafted += 1
+            assert isinstance(json.loads('"' + value + draft + '"'), str), (value, draft)
+    assert drafted > len(encoded) // 2
+
+
+def test_a_match_at_another_point_of_an_escape_drafts_nothing() -> None:
+    # The source a\"b is indexed a\\\"b: the last occurrence of the value's escaped backslash
+    # \\ there is its second backslash and the first half of \", so a raw quote would follow.
+    source = DraftSource(['a\\"b'], min_match=2)
+    assert source.propose('{"v": "Q\\\\') == ""
+    assert source.propose('{"v": "a\\\\') == ""  # aligned: the draft would begin with \"
+
+
+def test_unicode_text_is_drafted_as_written() -> None:
+    texts = ["Wetter in Zürich, dann 東京都"]
+    assert propose(texts, '{"city": "Zür') == "ich, dann 東京都"
+    assert DraftSource(texts, min_match=2).propose('{"city": "東京') == "都"
+
+
+def test_max_chars_bounds_the_draft() -> None:
+    texts = ["What's the weather in Paris today?"]
+    assert propose(texts, CALL + '"city": "Par', max_chars=3) == "is "
+    assert propose(texts, CALL + '"city": "Par', max_chars=0) == ""
+
+
+def test_json_string_says_where_the_value_is_when_the_caller_knows() -> None:
+    texts = ["What's the weather in Paris today? 15 days"]
+    assert propose(texts, "Par", json_string=True) == "is today? 15 days"
+    assert propose(texts, ' "Par', json_string=True) == "is today? 15 days"
+    assert propose(texts, ' "Par', json_string=False) == ""
+    assert propose(texts, " 1", json_string=False) == "5"
+
+
+# Numbers
+
+
+def test_a_number_continues_with_the_digits_of_a_number_in_the_texts() -> None:
+    texts = ["the forecast for 15 days, please"]
+    assert propose(texts, CALL + '"days": 1') == "5"
+    assert propose(["a 3.5 km walk"], '{"km": 3') == ".5"
+    assert propose(["it is -12 degrees"], '{"t": -') == "12"
+    assert propose(["add 15 and 17"], '{"xs": [15, 1') == "7"
+    assert propose(["limit it to 1,500 rows"], '{"limit": 15') == "00"
+    assert propose(["the list 1,2,3"], '{"xs": [1, 2, 3') == ""
+
+
+def test_a_number_is_matched_from_its_start_only() -> None:
+    assert propose(["back in 2015 or v12"], '{"days": 1') == ""
+    assert propose(["the 15 days"], '{"name": "x1') == ""  # digits in a string are text
+
+
+def test_the_most_recent_number_is_preferred_even_when_it_is_complete() -> None:
+    assert propose(["15 days", "no, 17 days"], '{"days": 1') == "7"
+    assert propose(["150 days", "no, 1 day"], '{"days": 1') == ""
+
+
+# The index
+
+
+def test_one_index_answers_many_proposals_on_a_long_conversation() -> None:
+    filler = "lorem ipsum dolor sit amet " * 2000  # 54k characters
+    source = DraftSource([filler + "to Parma", filler + "to Paris today", "42 items"])
+    for _ in range(1000):
+        assert source.propose(CALL + '"city": "Par') == "is today"
+        assert source.propose('{"n": 4') == "2"
+
+
+def test_from_messages_reads_users_tools_and_earlier_calls_but_not_the_system_prompt() -> None:
+    messages = [
+        {"role": "system", "content": "You are helpful. Prefer Parma."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": "Checking.",
+            "tool_calls": [
+                {"name": "get_weather", "arguments": {"city": "Lyon", "days": 7}},
+                {"function": {"name": "f", "arguments": '{"path": "/srv/data.csv"}'}},
+            ],
+        },
+        {"role": "tool", "content": [{"type": "text", "text": "Sunny in Marseille"}]},
+    ]
+    source = DraftSource.from_messages(messages)
+    assert source.propose('{"city": "Par') == "is?"
+    assert source.propose('{"city": "Ly') == ""  # under min_match
+    assert source.propose('{"city": "Lyo') == "n"
+    assert source.propose('{"path": "/srv/da') == "ta.csv"
+    assert source.propose('{"city": "Mars') == "eille"
+    assert source.propose('{"days": ') == ""
+    assert DraftSource.from_messages(messages, min_match=2).propose('{"city": "Ly') == "on"
+    assert source.propose('{"text": "Che') == "cking."
+
+
+# Schema drafts
+
+
+def test_enum_members_follow_the_default() -> None:
+    schema = {"type": "string", "enum": ["fahrenheit", "celsius"], "default": "celsius"}
+    assert schema_drafts(schema, "") == ['"celsius"', '"fahrenheit"']
+    assert schema_drafts(schema, ' "c') == ['elsius"']
+    assert schema_drafts(schema, '"k') == []
+
+
+def test_const_booleans_and_null() -> None:
+    assert schema_drafts({"const": "v1"}, '"') == ['v1"']
+    assert schema_drafts({"type": "boolean"}, "") == ["true", "false"]
+    assert schema_drafts({"type": "boolean", "default": False}, "") == ["false", "true"]
+    assert schema_drafts({"type": "boolean"}, "t") == ["rue"]
+    assert schema_drafts({"type": ["string", "null"]}, "n") == ["ull"]
+
+
+def test_a_default_the_schema_does_not_allow_is_left_out() -> None:
+    assert schema_drafts({"enum": ["a", "b"], "default": "c"}, "") == ['"a"', '"b"']
+    assert schema_drafts({"type": "integer", "default": "x"}, "") == []
+    assert schema_drafts({"type": "number", "default": 5}, "") == ["5"]
+    assert schema_drafts({"type": ["string", "null"], "default": "x"}, "") == ['"x"', "null"]
+
+
+def test_a_member_already_written_continues_with_nothing() -> None:
+    assert schema_drafts({"enum": [1, 10]}, "1") == ["", "0"]
+
+
+def test_open_or_complex_schemas_draw_no_schema_drafts() -> None:
+    assert schema_drafts({"type": "string"}, "") == []
+    assert schema_drafts({"anyOf": [{"type": "string"}, {"type": "integer"}]}, "") == []
+    assert schema_drafts(True, "") == []  # type: ignore[arg-type]
+
+
+def test_schema_drafts_are_written_as_the_json_formats_write_values() -> None:
+    from weavehost.formats.jsoncalls import encode_json_value
+
+    members = ['say "hi"', "Zürich", "del\u007f", {"a": [1, 2]}, 2.5, None]
+    assert schema_drafts({"enum": members}, "") == [encode_json_value(m) for m in members]
+    assert schema_drafts({"enum": [float("nan"), "ok"]}, "") == ['"ok"']
+
+
+def test_common_continuation_is_what_every_candidate_shares() -> None:
+    drafts = schema_drafts({"enum": ["celsius", "centigrade", "kelvin"]}, '"ce')
+    assert common_continuation(drafts) == ""
+    assert common_continuation(['lsius"', 'ntigrade"']) == ""
+    assert common_continuation(["metric_si", "metric_us"]) == "metric_"
+    assert common_continuation([]) == ""

@@ -1,0 +1,355 @@
+"""Decoding, draft proposal: text a tool call will probably write next, for the decoder to verify.
+
+A decoder that verifies a draft feeds its tokens in one pass and keeps the longest prefix whose
+every token equals the constrained argmax, so a draft is only ever a guess: a wrong one costs
+rows of a pass, never a different call. This module therefore aims at cheap, likely drafts and
+knows nothing of models or tokens (tokenizing a draft is the caller's job); it imports only the
+standard library.
+
+Two sources:
+
+- :class:`DraftSource` — the conversation. ``propose(written)`` looks at the JSON value the
+  call text ends inside. In a string value it finds the longest suffix of the value written so
+  far (at least ``min_match`` characters, never reaching back past the value's opening quote)
+  in the conversation's texts and returns what followed it there; in a number it returns the
+  rest of the most recent number in the texts that starts with the digits written.
+- :func:`schema_drafts` — the schema: the ``default``, ``const``, ``enum`` members, booleans
+  and ``null`` a value may still become; :func:`common_continuation` is the part all of them
+  share.
+
+Guarantees: ``propose`` returns ``""`` when nothing matches, when the value has written nothing
+yet (the decoder's own first token decides more than a guess), inside a key, and outside any
+value; a string draft is JSON-escaped text that stays inside the string (it never holds an
+unescaped ``"``); a number draft holds only number characters. Drafts are written as the JSON
+formats write values (``json.dumps(ensure_ascii=False)``, DEL as ``\\u007f``, separators
+``", "`` and ``": "``), so they are the text the constraint accepts. The FunctionGemma format's
+``<escape>`` strings are not JSON strings; these drafts do not apply to it.
+
+Choices:
+
+- Texts are indexed JSON-escaped (once, in the constructor), so ``written`` is matched as it
+  stands and a draft needs no escaping; matching is ``str.find`` on the joined texts under a
+  binary search over the suffix length (a suffix that occurs has every shorter suffix occur),
+  about ``log2(len(value))`` C-speed searches per call and no Python loop over the conversation.
+- Preference: the longest matching suffix, then its most recent occurrence (texts are given
+  oldest first, and the last occurrence in their join is the most recent).
+- Where a draft stops: at ``max_chars``, at the end of its source text, and before anything the
+  source would write as an escape other than ``\\\\`` — a quote, a line break, a tab, a control
+  character. Those mostly end a copied span (a quoted name, a line of a file or a command), and
+  when the model does write one the next pass proposes again from after it, so stopping early
+  costs one pass while running on costs rows in every pass. A backslash runs on: it is part of
+  paths. A value that ends inside an escape (``\\``, ``\\u00``) drafts the rest of it first, and
+  a match that ends at another point of an escape in the source (``\\\\`` against the end of
+  ``\\\\\\"``) drafts nothing. A draft may still run past the end of the value (``Par`` in
+  "Paris today?" drafts ``is today?``): the decoder keeps ``is`` and rejects the rest in the
+  same pass.
+- ``MIN_MATCH`` is 3 characters: about one token, and two characters (``an``, ``e ``) recur in
+  almost any text, so their most recent occurrence is mostly unrelated to the value.
+- Numbers are matched from their first character against whole numbers of the texts, so no
+  ``min_match`` applies (``1`` drafts ``5`` from "15 days"; it never drafts from inside
+  ``2015``); an exact number wins over a longer one when it is more recent.
+- :meth:`DraftSource.from_messages` indexes user messages, tool results and the assistant's
+  earlier text and the argument values of its earlier calls (a later call often repeats a path
+  or an id of an earlier one), oldest first; not the system prompt, whose instructions and tool
+  descriptions are rarely what a value copies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Literal
+
+__all__ = [
+    "MAX_MATCH",
+    "MIN_MATCH",
+    "DraftSource",
+    "common_continuation",
+    "schema_drafts",
+]
+
+# The shortest suffix of a string value that is looked up (see the module's choices).
+MIN_MATCH = 3
+# The longest suffix looked up: longer ones would rarely pick a different occurrence, and the
+# bound keeps a long value's searches short.
+MAX_MATCH = 256
+# Ends each indexed text: json.dumps writes NUL as \u0000, so it occurs in no escaped text and
+# in no well-formed JSON string, and a match can never run from one text into the next.
+_END = "\x00"
+
+# A token of the call text: a string (group 1 is its closing quote, absent while it runs to
+# the end of the text) or a structural character. Text between tokens is numbers, literals,
+# spaces or the format's own words (``<tool_call>``), none of which holds a quote.
+_TOKEN = re.compile(r'"(?:[^"\\]+|\\.)*(")?|[\[\]{}:,]', re.DOTALL)
+# A number value being written, at the end of the text: a sign and/or digits so far.
+_NUMBER_TAIL = re.compile(r"(?<![\w.+-])(?:-|-?\d[\d.eE+-]*)\Z")
+# A number in a text, not glued to a word or another number (``v2``, ``2024-05``): as JSON
+# writes it, or with thousands separators (``1,500``), which are dropped.
+_NUMBER = re.compile(
+    r"(?<![\w.-])-?(?:0|[1-9]\d{0,2}(?:,\d{3})+(?!\d)|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?(?!\d)"
+)
+# The part of an escaped text a draft may hold: anything but an escape, except ``\\``.
+_PLAIN = re.compile(r"(?:[^\\\x00]|\\\\)*")
+
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+_Kind = Literal["string", "number"]
+
+
+def _encode(value: Any) -> str:
+    """A value as the JSON formats write it: ``weavehost.formats.jsoncalls.encode_json_value``,
+    restated because importing the formats package loads the engine (llama.cpp)."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False).replace("\x7f", "\\u007f")
+
+
+class DraftSource:
+    """Where drafts come from for one call: the conversation's texts, oldest first."""
+
+    __slots__ = ("_min_match", "_numbers", "_text")
+
+    def __init__(self, texts: Sequence[str], *, min_match: int = MIN_MATCH) -> None:
+        if min_match < 1:
+            raise ValueError(f"min_match must be at least 1, got {min_match}")
+        self._min_match = min_match
+        kept = [text for text in texts if text]
+        # Each text as it stands inside a JSON string, so a written value matches it verbatim.
+        self._text = "".join(_encode(text)[1:-1] + _END for text in kept)
+        # Every prefix of every number -> the rest of the most recent number with that prefix.
+        self._numbers: dict[str, str] = {}
+        for text in kept:
+            for match in _NUMBER.finditer(text):
+                number = match.group().replace(",", "")
+                for cut in range(1, len(number) + 1):
+                    self._numbers[number[:cut]] = number[cut:]
+
+    @classmethod
+    def from_messages(
+        cls, messages: Sequence[Mapping[str, Any]], *, min_match: int = MIN_MATCH
+    ) -> DraftSource:
+        """The texts of OpenAI-style ``messages`` (oldest first): user and tool content (a
+        string, or ``{"type": "text", "text": ...}`` parts), the assistant's text and the
+        argument values of its calls; not the system prompt."""
+        texts: list[str] = []
+        for message in messages:
+            if message.get("role") in ("system", "developer"):
+                continue
+            texts.extend(_content_texts(message.get("content")))
+            if message.get("role") == "assistant":
+                for call in message.get("tool_calls") or ():
+                    texts.extend(_argument_texts(call))
+        return cls(texts, min_match=min_match)
+
+    def propose(self, written: str, *, max_chars: int = 64, json_string: bool | None = None) -> str:
+        """A draft to follow ``written`` (the call text so far), or ``""``.
+
+        ``json_string``: whether ``written`` ends inside a JSON string value, when the caller
+        knows (then the value is what follows the last unescaped quote, or all of ``written``
+        if it holds none); ``None`` finds out by scanning ``written``.
+        """
+        if max_chars <= 0:
+            return ""
+        if json_string is None:
+            kind, value = _value_at_end(written)
+        elif json_string:
+            kind, value = "string", _after_opening_quote(written)
+        else:
+            kind, value = _number_at_end(written)
+        if kind == "number":
+            return self._numbers.get(value, "")[:max_chars]
+        if kind == "string":
+            return self._string_draft(value, max_chars)
+        return ""
+
+    def _string_draft(self, value: str, max_chars: int) -> str:
+        if len(value) < self._min_match:
+            return ""
+        text = self._text
+        if value[-self._min_match :] not in text:
+            return ""
+        low, high = self._min_match, min(len(value), MAX_MATCH)
+        while low < high:  # the longest suffix that occurs
+            middle = (low + high + 1) // 2
+            if value[-middle:] in text:
+                low = middle
+            else:
+                high = middle - 1
+        at = text.rfind(value[-low:]) + low
+        begun = _open_escape(value, len(value))
+        if begun != _open_escape(text, at):
+            return ""  # the match ends at a different point of an escape: not the same text
+        head = ""
+        if begun:  # the draft first completes the escape the value has begun
+            if begun != "\\":
+                head = text[at : at + 6 - len(begun)]
+            else:
+                head = text[at : at + (5 if text.startswith("u", at) else 1)]
+            at += len(head)
+        rest = _PLAIN.match(text, at, at + max(0, max_chars - len(head)))
+        return (head + (rest.group() if rest else ""))[:max_chars]
+
+
+def schema_drafts(schema: Mapping[str, Any], written_value: str) -> list[str]:
+    """The rest of each JSON text a value of ``schema`` could still become after
+    ``written_value`` (its text so far; leading spaces ignored): the ``default`` first when the
+    schema allows it, then ``const`` or the ``enum`` members in order, or for a schema without
+    them ``true``/``false`` (type boolean) and ``null`` (type null). A member already complete
+    gives ``""``. A schema with none of these (a plain string, ``anyOf``, …) gives ``[]``.
+    With ``const``, ``enum``, boolean or null the list is every value the schema allows."""
+    if not isinstance(schema, Mapping):
+        return []
+    types = _types(schema)
+    if "const" in schema:
+        allowed, closed = [schema["const"]], True
+    elif isinstance(schema.get("enum"), list):
+        allowed, closed = list(schema["enum"]), True
+    else:
+        allowed = [value for value in (True, False, None) if _is_type(value, types)]
+        closed = bool(types) and types <= {"boolean", "null"}
+    texts = [_try_encode(value) for value in allowed]
+    if "default" in schema:
+        default = schema["default"]
+        text = _try_encode(default)
+        if (text in texts) if closed else (not types or _is_type(default, types)):
+            texts.insert(0, text)
+    written = written_value.lstrip(" ")
+    drafts: list[str] = []
+    for text in texts:
+        if text is not None and text.startswith(written):
+            rest = text[len(written) :]
+            if rest not in drafts:
+                drafts.append(rest)
+    return drafts
+
+
+def common_continuation(candidates: Sequence[str]) -> str:
+    """The longest prefix every candidate shares: the one draft true whichever of several
+    continuations (enum members, say) the model writes."""
+    return os.path.commonprefix(list(candidates)) if candidates else ""
+
+
+def _types(schema: Mapping[str, Any]) -> set[str]:
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return {kind}
+    return {k for k in kind if isinstance(k, str)} if isinstance(kind, list) else set()
+
+
+def _is_type(value: Any, types: set[str]) -> bool:
+    """Whether ``value`` is of one of the JSON-schema ``types``."""
+    if isinstance(value, bool):
+        return "boolean" in types
+    if isinstance(value, int):
+        return bool(types & {"integer", "number"})
+    if isinstance(value, float):
+        return "number" in types or ("integer" in types and value.is_integer())
+    names = {str: "string", list: "array", dict: "object", type(None): "null"}
+    return names.get(type(value)) in types
+
+
+def _try_encode(value: Any) -> str | None:
+    try:
+        return _encode(value)
+    except (TypeError, ValueError):  # NaN or a non-JSON value in the schema: no draft
+        return None
+
+
+def _value_at_end(written: str) -> tuple[_Kind | None, str]:
+    """What ``written`` ends inside: a string value and its text after the opening quote, a
+    number value and its characters, or neither (a key, structure, ``true``…)."""
+    stack: list[str] = []
+    previous = ""
+    end = 0
+    for match in _TOKEN.finditer(written):
+        token = match.group()
+        if token[0] == '"':
+            if match.group(1) is None:  # this string runs to the end of the text
+                key = bool(stack) and stack[-1] == "{" and previous in ("{", ",")
+                return (None, "") if key else ("string", written[match.start() + 1 :])
+            previous = '"'
+        elif token in "[{":
+            stack.append(token)
+            previous = token
+        elif token in "]}":
+            if stack:
+                stack.pop()
+            previous = token
+        else:
+            previous = token
+        end = match.end()
+    in_value = previous in ("", ":") or (previous in ("[", ",") and stack[-1:] == ["["])
+    return _number_at_end(written[end:]) if in_value else (None, "")
+
+
+def _number_at_end(text: str) -> tuple[_Kind | None, str]:
+    match = _NUMBER_TAIL.search(text)
+    return ("number", match.group()) if match else (None, "")
+
+
+def _after_opening_quote(written: str) -> str:
+    at = written.rfind('"')
+    while at >= 0 and _trailing_backslashes(written, at) % 2:
+        at = written.rfind('"', 0, at)
+    return written[at + 1 :]
+
+
+def _trailing_backslashes(text: str, end: int) -> int:
+    start = end
+    while start > 0 and text[start - 1] == "\\":
+        start -= 1
+    return end - start
+
+
+def _open_escape(text: str, end: int) -> str:
+    """The escape that JSON-escaped ``text`` has begun and not finished at ``end``: ``""``,
+    ``\\``, or ``\\u`` with up to three hex digits."""
+    for begun in range(1, 6):
+        start = end - begun
+        if start < 0 or text[start] != "\\" or _trailing_backslashes(text, start) % 2:
+            continue  # not a backslash that opens an escape
+        rest = text[start + 1 : end]
+        if begun == 1 or (rest[0] == "u" and all(c in _HEX for c in rest[1:])):
+            return text[start:end]
+        return ""
+    return ""
+
+
+def _content_texts(content: Any) -> Iterator[str]:
+    if isinstance(content, str):
+        yield content
+    elif isinstance(content, Mapping):
+        if content.get("type") == "text" and isinstance(content.get("text"), str):
+            yield content["text"]
+    elif isinstance(content, Sequence):
+        for part in content:
+            yield from _content_texts(part)
+
+
+def _argument_texts(call: Any) -> Iterator[str]:
+    """The string and number values of a call's arguments (``{"name", "arguments"}`` or
+    ``{"function": {...}}``; arguments a dict or its JSON text), in order."""
+    if not isinstance(call, Mapping):
+        return
+    function = call.get("function")
+    arguments = (function if isinstance(function, Mapping) else call).get("arguments")
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError:
+            yield arguments
+            return
+    yield from _leaf_texts(arguments)
+
+
+def _leaf_texts(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        yield _try_encode(value) or ""
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _leaf_texts(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _leaf_texts(item)
