@@ -10,12 +10,21 @@ import pytest
 from click.testing import CliRunner
 
 from weavehost.bench.cli import bench
+from weavehost.bench.compare import (
+    Mismatch,
+    compare_with_baseline,
+    first_difference,
+    logit_gaps,
+    same_calls,
+)
 from weavehost.bench.peer import call_frame, call_grammar
 from weavehost.bench.report import SUMMARY_KEYS
+from weavehost.bench.rss import PeakRss, max_rss_bytes, rss_bytes
 from weavehost.bench.runner import RESULT_FIELDS, known_strategies, parse_strategies
 from weavehost.decode import STRATEGIES
 from weavehost.decode.base import ToolSchema
-from weavehost.errors import BenchError, FormatError
+from weavehost.engine.calibrate import load_cost_table
+from weavehost.errors import BenchError, ConfigError, FormatError
 from weavehost.formats import FORMATS
 
 DATA = Path(__file__).parent / "data"
@@ -118,8 +127,8 @@ def test_an_unknown_strategy_fails_before_loading_with_the_known_ones_listed(tmp
     assert not (tmp_path / "o").exists()
 
 
-def test_known_strategies_are_the_decoders_and_the_peer():
-    assert known_strategies() == [*STRATEGIES, "llama_cpp_python"]
+def test_known_strategies_are_the_decoders_and_the_peers():
+    assert known_strategies() == [*STRATEGIES, "llama_cpp_python", "llama_cpp_python_lookup"]
     assert parse_strategies(" serial ,serial") == ("serial",)
 
 
@@ -175,3 +184,215 @@ def test_the_peer_grammar_wraps_the_json_schema_rules_in_a_root():
 def test_the_peer_refuses_a_format_whose_calls_are_not_json():
     with pytest.raises(FormatError, match="functiongemma"):
         call_frame(FORMATS["functiongemma"])
+
+
+# --------------------------------------------------------------------------- against constrained
+
+COSTS = DATA / "costs" / "avx2-qwen2.5-coder-0.5b-q4_0-t2.json"
+WOVEN = ["constrained", "jump_forward", "weave"]
+
+
+def call(name="f", **arguments):
+    return {"name": name, "arguments": arguments}
+
+
+def test_calls_are_the_same_when_names_and_arguments_are_equal_in_order():
+    assert same_calls([call(a=1, b="x")], [call(b="x", a=1)])
+    assert not same_calls([call(a=1)], [call(a=2)])
+    assert not same_calls([call("f")], [call("g")])
+    assert not same_calls([call(a=1)], [call(a=1), call(a=1)])
+    assert not same_calls([call("f"), call("g")], [call("g"), call("f")])
+    assert not same_calls([call(a=1)], [call(a=1.0)])
+    assert not same_calls([call(a=1)], [call(a=True)])
+    assert same_calls([call(a={"x": [1, 2], "y": None})], [call(a={"y": None, "x": [1, 2]})])
+
+
+def test_the_first_difference_is_the_first_unequal_token_or_where_the_shorter_ends():
+    assert first_difference([1, 2, 3], [1, 2, 3]) is None
+    assert first_difference([1, 9, 3], [1, 2, 3]) == 1
+    assert first_difference([1, 2], [1, 2, 3]) == 2
+    assert first_difference([5], []) == 0
+
+
+def test_each_strategy_is_marked_against_constrained_and_a_mismatch_is_located():
+    records = {
+        "constrained": {"calls": [call(a=1)]},
+        "weave": {"calls": [call(a=2)]},
+        "jump_forward": {"calls": [call(a=1)]},
+        "serial": {"calls": []},
+    }
+    tokens = {"constrained": [7, 8, 9], "weave": [7, 8, 4, 5], "jump_forward": [7, 3]}
+    wanted = compare_with_baseline(records, tokens, "constrained")
+    assert [r["same_as_constrained"] for r in records.values()] == [True, False, True, None]
+    assert records["weave"]["mismatch"] == {
+        "position": 2,
+        "token": 4,
+        "constrained_token": 9,
+        "logit_gap": None,
+    }
+    # equal calls are never judged by their tokens (jump_forward's differ here)
+    assert records["jump_forward"]["mismatch"] is None
+    assert wanted == [Mismatch("weave", 2, 4, 9)]
+
+
+def test_without_constrained_nothing_is_compared_and_constrained_without_a_call_is_null():
+    records = {"weave": {"calls": [call()]}}
+    assert compare_with_baseline(records, {"weave": [1]}, "constrained") == []
+    assert records["weave"]["same_as_constrained"] is None
+    records = {"constrained": {"calls": []}, "weave": {"calls": [call()]}}
+    compare_with_baseline(records, {"constrained": [1], "weave": [2]}, "constrained")
+    assert records["constrained"]["same_as_constrained"] is None
+    assert records["weave"]["same_as_constrained"] is False
+
+
+def test_a_strategy_that_reports_no_tokens_is_compared_but_not_located():
+    records = {"constrained": {"calls": [call(a=1)]}, "peer": {"calls": [call(a=2)]}}
+    assert compare_with_baseline(records, {"constrained": [1, 2]}, "constrained") == []
+    assert records["peer"]["same_as_constrained"] is False
+    assert records["peer"]["mismatch"] is None
+
+
+def test_the_logit_gap_is_the_constrained_token_s_logit_minus_the_other_s_after_the_prefix(
+    fresh_engine,
+):
+    engine = fresh_engine
+    prompt = engine.tokenize("<|im_start|>user\nName a colour.<|im_end|>\n", special=True)
+    prefix = engine.tokenize("<|im_start|>assistant\nThe colour")
+    logits = engine.prefill(0, prompt + prefix)
+    best, other = int(logits.argmax()), int(logits.argmin())
+    engine.clear()
+    baseline_tokens = [*prefix, best]
+    mismatches = [
+        Mismatch("weave", len(prefix), other, best),
+        Mismatch("jump_forward", 0, prefix[0] + 1, prefix[0]),
+        Mismatch("serial", 1, None, prefix[1]),
+    ]
+    measured = logit_gaps(engine, prompt, mismatches, baseline_tokens)
+    assert measured[0].logit_gap == pytest.approx(float(logits[best] - logits[other]), abs=1e-3)
+    assert measured[0].logit_gap > 0
+    first = engine.prefill(0, prompt)
+    assert measured[1].logit_gap == pytest.approx(
+        float(first[prefix[0]] - first[prefix[0] + 1]), abs=1e-3
+    )
+    assert measured[2].logit_gap is None  # a token list that ended there
+    engine.clear()
+
+
+def test_the_peak_resident_memory_sees_what_the_block_holds():
+    before = rss_bytes()
+    assert before is not None and before > 0
+    size = 64 * 1024 * 1024
+    with PeakRss() as rss:
+        held = bytearray(size)  # zero-filled: every page touched
+    assert rss.peak is not None and rss.peak >= before + size * 0.9
+    assert len(held) == size
+    # the kernel's high-water mark may trail a sample by a few pages (counters synced lazily)
+    assert max_rss_bytes() >= before + size * 0.9
+
+
+def test_a_bad_cost_model_fails_before_loading_and_writes_nothing(tmp_path):
+    bad = tmp_path / "costs.json"
+    bad.write_text('{"machine": "m", "pass_ms": {"2": 10}, "prefill_ms_per_token": 1}')
+    result = CliRunner().invoke(
+        bench,
+        [str(DATA / "bfcl_sample.jsonl"), "--cost-model", str(bad), "--out", str(tmp_path / "o")],
+    )
+    assert isinstance(result.exception, ConfigError)
+    assert str(bad) in str(result.exception)
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.fixture(scope="module")
+def woven_run(embedded_model_path: Path, tmp_path_factory: pytest.TempPathFactory):
+    out = tmp_path_factory.mktemp("woven")
+    result = CliRunner().invoke(
+        bench,
+        [
+            str(DATA / "bfcl_sample.jsonl"),
+            "--answers",
+            str(DATA / "bfcl_sample_answers.jsonl"),
+            "--model",
+            str(embedded_model_path),
+            "--strategies",
+            ",".join(WOVEN),
+            "--limit",
+            "2",
+            "--threads",
+            "1",
+            "--ctx",
+            "2048",
+            "--max-tokens",
+            "48",
+            "--cost-model",
+            str(COSTS),
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    return result, out
+
+
+def test_every_line_counts_its_passes_by_rows_and_its_drafts(woven_run):
+    _, out = woven_run
+    lines = results(out)
+    assert len(lines) == 2 * len(WOVEN)
+    for record in lines:
+        histogram = record["pass_rows"]
+        assert all(key.isdigit() and count > 0 for key, count in histogram.items())
+        assert sum(histogram.values()) == record["forward_passes"]
+        assert 0 <= record["accepted_tokens"] <= record["drafted_tokens"]
+        assert record["peak_rss_bytes"] > 0
+
+
+def test_every_line_is_compared_with_constrained_s_call(woven_run):
+    _, out = woven_run
+    lines = results(out)
+    constrained = {r["id"]: r for r in lines if r["strategy"] == "constrained"}
+    assert any(r["calls"] for r in constrained.values())
+    for record in lines:
+        reference = constrained[record["id"]]
+        if not record["calls"]:
+            assert record["same_as_constrained"] is None
+        elif record["strategy"] == "constrained":
+            assert record["same_as_constrained"] is True
+        else:
+            same = record["calls"] == reference["calls"]
+            assert record["same_as_constrained"] is same
+            assert (record["mismatch"] is None) is same
+        if record["mismatch"] is not None:
+            assert isinstance(record["mismatch"]["position"], int)
+
+
+def test_a_cost_model_run_projects_every_call_with_the_table(woven_run):
+    result, out = woven_run
+    table = load_cost_table(COSTS)
+    for record in results(out):
+        rows = {int(k): n for k, n in record["pass_rows"].items()}
+        assert record["projected_latency_s"] == pytest.approx(table.recost(rows))
+        assert record["projected_latency_s"] > 0
+    summary = json.loads((out / "summary.json").read_text())
+    for numbers in summary.values():
+        projection = numbers["projection"]
+        assert projection["machine"] == table.machine
+        assert projection["geo_latency_s"] > 0
+        assert set(projection) >= {"speedup_vs_constrained", "speedup_vs_jump_forward"}
+    assert summary["constrained"]["projection"]["speedup_vs_constrained"] == pytest.approx(1.0)
+    assert "PROJECTION on " + table.machine in result.stdout
+    assert "PROJECTED" in (out / "summary.svg").read_text()
+    run = json.loads((out / "run.json").read_text())
+    assert run["cost_model"]["file"] == str(COSTS)
+    assert run["cost_model"]["table"]["pass_ms"]["1"] == pytest.approx(35.3)
+    peak = max(numbers["peak_rss_bytes"] for numbers in summary.values())
+    assert run["max_rss_bytes"] >= 0.99 * peak  # the kernel's high-water mark may trail a little
+
+
+def test_a_run_without_a_cost_model_projects_nothing(bench_run):
+    _, out = bench_run
+    assert all(r["projected_latency_s"] is None for r in results(out))
+    assert json.loads((out / "run.json").read_text())["cost_model"] is None
+    summary = json.loads((out / "summary.json").read_text())
+    assert all(numbers["projection"] is None for numbers in summary.values())
+    # the stock peer's passes are one row each
+    peer = [r for r in results(out) if r["strategy"] == "llama_cpp_python"]
+    assert all(r["pass_rows"] == {"1": r["forward_passes"]} for r in peer)

@@ -154,3 +154,26 @@ def test_the_error_tree_documents_the_exit_code_of_every_error_class_and_each_is
     assert {name: cls.exit_code for name, cls in classes.items()} == documented
     assert documented["ConfigError"] == documented["BenchError"] == 2
     assert documented["ModelLoadError"] == 3 and documented["AbortedError"] == 130
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "no such cost table"),
+        ("{oops", "not JSON"),
+        ('{"pass_ms": {"2": 10.0}, "prefill_ms_per_token": 1.0}', "one-row pass"),
+    ],
+    ids=["a missing file", "a file that is not JSON", "a table without a one-row pass"],
+)
+def test_bench_with_a_bad_cost_model_prints_one_error_line_and_exits_2_before_loading(
+    content: str | None, message: str, inputs: dict[str, str], tmp_path: Path
+) -> None:
+    costs = tmp_path / "costs.json"
+    if content is not None:
+        costs.write_text(content)
+    argv = ["bench", inputs["cases"], "--out", inputs["out"], "--cost-model", str(costs)]
+    result = CliRunner().invoke(main, argv)
+    assert not isinstance(result.exception, AssertionError), result.exception  # no model load
+    assert_one_error_line(result.output, 2, result.exit_code, message)
+    assert str(costs) in result.output
+    assert not Path(inputs["out"]).exists()

@@ -100,6 +100,15 @@ def run_options(*, unit: str, strategies: tuple[str, ...], threads_default: str)
     show_default=True,
     help="Most tokens one call may take.",
 )
+@click.option(
+    "--cost-model",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Cost table of another machine (pass_ms by rows, as `weavehost calibrate` writes): "
+    "re-cost every call's passes with it (a projection, reported apart) and give weave the "
+    "decode plan made from it.",
+)
 def bench(
     cases: Path,
     answers: Path | None,
@@ -111,6 +120,7 @@ def bench(
     format_name: str | None,
     ctx: int,
     max_tokens: int,
+    cost_model: Path | None,
 ) -> None:
     """Run BFCL-format CASES under each strategy and summarise latency and correctness."""
     config = BenchConfig(
@@ -124,6 +134,7 @@ def bench(
         format=format_name,
         n_ctx=ctx,
         max_tokens=max_tokens,
+        cost_model=cost_model,
     )
     run = run_bench(config, progress=lambda line: click.echo(line, err=True))
     click.echo(format_table(run.summary))

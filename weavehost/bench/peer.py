@@ -1,4 +1,5 @@
-"""The stock peer ``llama_cpp_python``: what a user of llama-cpp-python would do today.
+"""The stock peers ``llama_cpp_python`` and ``llama_cpp_python_lookup``: what a user of
+llama-cpp-python would do today.
 
 Stage: benchmark (a baseline outside our engine). A ``llama_cpp.Llama`` on the same GGUF, with
 the same threads, context size and batch size as the engine, writes the call with
@@ -26,6 +27,28 @@ temperature=0)``. It is built as well as the stock API allows, so the comparison
   decoded tokens = ``Llama.n_tokens`` after the call minus the prompt length. The prompt's own
   passes (``ceil(prompt / n_batch)``) are not the call's work and are not counted, as for our
   strategies.
+
+``llama_cpp_python_lookup`` is the same peer (same file, threads, context, batch size, prompt,
+grammar and greedy settings) with llama-cpp-python's own speculative decoding:
+``Llama(draft_model=LlamaPromptLookupDecoding(num_pred_tokens=LOOKUP_DRAFT_TOKENS))``. Each pass
+evaluates the last sampled token and up to that many tokens drafted by prompt lookup (the
+continuation of the latest 2- or 1-gram's earliest match in the prompt and call so far); the
+sampler, grammar included, then samples at each drafted row, keeps a draft while it equals the
+token sampled before it, and drops the KV cache after the first one that does not.
+llama-cpp-python 0.3.x needs ``logits_all=True`` for it (its ``scores`` buffer is sized by that
+flag, while a draft model turns on logits for every row), so this peer is a ``Llama`` of its
+own, keeping logits for every row: ``n_ctx x n_vocab`` floats of memory (2.5 GB for Qwen at
+n_ctx 4096), and its prompt prefill computes the output layer for every prompt token (a slower
+``prompt_prefill_s``, reported apart).
+
+Its passes are counted exactly, not estimated: ``Llama.eval`` is wrapped on the instance while
+``create_completion`` runs, and every ``llama_decode`` it makes is a pass (one per ``n_batch``
+rows; a pass here has at most ``1 + LOOKUP_DRAFT_TOKENS`` rows), its rows counted in
+``pass_rows``. ``decoded_tokens`` are all rows evaluated (drafted rows count as decoded, as in
+:class:`EngineStats`), ``drafted_tokens`` the rows that were drafts (every row of a pass but its
+first, the token sampled last), ``accepted_tokens`` the drafts equal to the token then sampled at
+their position, which stay in the call. For a call that ended by itself, passes + accepted
+drafts = the call's tokens.
 """
 
 from __future__ import annotations
@@ -49,9 +72,26 @@ from weavehost.errors import (
 )
 from weavehost.formats.base import ModelFormat, ToolCall, tool_to_openai
 
-__all__ = ["PEER_NAME", "CallFrame", "LlamaCppPythonPeer", "call_frame", "call_grammar"]
+__all__ = [
+    "LOOKUP_DRAFT_TOKENS",
+    "LOOKUP_PEER_NAME",
+    "PEER_NAME",
+    "PEER_NAMES",
+    "CallFrame",
+    "LlamaCppPythonPeer",
+    "call_frame",
+    "call_grammar",
+]
 
 PEER_NAME = "llama_cpp_python"
+LOOKUP_PEER_NAME = "llama_cpp_python_lookup"
+PEER_NAMES = (PEER_NAME, LOOKUP_PEER_NAME)
+# Tokens drafted per pass by prompt lookup (llama-cpp-python's default, 10, suits GPUs, where a
+# wider pass is almost free). On the 2-vCPU bench machine a pass is compute-bound: ``weavehost
+# calibrate`` measured 13.7, 26.5, 31.8, 33.3 and 48.7 ms for 1 to 5 rows, so a pass of 1 + 3
+# rows costs 2.4 single passes and pays off from 1.4 kept drafts a pass, while each row beyond
+# costs about half a single pass more. Chosen from that table, not tuned on the bench cases.
+LOOKUP_DRAFT_TOKENS = 3
 _PROBE_NAME = "weavehost_probe"
 
 
@@ -119,22 +159,38 @@ def call_grammar(fmt: ModelFormat, tools: Sequence[ToolSchema]) -> str:
 
 
 class LlamaCppPythonPeer:
-    """A stock ``llama_cpp.Llama`` writing calls under a grammar; open with :meth:`open`."""
+    """A stock ``llama_cpp.Llama`` writing calls under a grammar; open with :meth:`open`
+    (``lookup=True``: the ``llama_cpp_python_lookup`` peer, with prompt-lookup drafts)."""
 
-    name = PEER_NAME
-
-    def __init__(self, llama: Any, n_batch: int) -> None:
+    def __init__(self, llama: Any, n_batch: int, *, lookup: bool = False) -> None:
         self._llama = llama
         self.n_batch = n_batch
+        self.lookup = lookup
+        self.name = LOOKUP_PEER_NAME if lookup else PEER_NAME
 
     @classmethod
     @contextlib.contextmanager
     def open(
-        cls, path: str | Path, *, n_ctx: int, n_threads: int, n_batch: int = 512
+        cls,
+        path: str | Path,
+        *,
+        n_ctx: int,
+        n_threads: int,
+        n_batch: int = 512,
+        lookup: bool = False,
     ) -> Iterator[LlamaCppPythonPeer]:
         """Load ``path`` as llama-cpp-python's ``Llama``; it is closed when the block ends."""
         import llama_cpp
 
+        if lookup:
+            from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+            drafting: dict[str, Any] = {
+                "draft_model": LlamaPromptLookupDecoding(num_pred_tokens=LOOKUP_DRAFT_TOKENS),
+                "logits_all": True,
+            }
+        else:
+            drafting = {"logits_all": False}
         try:
             llama = llama_cpp.Llama(
                 model_path=str(path),
@@ -144,13 +200,13 @@ class LlamaCppPythonPeer:
                 n_ubatch=n_batch,
                 n_threads=n_threads,
                 n_threads_batch=n_threads,
-                logits_all=False,
                 verbose=False,
+                **drafting,
             )
         except ValueError as exc:  # llama-cpp-python's way of saying "could not load"
             raise ModelLoadError(f"llama-cpp-python could not load {path}: {exc}") from exc
         try:
-            yield cls(llama, n_batch)
+            yield cls(llama, n_batch, lookup=lookup)
         finally:
             llama.close()
 
@@ -199,31 +255,37 @@ class LlamaCppPythonPeer:
         prefill_s = time.perf_counter() - started
 
         budget = max(1, min(max_tokens, llama.n_ctx() - len(prompt) - 1))
+        counting = _CountedCompletion(llama) if self.lookup else contextlib.nullcontext(None)
         started = time.perf_counter()
         try:
-            completion = llama.create_completion(
-                prompt=prompt,
-                grammar=grammar,
-                temperature=0.0,
-                repeat_penalty=1.0,
-                max_tokens=budget,
-            )
+            with counting as counted:
+                completion = llama.create_completion(
+                    prompt=prompt,
+                    grammar=grammar,
+                    temperature=0.0,
+                    repeat_penalty=1.0,
+                    max_tokens=budget,
+                )
         except ValueError as exc:
             raise ContextOverflowError(f"llama-cpp-python refused the prompt: {exc}") from exc
         elapsed = time.perf_counter() - started
 
-        generated = [int(t) for t in llama.input_ids[len(prompt) : llama.n_tokens]]
         choice = completion["choices"][0]
+        if counted is None:
+            generated = [int(t) for t in llama.input_ids[len(prompt) : llama.n_tokens]]
+            passes = len(generated)
+            stats = EngineStats(
+                passes=passes,
+                decode_passes=passes,
+                decoded_tokens=passes,
+                decode_s=elapsed,
+                width_counts={1: passes} if passes else {},
+            )
+        else:
+            generated = counted.generated()
+            stats = counted.stats(generated, elapsed, self.n_batch)
         # Detokenize with special tokens kept (create_completion's text drops control tokens).
         text = llama.detokenize(generated, special=True).decode("utf-8", errors="replace")
-        passes = len(generated)
-        stats = EngineStats(
-            passes=passes,
-            decode_passes=passes,
-            decoded_tokens=passes,
-            decode_s=elapsed,
-            width_counts={1: passes} if passes else {},
-        )
         calls: list[ToolCall] = []
         error: str | None = None
         if choice.get("finish_reason") == "length":
@@ -255,3 +317,75 @@ class LlamaCppPythonPeer:
             error=error,
         )
         return CaseOutcome(result=result, prompt_tokens=len(prompt), prompt_prefill_s=0.0)
+
+
+class _CountedCompletion:
+    """What a speculative ``create_completion`` did, read off the ``Llama`` instance: every
+    batch it evaluated (``Llama.eval`` wrapped) and every token it sampled (``Llama.generate``
+    wrapped; ``create_completion`` only iterates it, never sends to it). Both wrappers are
+    instance attributes, removed when the block ends."""
+
+    def __init__(self, llama: Any) -> None:
+        self._llama = llama
+        self.batches: list[list[int]] = []
+        self.sampled: list[int] = []
+
+    def __enter__(self) -> _CountedCompletion:
+        llama = self._llama
+        evaluate, generate = llama.eval, llama.generate
+
+        def counted_eval(tokens: Sequence[int]) -> None:
+            if len(tokens):
+                self.batches.append([int(t) for t in tokens])
+            evaluate(tokens)
+
+        def counted_generate(*args: Any, **kwargs: Any) -> Iterator[int]:
+            for token in generate(*args, **kwargs):
+                self.sampled.append(int(token))
+                yield token
+
+        llama.eval, llama.generate = counted_eval, counted_generate
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        del self._llama.eval, self._llama.generate
+
+    def generated(self) -> list[int]:
+        """The call's tokens: those sampled, less the end-of-generation token that ended it."""
+        import llama_cpp
+
+        tokens = list(self.sampled)
+        vocab = self._llama._model.vocab
+        if tokens and llama_cpp.llama_vocab_is_eog(vocab, tokens[-1]):
+            tokens.pop()
+        return tokens
+
+    def stats(self, generated: Sequence[int], elapsed: float, n_batch: int) -> EngineStats:
+        """Passes, rows, drafts and kept drafts of the completion (see the module docstring)."""
+        pass_rows: dict[int, int] = {}
+        for batch in self.batches:  # Llama.eval makes one llama_decode per n_batch rows
+            for start in range(0, len(batch), n_batch):
+                width = len(batch[start : start + n_batch])
+                pass_rows[width] = pass_rows.get(width, 0) + 1
+        passes = sum(pass_rows.values())
+        rows = sum(len(batch) for batch in self.batches)
+        # A batch is the token sampled last, then drafts; a draft is kept while it equals the
+        # token sampled at its position.
+        accepted = at = 0
+        for batch in self.batches:
+            at += 1
+            for draft in batch[1:]:
+                if at >= len(generated) or generated[at] != draft:
+                    break
+                accepted += 1
+                at += 1
+        return EngineStats(
+            passes=passes,
+            decode_passes=passes,
+            decoded_tokens=rows,
+            drafted_tokens=rows - len(self.batches),
+            accepted_tokens=accepted,
+            decode_s=elapsed,
+            width_counts=dict(pass_rows),
+            pass_rows=pass_rows,
+        )

@@ -11,33 +11,47 @@ Guarantees (the metrics ``docs/benchmarks.md`` "How it measures" describes):
 - ``correct_rate`` is over the lines that were judged (``correct`` not null); null when none were.
 - ``summary.json`` maps each strategy, in the order asked, to ``{"n", "geo_tool_latency_s",
   "geo_final_latency_s", "mean_forward_passes", "correct_rate", "speedup_vs_constrained"}``
-  plus ``errors`` (lines with no call) and ``geo_prompt_prefill_s``.
-- The plot is plain SVG written here (no plotting dependency): one bar per strategy.
+  plus ``errors`` (lines with no call), ``geo_prompt_prefill_s``, the drafting counters
+  (``mean_drafted_tokens``, ``mean_accepted_tokens``, ``acceptance_rate``), the agreement
+  with ``constrained`` (``same_as_constrained_rate`` over ``compared`` lines, ``mismatches``,
+  ``near_tie_mismatches``), ``phases`` (``{phase: {"mean_s", "n"}}``, each mean over the lines
+  that had the phase), ``mean_rows_per_pass``, ``peak_rss_bytes`` and ``projection``.
+- ``projection`` is null unless the lines carry ``projected_latency_s`` (a ``--cost-model``
+  run): then it holds the geometric mean of the re-costed calls and the speedups of those
+  means vs ``constrained`` and ``jump_forward``, under ``machine`` (the cost table's), and is
+  shown everywhere as a projection on that machine, never as a measurement.
+- The plot is plain SVG written here (no plotting dependency): per strategy a latency bar and a
+  passes bar side by side (and a projected-latency bar in a third panel when projected).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
+from weavehost.bench.compare import BASELINE, is_near_tie
 from weavehost.errors import BenchError
 
 __all__ = [
     "BASELINE",
+    "PROJECTION_BASELINES",
     "SUMMARY_KEYS",
     "format_table",
     "geomean",
     "load_results",
+    "mean_rows_per_pass",
     "render_svg",
     "summarize",
     "write_summary",
 ]
 
-BASELINE = "constrained"
+# The strategies a projected latency is compared with (each where it ran).
+PROJECTION_BASELINES = ("constrained", "jump_forward")
 SUMMARY_KEYS = (
     "n",
     "geo_tool_latency_s",
@@ -59,32 +73,100 @@ def _mean(values: Iterable[float | None]) -> float | None:
     return sum(kept) / len(kept) if kept else None
 
 
+def _ratio(numerator: float | None, denominator: float | None) -> float | None:
+    return numerator / denominator if numerator and denominator else None
+
+
+def mean_rows_per_pass(histograms: Iterable[Mapping[str, int] | None]) -> float | None:
+    """Rows per pass over all passes of ``histograms`` (``pass_rows``: {"rows": passes})."""
+    rows = passes = 0
+    for histogram in histograms:
+        for width, count in (histogram or {}).items():
+            rows += int(width) * count
+            passes += count
+    return rows / passes if passes else None
+
+
+def _phases(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    seen: dict[str, list[float]] = {}
+    for record in rows:
+        for phase, seconds in (record.get("phases") or {}).items():
+            seen.setdefault(phase, []).append(seconds)
+    return {name: {"mean_s": sum(v) / len(v), "n": len(v)} for name, v in seen.items()}
+
+
+def _numbers(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    judged = [r["correct"] for r in rows if r.get("correct") is not None]
+    compared = [r["same_as_constrained"] for r in rows if r.get("same_as_constrained") is not None]
+    mismatches = [r["mismatch"] for r in rows if r.get("mismatch")]
+    drafted = [r.get("drafted_tokens") for r in rows]
+    accepted = [r.get("accepted_tokens") for r in rows]
+    rss = [r["peak_rss_bytes"] for r in rows if r.get("peak_rss_bytes") is not None]
+    return {
+        "n": len(rows),
+        "geo_tool_latency_s": geomean(r.get("tool_latency_s") for r in rows),
+        "geo_final_latency_s": geomean(r.get("final_latency_s") for r in rows),
+        "mean_forward_passes": _mean(r.get("forward_passes") for r in rows),
+        "correct_rate": (sum(1 for c in judged if c) / len(judged)) if judged else None,
+        "speedup_vs_constrained": None,
+        "errors": sum(1 for r in rows if not r.get("calls")),
+        "geo_prompt_prefill_s": geomean(r.get("prompt_prefill_s") for r in rows),
+        "mean_drafted_tokens": _mean(drafted),
+        "mean_accepted_tokens": _mean(accepted),
+        "acceptance_rate": _ratio(
+            sum(a for a in accepted if a is not None), sum(d for d in drafted if d is not None)
+        ),
+        "same_as_constrained_rate": (sum(1 for c in compared if c) / len(compared))
+        if compared
+        else None,
+        "compared": len(compared),
+        "mismatches": len(mismatches),
+        "near_tie_mismatches": sum(1 for m in mismatches if is_near_tie(m.get("logit_gap"))),
+        "phases": _phases(rows),
+        "mean_rows_per_pass": mean_rows_per_pass(r.get("pass_rows") for r in rows),
+        "peak_rss_bytes": max(rss) if rss else None,
+        "projection": None,
+    }
+
+
 def summarize(
-    records: Sequence[Mapping[str, Any]], strategies: Sequence[str] | None = None
+    records: Sequence[Mapping[str, Any]],
+    strategies: Sequence[str] | None = None,
+    *,
+    projected_on: str | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Per strategy (in ``strategies`` order, else first appearance) the summary numbers."""
+    """Per strategy (in ``strategies`` order, else first appearance) the summary numbers.
+
+    ``projected_on`` names the machine of the cost table the lines' ``projected_latency_s``
+    were re-costed with; each strategy then gets a ``projection`` (also when the lines carry
+    projections and the machine is not known: ``machine`` is null then).
+    """
     order = list(strategies) if strategies else list(dict.fromkeys(r["strategy"] for r in records))
     by_strategy: dict[str, list[Mapping[str, Any]]] = {name: [] for name in order}
     for record in records:
         by_strategy.setdefault(record["strategy"], []).append(record)
-    summary: dict[str, dict[str, Any]] = {}
-    for name, rows in by_strategy.items():
-        judged = [r["correct"] for r in rows if r.get("correct") is not None]
-        summary[name] = {
-            "n": len(rows),
-            "geo_tool_latency_s": geomean(r.get("tool_latency_s") for r in rows),
-            "geo_final_latency_s": geomean(r.get("final_latency_s") for r in rows),
-            "mean_forward_passes": _mean(r.get("forward_passes") for r in rows),
-            "correct_rate": (sum(1 for c in judged if c) / len(judged)) if judged else None,
-            "speedup_vs_constrained": None,
-            "errors": sum(1 for r in rows if not r.get("calls")),
-            "geo_prompt_prefill_s": geomean(r.get("prompt_prefill_s") for r in rows),
-        }
+    summary = {name: _numbers(rows) for name, rows in by_strategy.items()}
     baseline = summary.get(BASELINE, {}).get("geo_tool_latency_s")
     if baseline:
         for numbers in summary.values():
             latency = numbers["geo_tool_latency_s"]
             numbers["speedup_vs_constrained"] = baseline / latency if latency else None
+    if projected_on is not None or any(r.get("projected_latency_s") for r in records):
+        projected = {
+            name: geomean(r.get("projected_latency_s") for r in rows)
+            for name, rows in by_strategy.items()
+        }
+        for name, numbers in summary.items():
+            numbers["projection"] = {
+                "machine": projected_on,
+                "what": "the call's passes re-costed with this machine's cost table: "
+                "a projection, not a measurement (host-side time not included)",
+                "geo_latency_s": projected[name],
+                **{
+                    f"speedup_vs_{other}": _ratio(projected.get(other), projected[name])
+                    for other in PROJECTION_BASELINES
+                },
+            }
     return summary
 
 
@@ -117,25 +199,47 @@ def _num(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+def _times(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def _percent(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate * 100:.1f}%"
+
+
+def _projection_machine(summary: Mapping[str, Mapping[str, Any]]) -> tuple[bool, str | None]:
+    projections = [n.get("projection") for n in summary.values() if n.get("projection")]
+    return bool(projections), (projections[0].get("machine") if projections else None)
+
+
 def format_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
-    """The summary as a fixed-width text table (latencies in ms)."""
+    """The summary as a fixed-width text table (latencies in ms); the projected columns only
+    when the run was re-costed with a cost table."""
+    projected, machine = _projection_machine(summary)
     header = ("strategy", "n", "tool ms", "final ms", "speedup", "passes", "correct", "errors")
+    header += ("same", "draft/acc") + (("proj ms", "proj x") if projected else ())
     rows = [header]
     for name, numbers in summary.items():
-        rate = numbers.get("correct_rate")
-        rows.append(
-            (
-                name,
-                str(numbers["n"]),
-                _ms(numbers["geo_tool_latency_s"]),
-                _ms(numbers["geo_final_latency_s"]),
-                _num(numbers["speedup_vs_constrained"], ".2f")
-                + ("x" if numbers["speedup_vs_constrained"] is not None else ""),
-                _num(numbers["mean_forward_passes"], ".1f"),
-                "-" if rate is None else f"{rate * 100:.1f}%",
-                str(numbers.get("errors", "-")),
-            )
+        drafted, accepted = numbers.get("mean_drafted_tokens"), numbers.get("mean_accepted_tokens")
+        row = (
+            name,
+            str(numbers["n"]),
+            _ms(numbers["geo_tool_latency_s"]),
+            _ms(numbers["geo_final_latency_s"]),
+            _times(numbers["speedup_vs_constrained"]),
+            _num(numbers["mean_forward_passes"], ".1f"),
+            _percent(numbers.get("correct_rate")),
+            str(numbers.get("errors", "-")),
+            _percent(numbers.get("same_as_constrained_rate")),
+            "-" if drafted is None else f"{drafted:.1f}/{_num(accepted, '.1f')}",
         )
+        if projected:
+            projection = numbers.get("projection") or {}
+            row += (
+                _ms(projection.get("geo_latency_s")),
+                _times(projection.get("speedup_vs_constrained")),
+            )
+        rows.append(row)
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = []
     for index, row in enumerate(rows):
@@ -146,70 +250,136 @@ def format_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
         if index == 0:
             lines.append("  ".join("-" * w for w in widths))
     lines.append("(tool/final ms: geometric means over cases; speedup: vs constrained)")
+    lines.append(
+        "(same: calls equal to constrained's; draft/acc: mean drafted/accepted tokens per call)"
+    )
+    if projected:
+        where = machine or "the cost table's machine"
+        lines.append(
+            f"(proj ms, proj x: a PROJECTION on {where}: each "
+            "call's passes re-costed with its cost table, host time left out; not a measurement)"
+        )
     return "\n".join(lines)
 
 
-_BAR_HEIGHT = 26
+_BAR_HEIGHT = 22
 _GAP = 10
 _LABEL_WIDTH = 150
-_PLOT_WIDTH = 420
-_VALUE_WIDTH = 170
-_TOP = 48
+_BAR_SPACE = 210
+_VALUE_WIDTH = 120
+_PANEL_GAP = 20
+_LINE = 18
+# Characters of 13px sans-serif per pixel, generously: a text line is wrapped to fit the width.
+_CHAR_PX = 7
 
 
-def render_svg(summary: Mapping[str, Mapping[str, Any]], title: str = "") -> str:
-    """A horizontal bar chart of geo tool latency per strategy, as SVG text."""
-    items = [(name, numbers) for name, numbers in summary.items()]
-    largest = max((n["geo_tool_latency_s"] or 0.0 for _, n in items), default=0.0) or 1.0
-    width = _LABEL_WIDTH + _PLOT_WIDTH + _VALUE_WIDTH
-    height = _TOP + len(items) * (_BAR_HEIGHT + _GAP) + 30
+def _panels(summary: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str, list[float | None]]]:
+    """(css class, heading, value per strategy) for each panel of the plot."""
+    items = list(summary.values())
+    panels: list[tuple[str, str, list[float | None]]] = [
+        ("latency", "Tool latency, ms (geo mean)", [n["geo_tool_latency_s"] for n in items]),
+        ("passes", "Forward passes (mean)", [n["mean_forward_passes"] for n in items]),
+    ]
+    if _projection_machine(summary)[0]:
+        panels.append(
+            (
+                "projected",
+                "PROJECTED call latency, ms (geo mean)",
+                [(n.get("projection") or {}).get("geo_latency_s") for n in items],
+            )
+        )
+    return panels
+
+
+def _label(kind: str, value: float | None, numbers: Mapping[str, Any]) -> str:
+    if value is None:
+        return "-"
+    if kind == "passes":
+        return f"{value:.1f}"
+    speedup = (
+        numbers.get("speedup_vs_constrained")
+        if kind == "latency"
+        else (numbers.get("projection") or {}).get("speedup_vs_constrained")
+    )
+    return f"{value * 1000:.1f}" + (f" ({speedup:.2f}x)" if speedup is not None else "")
+
+
+def render_svg(
+    summary: Mapping[str, Mapping[str, Any]], title: str = "", notes: Sequence[str] = ()
+) -> str:
+    """Per strategy a latency bar and a passes bar side by side (two panels, a third for a
+    projected latency), under a heading, ``title`` and ``notes`` lines, as SVG text."""
+    names = list(summary)
+    panels = _panels(summary)
+    projected, machine = _projection_machine(summary)
+    footer = ["Bars start at 0; speedups in brackets are vs constrained."]
+    if projected:
+        footer.append(
+            f"PROJECTED: each call's passes re-costed with the cost table of "
+            f"{machine or 'another machine'}; a projection, not a measurement."
+        )
+    panel_width = _BAR_SPACE + _VALUE_WIDTH + _PANEL_GAP
+    width = _LABEL_WIDTH + len(panels) * panel_width
+    chars = (width - 20) // _CHAR_PX
+    header = [wrapped for text in [title, *notes] for wrapped in textwrap.wrap(text, chars)]
+    footer = [wrapped for text in footer for wrapped in textwrap.wrap(text, chars)]
+    top = 30 + _LINE * len(header) + 26
+    rows_bottom = top + len(names) * (_BAR_HEIGHT + _GAP)
+    height = rows_bottom + 10 + _LINE * len(footer) + 10
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="13">',
         f'<rect width="{width}" height="{height}" fill="white"/>',
         f'<text x="10" y="20" font-size="15" font-weight="bold">'
-        f"{escape('Tool-call latency (geometric mean)')}</text>",
-        f'<text x="10" y="38" fill="#555">{escape(title)}</text>',
+        f"{escape('Tool-call latency and forward passes per strategy')}</text>",
     ]
-    for index, (name, numbers) in enumerate(items):
-        y = _TOP + index * (_BAR_HEIGHT + _GAP)
-        latency = numbers["geo_tool_latency_s"]
-        bar = 0.0 if latency is None else _PLOT_WIDTH * latency / largest
-        colour = "#d62728" if name == BASELINE else "#1f77b4"
-        speedup = numbers.get("speedup_vs_constrained")
-        label = _ms(latency) + " ms" + (f"  ({speedup:.2f}x)" if speedup is not None else "")
+    for index, text in enumerate(header):
+        out.append(f'<text x="10" y="{38 + index * _LINE}" fill="#555">{escape(text)}</text>')
+    for p, (kind, heading, values) in enumerate(panels):
+        x0 = _LABEL_WIDTH + p * panel_width
+        largest = max((v or 0.0 for v in values), default=0.0) or 1.0
+        out.append(f'<text x="{x0}" y="{top - 10}" font-weight="bold">{escape(heading)}</text>')
+        for index, (name, value) in enumerate(zip(names, values, strict=True)):
+            y = top + index * (_BAR_HEIGHT + _GAP)
+            bar = 0.0 if value is None else _BAR_SPACE * value / largest
+            colour = "#d62728" if name == BASELINE else "#1f77b4"
+            if kind == "projected":
+                colour = "#9467bd" if name != BASELINE else "#e377c2"
+            label = _label(kind, value, summary[name])
+            out.append(
+                f'<rect class="{kind}" x="{x0}" y="{y}" width="{bar:.1f}" '
+                f'height="{_BAR_HEIGHT}" fill="{colour}"><title>{escape(name)}: '
+                f"{escape(heading)} {escape(label)}</title></rect>"
+            )
+            out.append(
+                f'<text x="{x0 + bar + 5:.1f}" y="{y + _BAR_HEIGHT * 0.7:.1f}">'
+                f"{escape(label)}</text>"
+            )
+        out.append(f'<line x1="{x0}" y1="{top - 4}" x2="{x0}" y2="{rows_bottom}" stroke="#333"/>')
+    for index, name in enumerate(names):
+        y = top + index * (_BAR_HEIGHT + _GAP)
         out.append(
-            f'<text x="{_LABEL_WIDTH - 8}" y="{y + _BAR_HEIGHT * 0.68:.1f}" '
+            f'<text x="{_LABEL_WIDTH - 8}" y="{y + _BAR_HEIGHT * 0.7:.1f}" '
             f'text-anchor="end">{escape(name)}</text>'
         )
+    for index, text in enumerate(footer):
         out.append(
-            f'<rect x="{_LABEL_WIDTH}" y="{y}" width="{bar:.1f}" height="{_BAR_HEIGHT}" '
-            f'fill="{colour}"><title>{escape(name)}: {escape(label)}</title></rect>'
+            f'<text x="10" y="{rows_bottom + 18 + index * _LINE}" fill="#555">{escape(text)}</text>'
         )
-        out.append(
-            f'<text x="{_LABEL_WIDTH + bar + 6:.1f}" y="{y + _BAR_HEIGHT * 0.68:.1f}">'
-            f"{escape(label)}</text>"
-        )
-    axis_y = _TOP + len(items) * (_BAR_HEIGHT + _GAP)
-    out.append(
-        f'<line x1="{_LABEL_WIDTH}" y1="{_TOP - 4}" x2="{_LABEL_WIDTH}" y2="{axis_y}" '
-        'stroke="#333"/>'
-    )
-    out.append(
-        f'<text x="{_LABEL_WIDTH}" y="{axis_y + 18}" fill="#555">'
-        f"{escape('0 ms … ' + _ms(largest) + ' ms; speedup in brackets is vs constrained')}"
-        "</text>"
-    )
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
 
 def write_summary(
-    summary: Mapping[str, Mapping[str, Any]], out: Path, *, title: str = ""
+    summary: Mapping[str, Mapping[str, Any]],
+    out: Path,
+    *,
+    title: str = "",
+    notes: Sequence[str] = (),
 ) -> tuple[Path, Path]:
     """Write ``summary.json`` and ``summary.svg`` into ``out``; return their paths."""
     json_path = out / "summary.json"
     svg_path = out / "summary.svg"
     json_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    svg_path.write_text(render_svg(summary, title), encoding="utf-8")
+    svg_path.write_text(render_svg(summary, title, notes), encoding="utf-8")
     return json_path, svg_path

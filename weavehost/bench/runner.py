@@ -2,17 +2,27 @@
 
 Stage: benchmark. Guarantees:
 
-- **Same conditions for all.** One :class:`Engine` (and, when ``llama_cpp_python`` is asked for,
-  one stock ``Llama`` on the same file with the same threads, context and batch size) serves
-  every case. Strategies are interleaved per case (case 1 under all strategies, then case 2…),
-  and the order rotates by one each case, so machine noise and cache warmth hit all alike.
+- **Same conditions for all.** One :class:`Engine` (and, for each stock peer asked for,
+  ``llama_cpp_python`` and ``llama_cpp_python_lookup``, one ``Llama`` of its own on the same
+  file with the same threads, context and batch size) serves every case. Strategies are
+  interleaved per case (case 1 under all strategies, then case 2…), and the order rotates by
+  one each case, so machine noise and cache warmth hit all alike.
 - **The results contract** (``docs/benchmarks.md``). ``DIR/results.jsonl`` gets one line per
   case and strategy, written and flushed as soon as it is known, with ``id``, ``strategy``,
   ``calls``, ``provisional``, ``forward_passes``, ``decoded_tokens``, ``prefilled_tokens``,
   ``tool_latency_s``, ``final_latency_s``, ``prompt_prefill_s`` and ``correct`` (null without an
   answer), plus ``error``, ``check_error``, ``phases``, ``padded_tokens``, ``prompt_tokens`` and
-  ``text``. ``DIR/run.json`` records the setup, ``DIR/summary.json`` and ``DIR/summary.svg``
-  the summary (:mod:`weavehost.bench.report`).
+  ``text``, and what to compare strategies by: ``pass_rows`` (passes by row count),
+  ``drafted_tokens``, ``accepted_tokens``, ``peak_rss_bytes``, ``same_as_constrained`` and
+  ``mismatch`` (:mod:`weavehost.bench.compare`), ``projected_latency_s`` (with a cost model).
+  ``DIR/run.json`` records the setup, ``DIR/summary.json`` and ``DIR/summary.svg`` the summary
+  (:mod:`weavehost.bench.report`).
+- **Whole cases.** Every strategy of a case runs before the case's lines are compared with
+  ``constrained``'s and written, so the order of strategies does not matter to the comparison;
+  the logit gap of a mismatch is measured after the case's timed calls, outside every timing.
+- **A cost model** (``--cost-model``) re-costs every call's passes with another machine's cost
+  table (``projected_latency_s``, a projection, never a measurement) and gives ``weave`` the
+  decode plan made from that table, in an instance of its own for this run.
 - **Expected failures are data.** A call that does not parse is a line with ``calls: []`` and an
   ``error``; a :class:`WeavehostError` raised while running one case (a prompt longer than the
   context, a schema a strategy cannot constrain) is a line with ``error`` and null latencies, and
@@ -36,10 +46,15 @@ from typing import Any, TextIO
 
 from weavehost.bench.answers import check_calls
 from weavehost.bench.cases import AnswerSet, BenchCase, load_answers, load_cases
-from weavehost.bench.peer import PEER_NAME, LlamaCppPythonPeer
+from weavehost.bench.compare import compare_case
+from weavehost.bench.peer import LOOKUP_PEER_NAME, PEER_NAME, PEER_NAMES, LlamaCppPythonPeer
 from weavehost.bench.report import summarize, write_summary
-from weavehost.decode import STRATEGIES, CaseOutcome, run_case
-from weavehost.engine import DEFAULT_N_CTX, Engine, default_threads
+from weavehost.bench.rss import PeakRss, max_rss_bytes
+from weavehost.decode import STRATEGIES, CaseOutcome, DecodeStrategy, run_case
+from weavehost.decode.padding import DecodePlan
+from weavehost.decode.weave import WeaveStrategy
+from weavehost.engine import DEFAULT_N_CTX, Engine, EngineStats, default_threads
+from weavehost.engine.calibrate import CostTable, load_cost_table, table_record
 from weavehost.errors import AbortedError, BenchError, WeavehostError
 from weavehost.formats import detect_format
 from weavehost.formats.base import ModelFormat, ToolCall
@@ -61,7 +76,14 @@ __all__ = [
     "write_line",
 ]
 
-DEFAULT_STRATEGIES = ("serial", "constrained", "jump_forward", "weave", PEER_NAME)
+DEFAULT_STRATEGIES = (
+    "serial",
+    "constrained",
+    "jump_forward",
+    "weave",
+    PEER_NAME,
+    LOOKUP_PEER_NAME,
+)
 # The fields the benchmark contract (docs/benchmarks.md) requires on every results.jsonl line.
 RESULT_FIELDS = (
     "id",
@@ -96,6 +118,7 @@ class BenchConfig:
     format: str | None = None
     n_ctx: int = DEFAULT_N_CTX
     max_tokens: int = DEFAULT_MAX_TOKENS
+    cost_model: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +133,8 @@ class BenchRun:
 
 
 def known_strategies() -> list[str]:
-    """The strategies that exist now: the decoders in ``STRATEGIES`` and the stock peer."""
-    return [*STRATEGIES, PEER_NAME]
+    """The strategies that exist now: the decoders in ``STRATEGIES`` and the stock peers."""
+    return [*STRATEGIES, *PEER_NAMES]
 
 
 def parse_strategies(
@@ -138,9 +161,15 @@ def _call_json(call: ToolCall) -> dict[str, Any]:
 
 
 def _record(
-    case: BenchCase, strategy: str, outcome: CaseOutcome, answer: AnswerSet | None
+    case: BenchCase,
+    strategy: str,
+    outcome: CaseOutcome,
+    answer: AnswerSet | None,
+    *,
+    table: CostTable | None = None,
 ) -> dict[str, Any]:
     result = outcome.result
+    pass_rows = _pass_rows(result.stats)
     correct: bool | None = None
     check_error: str | None = None
     if answer is not None:
@@ -164,7 +193,20 @@ def _record(
         "prompt_tokens": outcome.prompt_tokens,
         "phases": dict(result.phases),
         "text": result.text,
+        "pass_rows": {str(rows): n for rows, n in sorted(pass_rows.items())},
+        "drafted_tokens": result.stats.drafted_tokens,
+        "accepted_tokens": result.stats.accepted_tokens,
+        "projected_latency_s": table.recost(pass_rows) if table is not None else None,
+        "peak_rss_bytes": None,
+        "same_as_constrained": None,
+        "mismatch": None,
     }
+
+
+def _pass_rows(stats: EngineStats) -> dict[int, int]:
+    """The call's passes by row count. A stock peer that counts only its decode passes by width
+    (``width_counts``: it runs no prefill pass inside the call) is read by those."""
+    return dict(stats.pass_rows or stats.width_counts)
 
 
 def _failure_record(
@@ -188,6 +230,13 @@ def _failure_record(
         "prompt_tokens": None,
         "phases": {},
         "text": "",
+        "pass_rows": None,
+        "drafted_tokens": None,
+        "accepted_tokens": None,
+        "projected_latency_s": None,
+        "peak_rss_bytes": None,
+        "same_as_constrained": None,
+        "mismatch": None,
     }
 
 
@@ -271,18 +320,30 @@ def _progress_line(
 
 @contextlib.contextmanager
 def _maybe_peer(
-    wanted: bool, path: Path, *, n_ctx: int, n_threads: int, n_batch: int
-) -> Iterator[LlamaCppPythonPeer | None]:
-    if not wanted:
-        yield None
-        return
-    with LlamaCppPythonPeer.open(path, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch) as peer:
-        yield peer
+    wanted: Sequence[str], path: Path, *, n_ctx: int, n_threads: int, n_batch: int
+) -> Iterator[dict[str, LlamaCppPythonPeer]]:
+    """The stock peers named in ``wanted``, by name: each its own ``Llama``, loaded only when
+    asked for (the lookup peer keeps logits for every row, the plain one does not)."""
+    with contextlib.ExitStack() as stack:
+        peers = {
+            name: stack.enter_context(
+                LlamaCppPythonPeer.open(
+                    path,
+                    n_ctx=n_ctx,
+                    n_threads=n_threads,
+                    n_batch=n_batch,
+                    lookup=name == LOOKUP_PEER_NAME,
+                )
+            )
+            for name in PEER_NAMES
+            if name in wanted
+        }
+        yield peers
 
 
 def _run_one(
     engine: Engine,
-    peer: LlamaCppPythonPeer | None,
+    peers: Mapping[str, LlamaCppPythonPeer],
     fmt: ModelFormat,
     strategy: str,
     case: BenchCase,
@@ -290,9 +351,8 @@ def _run_one(
     chat_template: str | None,
     max_tokens: int,
 ) -> CaseOutcome:
-    if strategy == PEER_NAME:
-        assert peer is not None
-        return peer.run_case(
+    if strategy in PEER_NAMES:
+        return peers[strategy].run_case(
             fmt, case.messages, case.tools, chat_template=chat_template, max_tokens=max_tokens
         )
     return run_case(
@@ -312,6 +372,8 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
     strategies = parse_strategies(config.strategies)
     cases = load_cases(config.cases, limit=config.limit)
     answers = _match_answers(cases, config.answers)
+    table = load_cost_table(config.cost_model) if config.cost_model is not None else None
+    decoders = _decoders(table)
     choice = resolve_model(config.model)
     model_metadata = read_metadata(choice.path, full_arrays=("tokenizer.ggml.tokens",))
     detection = detect_format(model_metadata, config.format)
@@ -336,6 +398,7 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
         "threads": threads,
         "n_ctx": config.n_ctx,
         "max_tokens": config.max_tokens,
+        "cost_model": _cost_model_info(config.cost_model, table),
         **machine_info(),
     }
     run_path.write_text(json.dumps(run_info, indent=2) + "\n", encoding="utf-8")
@@ -347,17 +410,19 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
     warning = busy_warning(run_info["load_average_at_start"], threads)
     if warning:
         say(f"bench: {warning}")
+    if table is not None:
+        say(f"bench: projecting latencies with the cost table of {table.machine or table.source}")
     records: list[dict[str, Any]] = []
     started = time.perf_counter()
     with (
         Engine.open(choice.path, n_ctx=config.n_ctx, n_threads=threads) as engine,
         _maybe_peer(
-            PEER_NAME in strategies,
+            strategies,
             choice.path,
             n_ctx=config.n_ctx,
             n_threads=threads,
             n_batch=engine.n_batch,
-        ) as peer,
+        ) as peers,
         results_path.open("w", encoding="utf-8") as results,
     ):
         for index, case in enumerate(cases):
@@ -365,33 +430,80 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
             shift = index % len(strategies)
             order = strategies[shift:] + strategies[:shift]
             case_records: dict[str, dict[str, Any]] = {}
+            case_tokens: dict[str, list[int]] = {}
             for strategy in order:
-                try:
-                    outcome = _run_one(
-                        engine,
-                        peer,
-                        fmt,
-                        strategy,
-                        case,
-                        chat_template=model_metadata.chat_template,
-                        max_tokens=config.max_tokens,
-                    )
-                    record = _record(case, strategy, outcome, answer)
-                except AbortedError:
-                    raise
-                except WeavehostError as exc:
-                    record = _failure_record(case, strategy, exc, answer)
+                outcome: CaseOutcome | WeavehostError
+                with PeakRss() as rss:
+                    try:
+                        if strategy in decoders:
+                            outcome = run_case(
+                                engine,
+                                fmt,
+                                decoders[strategy],
+                                case.messages,
+                                case.tools,
+                                chat_template=model_metadata.chat_template,
+                                max_tokens=config.max_tokens,
+                            )
+                        else:
+                            outcome = _run_one(
+                                engine,
+                                peers,
+                                fmt,
+                                strategy,
+                                case,
+                                chat_template=model_metadata.chat_template,
+                                max_tokens=config.max_tokens,
+                            )
+                    except AbortedError:
+                        raise
+                    except WeavehostError as exc:
+                        outcome = exc
+                if isinstance(outcome, WeavehostError):
+                    record = _failure_record(case, strategy, outcome, answer)
+                else:
+                    record = _record(case, strategy, outcome, answer, table=table)
+                    case_tokens[strategy] = list(outcome.result.tokens)
+                record["peak_rss_bytes"] = rss.peak
                 case_records[strategy] = record
-                write_line(results, record)
+            # After the timed calls: compare with constrained, then write the case's lines.
+            compare_case(engine, fmt, case, case_records, case_tokens, model_metadata.chat_template)
+            for strategy in order:
+                write_line(results, case_records[strategy])
             in_order = [case_records[s] for s in strategies]
             records.extend(in_order)
             say(_progress_line(index + 1, len(cases), case, in_order, started))
     missing = sum(1 for c in cases if answers is not None and c.id not in answers)
     if missing:
         say(f"bench: {missing} of {len(cases)} cases have no answer; their 'correct' is null")
-    summary = summarize(records, strategies)
-    summary_json, summary_svg = write_summary(summary, config.out, title=run_title(run_info))
+    run_info["max_rss_bytes"] = max_rss_bytes()
+    run_info["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    run_path.write_text(json.dumps(run_info, indent=2) + "\n", encoding="utf-8")
+    summary = summarize(
+        records, strategies, projected_on=(table.machine or table.source) if table else None
+    )
+    summary_json, summary_svg = write_summary(
+        summary,
+        config.out,
+        title=run_title(run_info),
+        notes=[f"CPU flags: {' '.join(run_info['cpu_flags']) or 'unknown'}"],
+    )
     return BenchRun(results_path, summary_json, summary_svg, run_path, summary)
+
+
+def _decoders(table: CostTable | None) -> dict[str, DecodeStrategy]:
+    """The decoders this run uses instead of the shared ones in ``STRATEGIES``: with a cost
+    table, a ``weave`` of its own whose decode plan is made from that table."""
+    if table is None:
+        return {}
+    plan = DecodePlan.from_table(table, source=f"bench --cost-model {table.source}")
+    return {"weave": WeaveStrategy(plan=plan)}
+
+
+def _cost_model_info(path: Path | None, table: CostTable | None) -> dict[str, Any] | None:
+    if path is None or table is None:
+        return None
+    return {"file": str(path), "table": table_record(table)}
 
 
 def run_title(run_info: Mapping[str, Any]) -> str:
