@@ -13,7 +13,7 @@ import pytest
 from tests.schemas import FORECAST, LIGHTS
 from weavehost.decode import STRATEGIES, CallRequest, ToolSchema, run_case
 from weavehost.decode.constraint import constraints_for
-from weavehost.decode.padding import PaddingPlan
+from weavehost.decode.padding import DecodePlan
 from weavehost.decode.values import ValueTask, decode_values, prefill_skeleton
 from weavehost.decode.weave import WeaveStrategy
 from weavehost.formats import FORMATS, ToolCall, tool_to_openai
@@ -81,7 +81,7 @@ def _ask(question: str) -> list[dict]:
 def test_every_constrained_strategy_writes_a_call_that_validates_against_the_schema(
     fresh_engine, strategy, question, tool
 ):
-    outcome = run_case(fresh_engine, SMOLLM2, strategy, _ask(question), [tool])
+    outcome = run_case(fresh_engine, SMOLLM2, strategy, _ask(question), [tool], max_calls=1)
     result = outcome.result
     assert result.error is None, result.error
     [call] = result.calls
@@ -92,25 +92,10 @@ def test_every_constrained_strategy_writes_a_call_that_validates_against_the_sch
     assert all(fresh_engine.seq_len(seq) == 0 for seq in range(1, fresh_engine.n_seq_max))
 
 
-def test_forced_serial_prefills_the_opener_then_writes_freely_and_says_when_it_is_no_call(
-    fresh_engine,
-):
-    result = run_case(fresh_engine, SMOLLM2, "serial", _ask(CASES[0][0]), [FORECAST]).result
-    assert result.tokens and fresh_engine.detokenize(result.tokens) == result.text
-    if result.calls:
-        jsonschema.validate(dict(result.calls[0].arguments), dict(FORECAST.parameters))
-    else:
-        assert result.error
-    opener = fresh_engine.tokenize(SMOLLM2.layout.opener, special=True)
-    assert result.text.startswith(SMOLLM2.layout.opener)
-    assert result.stats.prefilled_tokens == len(opener)
-    assert result.stats.decode_passes == len(result.tokens) - len(opener)
-
-
 def test_jump_forward_writes_the_same_call_as_constrained_in_fewer_passes(fresh_engine):
     question, tool = CASES[1]
-    constrained = run_case(fresh_engine, SMOLLM2, "constrained", _ask(question), [tool]).result
-    jumped = run_case(fresh_engine, SMOLLM2, "jump_forward", _ask(question), [tool]).result
+    constrained = _one_call(fresh_engine, "constrained", question, [tool])
+    jumped = _one_call(fresh_engine, "jump_forward", question, [tool])
     assert jumped.calls == constrained.calls
     assert constrained.stats.passes == len(constrained.tokens)
     assert jumped.stats.passes < constrained.stats.passes
@@ -160,7 +145,7 @@ def test_weave_decodes_k_values_in_max_length_passes_not_the_sum(fresh_engine):
     assert [engine.seq_len(t.seq) > 0 for t in tasks] == [True, True]
 
     before = engine.stats.snapshot()
-    decode_values(engine, SMOLLM2, tasks, plan=PaddingPlan({}), scratch_seq=15, max_tokens=64)
+    decode_values(engine, SMOLLM2, tasks, plan=DecodePlan({}), scratch_seq=15, max_tokens=64)
     values = engine.stats.since(before)
     assert [t.value for t in tasks] == ["21.5", '"eco"']
     # A value of L tokens takes L - 1 passes (its first token comes from the skeleton pass).
@@ -181,7 +166,7 @@ def test_padding_widens_a_pass_with_rows_on_a_scratch_sequence_that_is_emptied(f
         engine,
         SMOLLM2,
         tasks,
-        plan=PaddingPlan({1: 4, 2: 4, 3: 4}),
+        plan=DecodePlan({1: 4, 2: 4, 3: 4}),
         scratch_seq=15,
         max_tokens=64,
     )
@@ -274,7 +259,7 @@ def test_the_provisional_call_is_emitted_before_write_back_starts(fresh_engine):
 
     _prefill_prompt(engine, SMOLLM2, CASES[0][0], [FORECAST])
     start = engine.stats.passes
-    result = WeaveStrategy(PaddingPlan({})).run(
+    result = WeaveStrategy(DecodePlan({})).run(
         CallRequest(engine, SMOLLM2, [FORECAST], on_provisional=on_provisional)
     )
     assert seen["call"] == ToolCall("get_weather", {"city": "Paris", "days": 3})
@@ -282,8 +267,8 @@ def test_the_provisional_call_is_emitted_before_write_back_starts(fresh_engine):
     assert engine.seq_len(1) == 0
     assert seen["passes"] < start + result.stats.passes
     assert result.provisional == seen["call"]
-    # Optional arguments are decided after write-back, on sequence 0.
-    assert "writeback" in result.phases and "optional" in result.phases
+    # Optional arguments are decided after write-back, on sequence 0, in the verified run.
+    assert list(result.phases) == ["select", "skeleton", "values", "provisional", "writeback"]
 
 
 @pytest.mark.parametrize("name", sorted(FORMATS))
@@ -338,38 +323,42 @@ def test_a_call_that_cannot_finish_is_an_error_and_leaves_only_the_prompt(fresh_
     assert all(engine.seq_len(seq) == 0 for seq in range(1, engine.n_seq_max))
 
 
-def test_a_value_too_long_to_decode_alone_falls_back_to_jump_forward(fresh_engine, monkeypatch):
+def test_a_value_too_long_to_decode_alone_is_decoded_with_the_whole_call_in_view(
+    fresh_engine, monkeypatch
+):
     import weavehost.decode.weave as weave_module
 
     engine = fresh_engine
-    question, tool = CASES[3]  # a three-item list: more than two tokens
-    expected = run_case(engine, SMOLLM2, "jump_forward", _ask(question), [tool]).result
+    question, tool = CASES[1]  # 21.5 takes more than two tokens
+    expected = _one_call(engine, "constrained", question, [tool])
     monkeypatch.setattr(weave_module, "VALUE_TOKEN_CAP", 2)
-    outcome = run_case(engine, SMOLLM2, "weave", _ask(question), [tool])
-    result = outcome.result
-    assert "fallback" in result.phases
+    _prefill_prompt(engine, SMOLLM2, question, [tool])
+    prompt_len = engine.seq_len(0)
+    result = WeaveStrategy(DecodePlan({})).run(CallRequest(engine, SMOLLM2, [tool]))
+    assert "values" in result.phases and "fallback" not in result.phases
     assert result.error is None
-    assert result.calls == expected.calls
-    assert result.provisional is None
-    assert engine.seq_len(0) == outcome.prompt_tokens + len(result.tokens)
+    assert (result.calls, result.tokens) == (expected.calls, expected.tokens)
+    assert result.provisional is None  # no parallel values to assemble one from
+    assert engine.seq_len(0) == prompt_len + len(result.tokens)
 
 
-def test_optional_arguments_start_from_the_held_back_last_token(fresh_engine):
-    """The closing quote of the last required value is not written back alone: the optional
-    grammar starts with it, so the model may write it fused with its decision (``",``)."""
+def test_an_optional_argument_after_the_required_values_is_the_one_constrained_writes(
+    fresh_engine,
+):
+    """The last required value's closing quote is verified like any token, so the model may
+    write it fused with its decision about optional arguments (``",``) as it would alone."""
     engine = fresh_engine
-    city_only = ToolSchema(
-        "get_weather",
-        "Get the weather forecast for a city",
-        {**FORECAST.parameters, "required": ["city"]},
-    )
-    factory = constraints_for(engine)
-    constraint = factory.new(factory.grammars(SMOLLM2).optional(city_only.parameters, lead='"'))
-    assert constraint.forced() == []
-    allowed = {engine.token_bytes(int(t)) for t in np.flatnonzero(constraint.allowed())}
-    assert {b'"', b'",'} <= allowed
-
-    result = run_case(engine, SMOLLM2, "weave", _ask(CASES[0][0]), [city_only]).result
+    question = "Forecast: city Paris, days 3, units celsius."
+    expected = _one_call(engine, "constrained", question, [FORECAST])
+    assert "units" in expected.calls[0].arguments
+    _prefill_prompt(engine, SMOLLM2, question, [FORECAST])
+    result = WeaveStrategy(DecodePlan({})).run(CallRequest(engine, SMOLLM2, [FORECAST]))
     assert result.error is None
-    assert result.calls[0].arguments["city"] == "Paris"
+    assert (result.calls, result.tokens) == (expected.calls, expected.tokens)
+    assert result.provisional == ToolCall("get_weather", {"city": "Paris", "days": 3})
     assert engine.detokenize(result.tokens) == result.text
+
+
+def _one_call(engine, strategy: str, question: str, tools: list[ToolSchema]):
+    _prefill_prompt(engine, SMOLLM2, question, tools)
+    return STRATEGIES[strategy].run(CallRequest(engine, SMOLLM2, tools))

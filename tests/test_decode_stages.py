@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from tests.schemas import FORECAST, LIGHTS
-from weavehost.decode import CallRequest, ToolSchema
+from weavehost.decode import STRATEGIES, CallRequest, ToolSchema
 from weavehost.decode.base import CallAttempt
-from weavehost.decode.padding import PaddingPlan
+from weavehost.decode.padding import DecodePlan
 from weavehost.decode.weave import WeaveCall, WeaveStrategy
 from weavehost.engine import EngineStats
 from weavehost.formats import FORMATS, ToolCall, tool_to_openai
@@ -102,13 +102,13 @@ def test_weave_stages_called_one_by_one_write_the_same_call_as_the_strategy(fres
     engine = fresh_engine
     tools = [FORECAST, LIGHTS]
     prompt = _prefill_prompt(engine, tools)
-    whole = WeaveStrategy(PaddingPlan({})).run(CallRequest(engine, SMOLLM2, tools))
+    whole = WeaveStrategy(DecodePlan({})).run(CallRequest(engine, SMOLLM2, tools))
     assert whole.error is None
 
     prompt = _prefill_prompt(engine, tools)
     seen: list[ToolCall] = []
     request = CallRequest(engine, SMOLLM2, tools, on_provisional=seen.append)
-    call = WeaveCall(request, plan=PaddingPlan({}))
+    call = WeaveCall(request, plan=DecodePlan({}))
 
     assert call.select() is None
     assert call.tool == FORECAST
@@ -126,12 +126,11 @@ def test_weave_stages_called_one_by_one_write_the_same_call_as_the_strategy(fres
     assert seen == [ToolCall("get_weather", {"city": "Paris", "days": 3})]
     assert call.provisional_call == seen[0]
 
-    call.write_back()
+    assert call.write_back() is None
     assert engine.seq_len(0) == len(prompt) + len(call.call_tokens)
     assert all(engine.seq_len(seq) == 0 for seq in range(1, engine.n_seq_max))
-    assert engine.has_next_logits(0)  # optional arguments follow
+    assert call.verified is not None and call.verified.mismatch is None  # same values
 
-    assert call.optional() is None
     result = call.final()
     assert (result.calls, result.provisional) == (whole.calls, whole.provisional)
     assert (result.text, result.tokens) == (whole.text, whole.tokens)
@@ -140,7 +139,7 @@ def test_weave_stages_called_one_by_one_write_the_same_call_as_the_strategy(fres
     assert engine.seq_len(0) == len(prompt) + len(result.tokens)
 
 
-def test_a_weave_stage_that_cannot_go_on_ends_the_call_with_jump_forwards_call(fresh_engine):
+def test_more_values_than_sequences_are_drafted_serially_into_constraineds_call(fresh_engine):
     engine = fresh_engine
     many = ToolSchema(
         "f",
@@ -151,21 +150,18 @@ def test_a_weave_stage_that_cannot_go_on_ends_the_call_with_jump_forwards_call(f
             "required": [f"p{i}" for i in range(engine.n_seq_max)],
         },
     )
-    prompt = _prefill_prompt(engine, [many])
-    expected = WeaveStrategy().run(CallRequest(engine, SMOLLM2, [many], max_tokens=8))
-    assert "fallback" in expected.phases
-
     _prefill_prompt(engine, [many])
-    call = WeaveCall(CallRequest(engine, SMOLLM2, [many], max_tokens=8))
+    expected = STRATEGIES["constrained"].run(CallRequest(engine, SMOLLM2, [many], max_tokens=8))
+
+    prompt = _prefill_prompt(engine, [many])
+    call = WeaveCall(CallRequest(engine, SMOLLM2, [many], max_tokens=8), plan=DecodePlan({}))
     assert call.select() is None
-    ended = call.skeleton()
-    assert ended is not None
-    assert list(ended.phases) == ["select", "fallback"]
-    assert (ended.calls, ended.error, ended.tokens) == (
-        expected.calls,
-        expected.error,
-        expected.tokens,
-    )
+    assert call.skeleton() is None
+    assert call.tasks == []  # no sequences for them all: no parallel values
+    assert call.values() is None and call.provisional() is None
+    ended = call.write_back() or call.final()
+    assert "fallback" not in ended.phases
+    assert (ended.calls, ended.error is None) == (expected.calls, expected.error is None)
     assert ended.provisional is None
     assert engine.seq_len(0) == len(prompt) + (len(ended.tokens) if ended.calls else 0)
     assert all(engine.seq_len(seq) == 0 for seq in range(1, engine.n_seq_max))

@@ -244,7 +244,7 @@ def _build_everything(engine: Any, name: str, parameters: dict[str, Any]) -> int
         schema = ordered_parameters(parameters)
         props = schema["properties"]
         required = [k for k in schema.get("required", []) if k in props]
-        grammars_to_build = [grammars.call([(name, parameters)]), grammars.optional(parameters)]
+        grammars_to_build = [grammars.call([(name, parameters)])]
         for key in required[:3]:
             lead = layout.head_for(name) + layout.prefix_for(key, first=True)
             grammars_to_build.append(grammars.value(lead, props[key]))

@@ -28,13 +28,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from weavehost.engine import Engine, EngineStats
 from weavehost.errors import FormatError
 from weavehost.formats.base import ModelFormat, ToolCall
+
+if TYPE_CHECKING:
+    from weavehost.decode.drafts import DraftSource
 
 __all__ = [
     "CallAttempt",
@@ -73,7 +76,8 @@ class CallRequest:
     ready, before write-back; the executor starts read-only tools from it. ``forced`` says a
     call must be made now (the agent saw the format's opener, or the benchmark asks for a
     call): the free-writing ``serial`` strategy then starts with the opener prefilled, as the
-    constrained strategies start with it forced by their grammar.
+    constrained strategies start with it forced by their grammar. ``drafts`` is where
+    drafted values come from (the conversation's texts), for strategies that verify drafts.
     """
 
     engine: Engine
@@ -82,6 +86,7 @@ class CallRequest:
     max_tokens: int = 256
     on_provisional: Callable[[ToolCall], None] | None = None
     forced: bool = True
+    drafts: DraftSource | None = None
 
 
 @dataclass(frozen=True, slots=True)

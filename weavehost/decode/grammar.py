@@ -15,8 +15,6 @@ Guarantees:
   character of whatever may follow it (``,`` or ``}``), so a token carrying the value's end
   fused with the next separator is allowed; the format's ``value_end`` says where the value
   stops inside decoded text.
-- :meth:`GrammarBuilder.optional` accepts the rest of a call after its required arguments: any
-  subset of the optional arguments, in schema order, then the tail.
 - A schema that cannot be expressed raises :class:`ConstraintError`; the grammar size is
   bounded by :data:`MAX_GRAMMAR_BYTES` and :data:`MAX_PROPERTIES` as it is built.
 """
@@ -181,26 +179,6 @@ class GrammarBuilder:
         rules = self._rules()
         rules.define("value", self.fmt.value_rule(rules, schema))
         return rules.grammar(f"{self.text(lead)} value ({ends})")
-
-    def optional(self, parameters: Mapping[str, Any], lead: str = "") -> str:
-        """Lark for ``lead`` (the last written characters, which may fuse with what follows:
-        ``"`` + ``,`` is one token ``",``), then the optional arguments, then the tail."""
-        _check_properties(parameters)
-        schema = ordered_parameters(parameters)
-        props = schema["properties"]
-        required = [k for k in schema.get("required", []) if k in props]
-        optional = [k for k in props if k not in required]
-        start = f"{self.text(lead)} " if lead else ""
-        tail = self.text(self.fmt.layout.tail)
-        rules = self._rules()
-        if not optional:
-            return rules.grammar(f"{start}{tail}")
-        if required:
-            return rules.grammar(
-                f"{start}{self._optional_rest(rules, props, optional, 'o')} {tail}"
-            )
-        chain = self._optional_chain(rules, props, optional, "o")
-        return rules.grammar(f"{start}({chain})? {tail}")
 
     def _head(self, name: str) -> str:
         try:

@@ -10,8 +10,9 @@ A schema that cannot be constrained (llguidance refuses it, or its grammar passe
 :mod:`weavehost.decode.grammar`) is decoded under a looser grammar, or freely, and the call is
 validated against the schema before it is returned (:mod:`weavehost.decode.fallback`).
 
-:func:`guided_decode` is also the loop the ``weave`` strategy uses to pick the tool name and to
-decide optional arguments.
+:func:`guided_decode` is the plain loop both run. ``weave`` runs the same constraint through
+:func:`~weavehost.decode.verify.verified_decode`, which verifies forced runs instead of trusting
+their canonical tokens.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from weavehost.decode.constraint import Constraint
-from weavehost.decode.padding import PaddingPlan
+from weavehost.decode.padding import DecodePlan
 from weavehost.engine import Engine, Row
 from weavehost.formats.base import ModelFormat
 
@@ -121,7 +121,7 @@ def decode_values(
     fmt: ModelFormat,
     tasks: list[ValueTask],
     *,
-    plan: PaddingPlan,
+    plan: DecodePlan,
     scratch_seq: int,
     max_tokens: int,
 ) -> None:

@@ -1,0 +1,157 @@
+"""Verified decoding on the real embedded SmolLM2: drafts change passes, never the call.
+
+``weave`` is lossless by construction: every token it keeps is the masked argmax after the
+tokens before it, as ``constrained`` decodes them one a pass. These tests inject wrong drafts
+and scripted parallel values and check that the call stays ``constrained``'s, that a wrong
+draft is rejected exactly where it goes wrong, and that the KV cache then holds exactly the
+accepted tokens. Everything is counted, never timed.
+"""
+
+from __future__ import annotations
+
+from tests.schemas import FORECAST
+from weavehost.decode import STRATEGIES, CallRequest, ToolSchema
+from weavehost.decode.constraint import constraints_for
+from weavehost.decode.drafts import DraftSource
+from weavehost.decode.padding import DecodePlan
+from weavehost.decode.verify import verified_decode
+from weavehost.decode.weave import WeaveCall
+from weavehost.formats import FORMATS, ToolCall, tool_to_openai
+
+SMOLLM2 = FORMATS["smollm2"]
+PARIS = "What's the weather in Paris for the next 3 days?"
+EMAIL = ToolSchema(
+    "send_email",
+    "Send an email",
+    {
+        "type": "object",
+        "properties": {"to": {"type": "string"}, "subject": {"type": "string"}},
+        "required": ["to", "subject"],
+    },
+)
+MAIL = "Send an email to alice.johnson@example.com with the subject Quarterly budget review."
+
+
+def _prompt(engine, question: str, tools: list[ToolSchema]) -> list[dict]:
+    engine.clear()
+    messages = [{"role": "user", "content": question}]
+    offered = [tool_to_openai(t.name, t.description, t.parameters) for t in tools]
+    segments = SMOLLM2.render_prompt(messages, offered, chat_template=None)
+    engine.prefill(0, engine.tokenize_segments(segments))
+    return messages
+
+
+def _constrained(engine, question: str, tools: list[ToolSchema]):
+    _prompt(engine, question, tools)
+    return STRATEGIES["constrained"].run(CallRequest(engine, SMOLLM2, tools))
+
+
+def _city(engine, tokens: list[int]) -> tuple[int, int]:
+    """Where the city's first letters are in ``tokens``, and a token the grammar allows there
+    that the model does not choose."""
+    k = next(i for i, t in enumerate(tokens) if b"Par" in engine.token_bytes(t))
+    wrong = engine.tokenize("Berlin")[0]
+    assert wrong != tokens[k]
+    return k, wrong
+
+
+def _whole_call(engine, tools: list[ToolSchema]):
+    factory = constraints_for(engine)
+    return factory.new(factory.grammars(SMOLLM2).call([(t.name, t.parameters) for t in tools]))
+
+
+def test_a_draft_wrong_at_token_k_is_rejected_at_k_and_the_call_is_unchanged(fresh_engine):
+    engine = fresh_engine
+    expected = _constrained(engine, PARIS, [FORECAST])
+    k, wrong = _city(engine, expected.tokens)
+    draft = [*expected.tokens[:k], wrong, *expected.tokens[k + 1 :]]
+
+    _prompt(engine, PARIS, [FORECAST])
+    prompt_len = engine.seq_len(0)
+    outcome = verified_decode(engine, _whole_call(engine, [FORECAST]), max_tokens=256, draft=draft)
+    assert outcome.error is None and outcome.finished
+    assert outcome.tokens == expected.tokens
+    assert outcome.mismatch is not None
+    assert (outcome.mismatch.index, outcome.mismatch.drafted) == (k, wrong)
+    assert outcome.mismatch.chosen == expected.tokens[k]
+    assert outcome.mismatch.logit_gap > 0
+    assert engine.seq_len(0) == prompt_len + len(outcome.tokens)
+
+
+def test_after_partial_acceptance_the_kv_cache_holds_exactly_the_accepted_tokens(fresh_engine):
+    engine = fresh_engine
+    expected = _constrained(engine, PARIS, [FORECAST])
+    k, wrong = _city(engine, expected.tokens)
+    draft = [*expected.tokens[:k], wrong, *expected.tokens[k + 1 :]]
+
+    _prompt(engine, PARIS, [FORECAST])
+    prompt_len = engine.seq_len(0)
+    before = engine.stats.snapshot()
+    # One pass reads the first token and drafts 1..k (k wrong); the model's own token at k is
+    # the last one written and is read in a second pass.
+    outcome = verified_decode(
+        engine, _whole_call(engine, [FORECAST]), max_tokens=k + 1, draft=draft
+    )
+    cost = engine.stats.since(before)
+    assert outcome.tokens == expected.tokens[: k + 1]
+    assert (cost.passes, cost.drafted_tokens, cost.accepted_tokens) == (2, k, k - 1)
+    assert engine.kv_span(0) == (0, prompt_len + k)
+    assert all(engine.kv_span(seq) == (-1, -1) for seq in range(1, engine.n_seq_max))
+
+
+def test_a_parallel_value_the_model_would_write_differently_is_corrected_at_write_back(
+    fresh_engine,
+):
+    engine = fresh_engine
+    expected = _constrained(engine, PARIS, [FORECAST])
+    sent: list[ToolCall] = []
+    _prompt(engine, PARIS, [FORECAST])
+    request = CallRequest(engine, SMOLLM2, [FORECAST], on_provisional=sent.append)
+    call = WeaveCall(request, plan=DecodePlan({}))
+    assert call.select() is None and call.skeleton() is None and call.values() is None
+    assert [task.value for task in call.tasks] == ['"Paris"', "3"]
+    call.tasks[1].value = "7"  # scripted: the value sequence wrote 7 days
+    assert call.provisional() is None
+    assert sent == [ToolCall("get_weather", {"city": "Paris", "days": 7})]
+    assert call.write_back() is None
+    result = call.final()
+    assert (result.calls, result.tokens) == (expected.calls, expected.tokens)
+    assert result.provisional == sent[0] != result.calls[0]  # a corrected call
+    assert call.verified is not None and call.verified.mismatch is not None
+    assert engine.token_bytes(call.verified.mismatch.drafted) == b"7"
+    assert result.tool_latency_s == result.final_latency_s  # the provisional result is void
+
+
+def test_drafts_from_the_request_are_accepted_and_cut_passes_without_changing_the_call(
+    fresh_engine,
+):
+    engine = fresh_engine
+    expected = _constrained(engine, MAIL, [EMAIL])
+    messages = [{"role": "user", "content": MAIL}]
+    without = _serial_call(engine, messages, drafts=None)
+    with_drafts = _serial_call(engine, messages, drafts=DraftSource.from_messages(messages))
+    assert without.calls == with_drafts.calls == expected.calls
+    assert with_drafts.stats.accepted_tokens > without.stats.accepted_tokens
+    assert with_drafts.stats.passes < without.stats.passes
+
+
+def _serial_call(engine, messages, *, drafts):
+    """``weave`` without parallel values: everything verified on sequence 0."""
+    _prompt(engine, messages[0]["content"], [EMAIL])
+    request = CallRequest(engine, SMOLLM2, [EMAIL], drafts=drafts)
+    return WeaveCall(request, plan=_NoParallel()).run()
+
+
+class _NoParallel:
+    """A plan that never decodes values side by side and drafts up to 8 rows."""
+
+    source = "test"
+
+    def width_for(self, rows: int) -> int:
+        return rows
+
+    def parallel_pays(self, n_values: int) -> bool:
+        return False
+
+    def draft_rows(self, base_rows: int, accept_p: float = 0.5) -> int:
+        return 8

@@ -1,0 +1,244 @@
+"""Verified decoding: greedy constrained decoding that reads drafted tokens many per pass.
+
+Stage: decoding (the loop under ``weave``'s selector, its write-back and everything after it).
+:func:`verified_decode` writes exactly the tokens that greedy token-by-token constrained
+decoding (the ``constrained`` strategy) writes on the same sequence under the same constraint,
+up to floating-point differences between a pass of one row and a pass of many. It only changes
+how many passes that takes:
+
+- Each pass holds the *pending* tokens (chosen already as the constrained argmax, not yet read
+  into the KV cache) followed by a *draft*: tokens proposed before the pass, each row with its
+  logits. A drafted token is accepted when it equals the masked argmax of the logits of the row
+  before it; the first one that does not is rejected with everything after it, and that argmax
+  becomes the next pending token. Every pass therefore advances the sequence by at least one
+  token, and a draft that is wrong costs rows, never the call.
+- Drafts come, in this order: from an explicit draft given by the caller (the call ``weave``
+  assembled from its parallel values — verified at write-back), from the tokens the grammar
+  forces (jump-forward's canonical tokens — verified too, so a forced run whose canonical
+  split differs from the model's own split is caught), and from a ``drafter`` (prompt lookup,
+  schema members: :mod:`weavehost.decode.drafts`), capped at ``max_draft`` rows a pass.
+- On return the sequence holds every written token (the last one read with logits) and nothing
+  rejected; the constraint has consumed exactly the written tokens.
+
+``mismatch`` records where an explicit draft first differed from the argmax, with the logit
+gap there (the model's argmax logit minus the drafted token's), so a rejected parallel value
+can be told apart as a near-tie or a real difference.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from weavehost.decode.constraint import Constraint
+from weavehost.engine import Engine, Row
+
+__all__ = ["DraftMismatch", "Drafter", "VerifiedOutcome", "verified_decode"]
+
+# Proposes draft tokens from the text this run has written so far (its bytes).
+Drafter = Callable[[bytes], list[int]]
+
+
+@dataclass(frozen=True, slots=True)
+class DraftMismatch:
+    """Where an explicit draft first lost to the model's own choice."""
+
+    index: int  # position in the run's tokens
+    drafted: int
+    chosen: int
+    logit_gap: float
+
+
+@dataclass(frozen=True, slots=True)
+class VerifiedOutcome:
+    """What a verified run wrote on its sequence, and when its text was complete."""
+
+    tokens: list[int]
+    text: str
+    completed_at: float
+    finished: bool
+    error: str | None = None
+    drafted: int = 0
+    accepted: int = 0
+    mismatch: DraftMismatch | None = None
+    # Of the drafted tokens, those the drafter proposed (not explicit, not forced).
+    looked_up: int = 0
+    looked_up_accepted: int = 0
+
+
+def verified_decode(
+    engine: Engine,
+    constraint: Constraint,
+    *,
+    seq: int = 0,
+    max_tokens: int,
+    pending: Sequence[int] = (),
+    draft: Sequence[int] = (),
+    drafter: Drafter | None = None,
+    max_draft: int = 8,
+    stop: Callable[[bytes], bool] | None = None,
+    watch: Callable[[bytes], None] | None = None,
+) -> VerifiedOutcome:
+    """Greedy decoding of ``seq`` under ``constraint``, drafts verified in each pass.
+
+    ``pending`` are tokens the constraint has already consumed and the caller already chose
+    (verified), which ``seq`` does not hold yet; without them the run starts from ``seq``'s
+    next-token logits. ``pending`` tokens are not part of the returned ``tokens``. ``draft`` is
+    an explicit proposal for the tokens that follow; ``drafter`` proposes more as the text
+    grows. ``stop`` is checked on the written text after each token and ends the run there;
+    ``watch`` is shown the written text after each token (the token is verified by then).
+    """
+    tokens: list[int] = []
+    text = b""
+    explicit = list(draft)
+    queue = list(pending)  # chosen, consumed, not yet in the KV cache
+    drafted = accepted = looked_up = looked_up_accepted = 0
+    mismatch: DraftMismatch | None = None
+    completed_at = time.perf_counter()
+    error: str | None = None
+    halted = False  # stop() said so, or the constraint stopped or failed
+
+    def take(token: int) -> None:
+        nonlocal text, completed_at, halted, error
+        tokens.append(token)
+        text += engine.token_bytes(token)
+        completed_at = time.perf_counter()
+        if watch is not None:
+            watch(text)
+        if constraint.failed:
+            error, halted = "constraint failed", True
+        elif constraint.stopped or (stop is not None and stop(text)):
+            halted = True
+
+    while True:
+        if not queue:
+            if halted or len(tokens) >= max_tokens or constraint.stopped:
+                break
+            token = constraint.best(engine.last_logits(seq))
+            if token is None:
+                error = "no token allowed"
+                break
+            constraint.consume(token)
+            queue.append(token)
+            if explicit:
+                if explicit[0] != token:
+                    drafted_token = explicit[0]
+                    explicit, differs = _follow(engine, explicit, token)
+                    if differs and mismatch is None:
+                        logits = engine.last_logits(seq)
+                        mismatch = _mismatch(logits, len(tokens), drafted_token, token)
+                else:
+                    explicit.pop(0)
+            take(token)
+        proposal: list[int] = []
+        looked_from = 0  # proposal[looked_from:] came from the drafter
+        from_explicit = bool(explicit)
+        if not halted:
+            room = max(0, max_tokens - len(tokens))
+            proposal, looked_from = _proposal(
+                engine, constraint, explicit, drafter, text, room, max_draft
+            )
+        rows = [Row(token, (seq,), logits=i == len(queue) - 1) for i, token in enumerate(queue)] + [
+            Row(token, (seq,), logits=True, draft=True) for token in proposal
+        ]
+        start = engine.seq_len(seq)
+        out = engine.run_pass(rows)
+        queue = []
+        drafted += len(proposal)
+        looked_up += len(proposal) - looked_from
+        # out[0] holds the last queued row's logits, out[i] those after proposal[i - 1].
+        kept = 0
+        for index, token in enumerate(proposal):
+            choice = constraint.best(out[index])
+            if choice != token:
+                if choice is None:
+                    error = "no token allowed"
+                    halted = True
+                else:
+                    if from_explicit:
+                        explicit, differs = _follow(engine, explicit[index:], choice)
+                        if differs and mismatch is None:
+                            mismatch = _mismatch(out[index], len(tokens), token, choice)
+                    constraint.consume(choice)
+                    queue.append(choice)
+                    take(choice)
+                break
+            constraint.consume(token)
+            kept += 1
+            take(token)
+            if halted:
+                break
+        if kept < len(proposal):
+            # Only the verified rows stay; the first rejected one and all after it go.
+            engine.drop(seq, start + len(rows) - len(proposal) + kept, next_logits=out[kept])
+        if from_explicit and kept == len(proposal):
+            explicit = explicit[kept:]
+        accepted += kept
+        looked_up_accepted += max(0, kept - looked_from)
+        engine.count_accepted(kept)
+        if halted and not queue:
+            break
+    finished = error is None and (constraint.stopped or constraint.accepting)
+    if error is None and not finished and not halted:
+        error = f"the call did not finish within {max_tokens} tokens"
+    return VerifiedOutcome(
+        tokens,
+        text.decode("utf-8", errors="replace"),
+        completed_at,
+        finished,
+        error,
+        drafted,
+        accepted,
+        mismatch,
+        looked_up,
+        looked_up_accepted,
+    )
+
+
+def _proposal(
+    engine: Engine,
+    constraint: Constraint,
+    explicit: list[int],
+    drafter: Drafter | None,
+    text: bytes,
+    room: int,
+    max_draft: int,
+) -> tuple[list[int], int]:
+    """The draft for the next pass and where the drafter's part of it starts: the rest of the
+    explicit draft (whole), else the forced tokens and then the drafter's, the drafter's
+    capped at ``max_draft``; only what the grammar accepts from here, at most ``room``."""
+    if explicit:
+        proposal = explicit[:room]
+        looked_from = len(proposal)
+    else:
+        proposal = constraint.forced()[:room]
+        looked_from = len(proposal)
+        if drafter is not None and max_draft > 0 and len(proposal) < room:
+            forced_text = b"".join(engine.token_bytes(t) for t in proposal)
+            extra = drafter(text + forced_text)
+            proposal += extra[: min(max_draft, room - len(proposal))]
+    valid = constraint.valid_prefix(proposal)
+    return proposal[:valid], min(looked_from, valid)
+
+
+def _follow(engine: Engine, explicit: list[int], chosen: int) -> tuple[list[int], bool]:
+    """The explicit draft after the model chose ``chosen`` where it had ``explicit[0]``, and
+    whether that is a real difference. When ``chosen`` spells the start of the draft's text
+    (the same text split another way, ``"`` where the draft had ``",``), the rest of the text
+    stays the draft, tokenized afresh; otherwise the draft is given up."""
+    rest = b"".join(engine.token_bytes(t) for t in explicit)
+    piece = engine.token_bytes(chosen)
+    if not rest.startswith(piece):
+        return [], True
+    try:
+        tail = rest[len(piece) :].decode("utf-8")
+    except UnicodeDecodeError:
+        return [], False
+    return (engine.tokenize(tail) if tail else []), False
+
+
+def _mismatch(logits: np.ndarray, index: int, drafted: int, chosen: int) -> DraftMismatch:
+    return DraftMismatch(index, drafted, chosen, float(logits[chosen] - logits[drafted]))
