@@ -213,3 +213,22 @@ def test_a_bad_answer_line_is_a_bench_error_naming_file_and_line(tmp_path):
 def test_an_invalid_bfcl_schema_is_a_bench_error_naming_the_function():
     with pytest.raises(BenchError, match="broken_tool"):
         normalize_bfcl_schema({"type": "dict", "properties": {"x": {"type": 5}}}, "broken_tool")
+
+
+# ------------------------------------------------------------------ parallel categories
+
+PARALLEL = DATA / "bfcl_parallel_sample.jsonl"
+PARALLEL_ANSWERS = DATA / "bfcl_parallel_sample_answers.jsonl"
+
+
+def test_parallel_and_parallel_multiple_lines_load_with_several_calls_in_their_answers():
+    cases = {case.id: case for case in load_cases(PARALLEL)}
+    answers = load_answers(PARALLEL_ANSWERS)
+    assert sorted(cases) == sorted(answers)
+    assert [t.name for t in cases["parallel_0"].tools] == ["spotify.play"]
+    assert len(cases["parallel_multiple_1"].tools) > 1  # several tools on offer
+    assert cases["parallel_0"].messages[-1]["content"].startswith("Play songs from")
+    assert all(len(answer.ground_truth) == 2 for answer in answers.values())
+    assert answers["parallel_multiple_0"].ground_truth[1] == {
+        "math_toolkit.product_of_primes": {"count": [5]}
+    }

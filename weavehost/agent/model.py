@@ -7,9 +7,10 @@ itself; it asks an :class:`AgentModel` to
    what the KV cache lacks),
 2. :meth:`~AgentModel.free_decode` greedily until an end-of-generation token or the format's
    call opener, streaming text,
-3. :meth:`~AgentModel.write_call` with a decoding strategy once the opener was seen,
-4. :meth:`~AgentModel.next_call` after a call: whether the model begins another in the same
-   reply (several calls a step).
+3. :meth:`~AgentModel.write_calls` with a decoding strategy once the opener was seen: the
+   reply's calls, through the decoder's one driver of several calls
+   (:func:`weavehost.decode.several.write_calls`), which decides after each call whether the
+   model begins another.
 
 Every method but ``abort``/``clear_abort`` is blocking and is called from a worker thread, one
 at a time, by a task holding the model's :class:`~weavehost.agent.lock.ModelLock`. A scripted
@@ -25,11 +26,10 @@ stand-in for tests is :mod:`weavehost.agent.scripted`. Invariants of :class:`Eng
   in the trigger's layout (``forced=True``), whose head begins with the trigger's text.
 * Text that could still become a trigger is held back from the stream, so a call's opening
   characters are never shown as assistant text.
-* Several calls in one reply (a format's :class:`~weavehost.formats.several.SeveralCalls`):
-  a call in the format's own layout is written in ``several.first``; after it the model decodes
-  at most :data:`MORE_CALLS_LOOKAHEAD` tokens greedily and another call begins only where
-  ``several.more`` does; otherwise those tokens are dropped and ``several.close`` written, so
-  sequence 0 holds exactly :func:`~weavehost.formats.several.render_calls` of the reply.
+* Several calls in one reply are the decoder's (:func:`weavehost.decode.several.write_calls`);
+  afterwards sequence 0 holds the reply as
+  :func:`~weavehost.formats.several.render_calls` renders it, and the reply (its free text and
+  all its calls) is remembered once, whole.
 """
 
 from __future__ import annotations
@@ -43,17 +43,19 @@ from typing import Any, Protocol
 import numpy as np
 
 from weavehost.agent.prompt_cache import CacheStatus, PromptCache, common_prefix, stable_prefix
-from weavehost.decode import CallRequest, CallResult, DecodeStrategy, ToolSchema
+from weavehost.decode import MAX_CALLS, CallRequest, CallResult, DecodeStrategy, ToolSchema
+from weavehost.decode import write_calls as write_reply
+from weavehost.decode.drafts import DraftSource
 from weavehost.engine import Engine, EngineStats
 from weavehost.errors import ContextOverflowError
 from weavehost.formats import ModelFormat, ToolCall, tool_to_openai
-from weavehost.formats.base import Trigger, call_format
-from weavehost.formats.several import first_call_format
+from weavehost.formats.base import Trigger
 
 __all__ = [
     "AgentModel",
     "EngineModel",
     "FreeText",
+    "IndexedProvisionalSink",
     "ProvisionalSink",
     "SyncReport",
     "TextSink",
@@ -63,11 +65,10 @@ __all__ = [
 ]
 
 MAX_REMEMBERED_REPLIES = 64
-# Tokens the model may write after a call before the next one must have begun (Qwen writes
-# ``\n<tool_call>``, SmolLM2's list ``,``): enough for a separator and the opener.
-MORE_CALLS_LOOKAHEAD = 4
 TextSink = Callable[[str], None]
 ProvisionalSink = Callable[[ToolCall], None]
+# A reply's provisional calls, each with its place in the reply.
+IndexedProvisionalSink = Callable[[int, ToolCall], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,11 +119,15 @@ class AgentModel(Protocol):
         self, on_text: TextSink, max_tokens: int, allow_call: bool = True
     ) -> FreeText: ...
 
-    def write_call(
-        self, tools: Sequence[ToolSchema], on_provisional: ProvisionalSink, max_tokens: int
-    ) -> CallResult: ...
-
-    def next_call(self, allowed: bool = True) -> bool: ...
+    def write_calls(
+        self,
+        tools: Sequence[ToolSchema],
+        on_provisional: IndexedProvisionalSink,
+        max_tokens: int,
+        *,
+        budget: int,
+        max_calls: int = MAX_CALLS,
+    ) -> list[CallResult]: ...
 
     def abort(self) -> None: ...
 
@@ -186,6 +191,8 @@ class EngineModel:
         self.engine, self.format, self.strategy = engine, fmt, strategy
         self.chat_template = chat_template
         self.prompt_cache = prompt_cache  # consulted only when nothing of a conversation is held
+        # Drafts for verified decoding: the texts of the conversation last synced.
+        self._drafts: DraftSource | None = None
         self.held: list[int] = []
         # Replies as the model wrote them (text -> tokens): the history re-renders a reply as
         # text, and its tokens are reused so the cache keeps exactly what the model wrote.
@@ -196,9 +203,6 @@ class EngineModel:
         # one the last free decode stopped at, whose layout the next call is written in.
         self._triggers = [(trigger, trigger.text.encode("utf-8")) for trigger in fmt.triggers]
         self._call_trigger: Trigger | None = None
-        # Whether the last call was written in a layout of the format's several calls (its
-        # reply may go on with another call, and is closed with ``several.close``).
-        self._several_open = False
         self._offered: tuple[str, ...] = ()  # tool names of the last render: those on offer
 
     @property
@@ -271,6 +275,7 @@ class EngineModel:
     ) -> SyncReport:
         engine = self.engine
         tokens = self.render(messages, tools)
+        self._drafts = DraftSource.from_messages(messages)
         if len(tokens) >= engine.n_ctx:
             raise ContextOverflowError(
                 f"the conversation takes {len(tokens)} tokens, more than the context size of "
@@ -398,87 +403,53 @@ class EngineModel:
         self.engine.drop(0, len(self.held) - 1)
         self.engine.prefill(0, [last])
 
+    def write_calls(
+        self,
+        tools: Sequence[ToolSchema],
+        on_provisional: IndexedProvisionalSink,
+        max_tokens: int,
+        *,
+        budget: int,
+        max_calls: int = MAX_CALLS,
+    ) -> list[CallResult]:
+        """The reply's calls, each at most ``max_tokens``, all of them (and what separates and
+        closes them) at most ``budget`` tokens, at most ``max_calls``: one result per call
+        written, a failed one last. A call begun by a trigger with a layout of its own (Qwen's
+        bare JSON) is written in that layout; the conversation records the calls, which render
+        in the canonical form (the next sync re-prefills from the call on)."""
+        trigger, self._call_trigger = self._call_trigger, None
+        request = CallRequest(
+            engine=self.engine,
+            format=self.format,
+            tools=tools,
+            max_tokens=max_tokens,
+            forced=True,
+            drafts=self._drafts,
+        )
+        start = len(self.held)
+        reply = write_reply(
+            request,
+            self.strategy,
+            first=trigger,
+            max_calls=max_calls,
+            budget=budget,
+            on_provisional=on_provisional,
+        )
+        # The driver leaves sequence 0 holding the conversation plus the reply it wrote.
+        self.held.extend(reply.tokens)
+        if self.engine.seq_len(0) != len(self.held):  # never expected: trust nothing written
+            self.engine.drop(0, start)
+            del self.held[start:]
+        elif reply.calls:
+            self._remember_reply()  # once, the whole reply
+        return reply.results
+
     def write_call(
         self, tools: Sequence[ToolSchema], on_provisional: ProvisionalSink, max_tokens: int
     ) -> CallResult:
-        # A call begun by a trigger with a layout of its own (Qwen's bare JSON) is written in
-        # that layout; the conversation records the call, which renders in the canonical form
-        # (the next sync re-prefills from the call on).
-        trigger, self._call_trigger = self._call_trigger, None
-        several = self.format.several
-        if trigger is not None and trigger.layout is not None:
-            fmt = call_format(self.format, trigger)
-            self._several_open = several is not None and trigger == several.more
-        else:  # the format's own layout: more calls may follow (SmolLM2's list left open)
-            fmt = first_call_format(self.format)
-            self._several_open = several is not None
-        result = self.strategy.run(
-            CallRequest(
-                engine=self.engine,
-                format=fmt,
-                tools=tools,
-                max_tokens=max_tokens,
-                on_provisional=on_provisional,
-                forced=True,
-            )
-        )
-        # Strategies leave sequence 0 holding the conversation plus the call they wrote (or
-        # nothing more when a constrained call failed).
-        if self.engine.seq_len(0) == len(self.held) + len(result.tokens):
-            self.held.extend(result.tokens)
-            if result.calls:
-                self._remember_reply()
-        else:  # a free-writing strategy that failed: what it wrote is unknown here
-            self.engine.drop(0, len(self.held))
-        # Only a call written exactly in its layout (not a free-writing strategy's own list)
-        # can be followed by another.
-        self._several_open &= bool(result.calls) and result.text.endswith(fmt.layout.tail)
-        return result
-
-    def next_call(self, allowed: bool = True) -> bool:
-        """After a call: whether the model begins another in the same reply (greedy, at most
-        :data:`MORE_CALLS_LOOKAHEAD` tokens; never when not ``allowed``). True: sequence 0 is
-        rolled back to where it begins and the next :meth:`write_call` writes it. False: what
-        the model wrote after the call is dropped and the format's ``several.close`` written,
-        so sequence 0 holds the reply as :func:`~weavehost.formats.several.render_calls`
-        renders it."""
-        several, engine = self.format.several, self.engine
-        if several is None or not self._several_open:
-            return False
-        self._several_open = False
-        start = len(self.held)
-        if not allowed:
-            return self._close_reply(start, several.close)
-        more = [(several.more, several.more.text.encode("utf-8"))]
-        if not engine.has_next_logits(0):
-            self._refeed_last()
-        logits = engine.last_logits(0)
-        data, offsets = b"", []
-        for _ in range(MORE_CALLS_LOOKAHEAD):
-            token = int(logits.argmax())
-            if engine.is_end_of_generation(token):
-                break
-            offsets.append(len(data))
-            data += engine.token_bytes(token)
-            at, _ = first_trigger(data, more)
-            if at >= 0:
-                self._roll_back(start + max(i for i, o in enumerate(offsets) if o <= at))
-                self._call_trigger = several.more
-                return True
-            if not _held_back(data, more[0][1], at_start_only=several.more.at_start):
-                break  # what it wrote cannot become the next call's opener
-            logits = engine.decode_one(0, token)
-            self.held.append(token)
-        return self._close_reply(start, several.close)
-
-    def _close_reply(self, start: int, close: str) -> bool:
-        """What the model wrote past ``start`` dropped, ``close`` written: the reply's calls
-        end there."""
-        self.engine.drop(0, start)
-        del self.held[start:]
-        if close:
-            tokens = self.engine.tokenize(close, special=True)
-            self.engine.prefill(0, tokens, logits_last=False)
-            self.held.extend(tokens)
-        self._remember_reply()
-        return False
+        """A reply of exactly one call (the reply is closed after it)."""
+        results = self.write_calls(
+            tools, lambda _index, call: on_provisional(call), max_tokens,
+            budget=self.engine.n_ctx - len(self.held), max_calls=1,
+        )  # fmt: skip
+        return results[0]

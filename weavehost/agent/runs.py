@@ -55,12 +55,11 @@ def run_bound(timeouts: Timeouts) -> float:
 
 @dataclass(slots=True)
 class EarlyRuns:
-    """The runs a step's provisional calls started, by the call's place in the reply
-    (``current``: the call being written). Written on the event loop (the worker thread hands a
-    provisional call over through ``anyio.from_thread``) and read there after the step's worker
-    calls return, so it needs no lock of its own."""
+    """The runs a step's provisional calls started, by the call's place in the reply. Written
+    on the event loop (the worker thread hands a provisional call over through
+    ``anyio.from_thread``) and read there after the step's worker calls return, so it needs no
+    lock of its own."""
 
-    current: int = 0
     entries: dict[int, CacheEntry] = field(default_factory=dict)
 
     def take(self, index: int) -> CacheEntry | None:
@@ -87,12 +86,14 @@ class CallRuns:
 
     def provisional(
         self,
+        index: int,
         call: ToolCall,
         tg: anyio.abc.TaskGroup,
         early: EarlyRuns,
         emit: Callable[[Event], None],
     ) -> None:
-        """On the event loop: start a provisional call if the tool may run early."""
+        """On the event loop: start the provisional call of the reply's call ``index`` if the
+        tool may run early."""
         allowed = self.executor.starts_early(call.name, dict(call.arguments))
         cached = allowed and self.cache.get(call) is not None
         emit(Event("provisional_call", {"name": call.name, "arguments": dict(call.arguments),
@@ -100,7 +101,7 @@ class CallRuns:
                                         "cached": cached}))  # fmt: skip
         if not allowed or cached:
             return  # not allowed early, or already known or running: the final call awaits it
-        entry = early.entries[early.current] = self.cache.open(call)
+        entry = early.entries[index] = self.cache.open(call)
         tg.start_soon(self.run_entry, entry, True)
 
     async def run_entry(self, entry: CacheEntry, provisional: bool) -> None:

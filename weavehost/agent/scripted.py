@@ -11,6 +11,7 @@ call, as the engine honours it between passes.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections import deque
@@ -18,8 +19,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from weavehost.agent.model import FreeText, ProvisionalSink, SyncReport, TextSink
-from weavehost.decode import CallResult, ToolSchema
+from weavehost.agent.model import (
+    FreeText,
+    IndexedProvisionalSink,
+    ProvisionalSink,
+    SyncReport,
+    TextSink,
+)
+from weavehost.decode import MAX_CALLS, CallResult, ToolSchema
 from weavehost.engine import EngineStats
 from weavehost.errors import AbortedError
 from weavehost.formats import ToolCall, tool_to_openai
@@ -88,13 +95,6 @@ class ScriptedModel:
     def stats(self) -> EngineStats:
         return EngineStats()
 
-    def next_call(self, allowed: bool = True) -> bool:
-        """Whether the reply goes on with another scripted call (not past the loop's bound)."""
-        self._check()
-        if not allowed:
-            self._pending.clear()
-        return bool(self._pending)
-
     def abort(self) -> None:
         self._abort.set()
 
@@ -130,9 +130,31 @@ class ScriptedModel:
         self.written.append(0)
         return FreeText(text=calls[0].text, call=True, stop="call")
 
+    def write_calls(
+        self,
+        tools: Sequence[ToolSchema],
+        on_provisional: IndexedProvisionalSink,
+        max_tokens: int,
+        *,
+        budget: int,
+        max_calls: int = MAX_CALLS,
+    ) -> list[CallResult]:
+        """The reply's scripted calls, one :meth:`write_call` each, at most ``max_calls``; a
+        call that failed ends the reply (as the decoder's driver does)."""
+        results: list[CallResult] = []
+        while self._pending and len(results) < max_calls:
+            sink = functools.partial(on_provisional, len(results))
+            result = self.write_call(tools, sink, max_tokens)
+            results.append(result)
+            if not result.calls:
+                break
+        self._pending.clear()
+        return results
+
     def write_call(
         self, tools: Sequence[ToolSchema], on_provisional: ProvisionalSink, max_tokens: int
     ) -> CallResult:
+        """One scripted call of the reply."""
         self._check()
         assert self._pending, "write_call without a scripted call"
         script = self._pending.popleft()

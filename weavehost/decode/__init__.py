@@ -1,7 +1,9 @@
 """Decoding strategies behind one interface, and :func:`run_case` to run one on one request.
 
 ``STRATEGIES`` lists them in one literal dict: ``serial`` (no grammar), ``constrained``,
-``jump_forward`` and ``weave`` (SchemaWeaver). All run greedily on the same engine.
+``jump_forward`` and ``weave`` (SchemaWeaver). All run greedily on the same engine. Several
+calls in one reply are written by one driver, :func:`~weavehost.decode.several.write_calls`,
+for the agent and :func:`run_case` alike.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from weavehost.decode.base import CallRequest, CallResult, DecodeStrategy, ToolSchema
+from weavehost.decode.drafts import DraftSource
 from weavehost.decode.guided import ConstrainedStrategy, JumpForwardStrategy
 from weavehost.decode.serial import SerialStrategy
+from weavehost.decode.several import MAX_CALLS, Reply, write_calls
 from weavehost.decode.weave import WeaveStrategy
 from weavehost.engine import Engine
 from weavehost.errors import ConfigError
@@ -21,14 +25,17 @@ from weavehost.formats.base import ModelFormat, tool_to_openai
 
 __all__ = [
     "DEFAULT_STRATEGY",
+    "MAX_CALLS",
     "STRATEGIES",
     "CallRequest",
     "CallResult",
     "CaseOutcome",
     "DecodeStrategy",
+    "Reply",
     "ToolSchema",
     "get_strategy",
     "run_case",
+    "write_calls",
 ]
 
 STRATEGIES: dict[str, DecodeStrategy] = {
@@ -53,11 +60,16 @@ def get_strategy(name: str) -> DecodeStrategy:
 
 @dataclass(frozen=True, slots=True)
 class CaseOutcome:
-    """One strategy's call for one conversation, with the prompt's prefill time apart."""
+    """One strategy's calls for one conversation, with the prompt's prefill time apart.
+
+    ``result`` is the whole reply as one :class:`CallResult` (every call, the work summed, the
+    first call's tool latency, the time to the last final call; :meth:`Reply.combined`);
+    ``per_call`` each call's own result, in order (empty where the writer has none)."""
 
     result: CallResult
     prompt_tokens: int
     prompt_prefill_s: float
+    per_call: tuple[CallResult, ...] = ()
 
 
 def run_case(
@@ -69,8 +81,11 @@ def run_case(
     *,
     chat_template: str | None = None,
     max_tokens: int = 256,
+    max_calls: int = MAX_CALLS,
 ) -> CaseOutcome:
-    """Render and prefill the prompt on an empty KV cache, then let ``strategy`` write a call."""
+    """Render and prefill the prompt on an empty KV cache, then let ``strategy`` write the
+    reply's calls (``max_tokens`` each, at most ``max_calls``): after each call the model's own
+    greedy choice says whether another follows, the same for every strategy."""
     chosen = get_strategy(strategy) if isinstance(strategy, str) else strategy
     engine.clear()
     offered = [tool_to_openai(t.name, t.description, t.parameters) for t in tools]
@@ -79,5 +94,17 @@ def run_case(
     started = time.perf_counter()
     engine.prefill(0, prompt)
     prefill_s = time.perf_counter() - started
-    result = chosen.run(CallRequest(engine=engine, format=fmt, tools=tools, max_tokens=max_tokens))
-    return CaseOutcome(result=result, prompt_tokens=len(prompt), prompt_prefill_s=prefill_s)
+    request = CallRequest(
+        engine=engine,
+        format=fmt,
+        tools=tools,
+        max_tokens=max_tokens,
+        drafts=DraftSource.from_messages(messages),
+    )
+    reply = write_calls(request, chosen, max_calls=max_calls)
+    return CaseOutcome(
+        result=reply.combined(),
+        prompt_tokens=len(prompt),
+        prompt_prefill_s=prefill_s,
+        per_call=tuple(reply.results),
+    )

@@ -1,9 +1,11 @@
 """Several calls in one reply: how a format writes them, as data, and how they render.
 
-Stage: prompt rendering and call layout (read by the agent, which asks the model after each
-call whether another follows). The decoding strategies still write one call per run; a format
-with :class:`SeveralCalls` says in which layout each of a reply's calls is written and what
-closes the reply's calls, so that
+Stage: prompt rendering and call layout (read by the decoder's one driver of several calls,
+:func:`weavehost.decode.several.write_calls`, which asks the model after each call whether
+another follows). The decoding strategies still write one call per run; a format with
+:class:`SeveralCalls` says in which layout each of a reply's calls is written, what may follow
+a call (:meth:`SeveralCalls.after_call`: the decision's grammar) and what closes the reply's
+calls, so that
 
 * every call written so is read back by the format's own ``parse_calls`` (through the layout's
   ``reads_as``), and
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from weavehost.formats.base import (
     CallLayout,
@@ -25,7 +28,10 @@ from weavehost.formats.base import (
     call_format,
 )
 
-__all__ = ["SeveralCalls", "first_call_format", "render_calls"]
+__all__ = ["AfterCall", "SeveralCalls", "first_call_format", "render_calls"]
+
+# What the text written after a call says (see SeveralCalls.after_call).
+AfterCall = Literal["more", "end", "open", "no"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +48,24 @@ class SeveralCalls:
     more: Trigger
     first: CallLayout | None = None
     close: str = ""
+
+    def after_call(self, written: bytes) -> AfterCall:
+        """The decision's grammar: what ``written``, the text after a call's closer, says.
+
+        After a call the reply goes on with ``ws* more.text …`` (another call) or ends with
+        ``ws* close`` and the end of generation. ``"more"``: the opener is written; ``"end"``:
+        what is written can only be ``close``; ``"open"``: it can still become either (leading
+        whitespace decides nothing: Qwen writes ``\\n`` before both); ``"no"``: neither. An
+        end-of-generation token is the end where only whitespace was written."""
+        more, close = self.more.text.encode("utf-8"), self.close.encode("utf-8")
+        rest = written.lstrip()
+        if rest.startswith(more):
+            return "more"
+        if close and rest.startswith(close):
+            return "end"
+        if more.startswith(rest):
+            return "open"
+        return "end" if close and close.startswith(rest) else "no"
 
 
 def first_call_format(fmt: ModelFormat) -> ModelFormat:

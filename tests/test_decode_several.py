@@ -1,0 +1,100 @@
+"""The decoder's one driver of several calls: the decision's grammar, the budget, run_case.
+
+The decision after a call is the model's own greedy choice among what the format allows
+there (``SeveralCalls.after_call``); the reply never takes more than its budget; run_case
+(``weavehost bench``) gets every call of the reply in one result.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.schemas import CURRENT_WEATHER
+from weavehost.agent.model import EngineModel
+from weavehost.decode import get_strategy, run_case
+from weavehost.decode.several import DECISION_TOKENS
+from weavehost.formats import FORMATS
+from weavehost.formats.several import render_calls
+
+SMOLLM2, QWEN = FORMATS["smollm2"], FORMATS["qwen"]
+
+# A turn that showed SmolLM2-135M a two-call list, then a question of the same shape: it
+# writes two calls (Paris, Berlin).
+TWO_CITY_HISTORY = [
+    {"role": "user", "content": "Weather in Oslo and in Rome?"},
+    {"role": "assistant", "content": "", "tool_calls": [
+        {"name": CURRENT_WEATHER.name, "arguments": {"city": "Oslo"}},
+        {"name": CURRENT_WEATHER.name, "arguments": {"city": "Rome"}}]},
+    {"role": "tool", "content": "Oslo: sunny"},
+    {"role": "tool", "content": "Rome: sunny"},
+    {"role": "assistant", "content": "Sunny in both."},
+    {"role": "user", "content": "Weather in Paris and in Berlin?"},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("written", "state"),
+    [
+        (b"", "open"),
+        (b"\n", "open"),
+        (b"\n<tool", "open"),
+        (b"\n<tool_call>", "more"),
+        (b"<tool_call>\n{", "more"),
+        (b"The weather", "no"),
+        (b"\n```", "no"),
+    ],
+)
+def test_after_a_qwen_call_only_whitespace_and_another_opener_are_written(written, state):
+    assert QWEN.several.after_call(written) == state
+
+
+@pytest.mark.parametrize(
+    ("written", "state"),
+    [(b"}", "open"), (b"},", "more"), (b"}, {", "more"), (b"}]", "end"),
+     (b"}]</tool_call>", "end"), (b"}}", "no")],
+)  # fmt: skip
+def test_after_a_smollm2_call_the_list_goes_on_or_is_closed(written, state):
+    assert SMOLLM2.several.after_call(written) == state
+
+
+def test_run_case_returns_every_call_of_the_reply_in_one_result_with_the_work_and_times_of_all(
+    fresh_engine,
+):
+    outcome = run_case(fresh_engine, SMOLLM2, "constrained", TWO_CITY_HISTORY, [CURRENT_WEATHER])
+    result, parts = outcome.result, outcome.per_call
+    assert [c.arguments["city"] for c in result.calls] == ["Paris", "Berlin"]
+    assert [len(p.calls) for p in parts] == [1, 1]
+    # The whole reply: what sequence 0 holds after the prompt, one closed list.
+    assert fresh_engine.seq_len(0) == outcome.prompt_tokens + len(result.tokens)
+    assert (
+        result.text == render_calls(SMOLLM2, result.calls) == fresh_engine.detokenize(result.tokens)
+    )
+    assert result.stats.decoded_tokens >= sum(p.stats.decoded_tokens for p in parts)
+    assert result.tool_latency_s == parts[0].tool_latency_s
+    assert result.final_latency_s >= parts[0].final_latency_s + parts[1].final_latency_s
+    assert result.error is None
+
+
+def test_a_reply_never_takes_more_than_its_budget_where_the_decision_and_close_would_not_fit(
+    fresh_engine,
+):
+    model = EngineModel(fresh_engine, SMOLLM2, get_strategy("weave"))
+    close = len(fresh_engine.tokenize(SMOLLM2.several.close, special=True))
+
+    def reply(budget: int) -> tuple[list, list[int]]:
+        model.sync(TWO_CITY_HISTORY, [CURRENT_WEATHER])
+        model.free_decode(lambda _text: None, 0)
+        start = len(model.held)
+        results = model.write_calls([CURRENT_WEATHER], lambda *_: None, 64, budget=budget)
+        assert fresh_engine.seq_len(0) == len(model.held)
+        return results, model.held[start:]
+
+    results, full = reply(512)
+    assert len(results) == 2
+    first = len(results[0].tokens)
+    # Room for the first call and its close only; for a decision too; one token short of all.
+    for budget in (first + close + 1, first + close + DECISION_TOKENS + 1, len(full) - 1):
+        results, held = reply(budget)
+        assert len(held) <= budget, budget
+        assert results[0].calls
+        assert fresh_engine.detokenize(held).endswith("}]</tool_call>")
