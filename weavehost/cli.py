@@ -189,7 +189,7 @@ def calibrate(
     model: str | None, threads: int | None, repeats: int, max_rows: int, as_json: bool
 ) -> None:
     """Measure what a pass of 1..N rows costs here and store the plan `weave` decodes by."""
-    from weavehost.bench.runner import cpu_flags
+    from weavehost.bench.machine import cpu_flags
     from weavehost.decode.padding import DEFAULT_ACCEPT, DecodePlan, save_plan
     from weavehost.engine import DEFAULT_N_SEQ_MAX, Engine
     from weavehost.engine.calibrate import cpu_model, format_table, measure_pass_costs

@@ -58,7 +58,8 @@ from weavehost.bench.agent_report import (
     trace_turn,
 )
 from weavehost.bench.agent_tasks import AgentTask, load_tasks
-from weavehost.bench.runner import busy_warning, load_average, parse_strategies, write_line
+from weavehost.bench.machine import busy_warning, load_average
+from weavehost.bench.runner import parse_strategies, write_line
 from weavehost.decode import STRATEGIES
 from weavehost.engine import DEFAULT_N_CTX, default_threads
 from weavehost.errors import AbortedError, BenchError, ModelError, WeavehostError

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from weavehost.bench.answers import check_calls
 from weavehost.bench.cases import AnswerSet
+from weavehost.bench.machine import machine_info
 from weavehost.bench.report import geomean
-from weavehost.bench.runner import machine_info
 from weavehost.formats import ToolCall
 
 if TYPE_CHECKING:

@@ -33,20 +33,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import platform
-import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any, TextIO
 
 from weavehost.bench.answers import check_calls
 from weavehost.bench.cases import AnswerSet, BenchCase, load_answers, load_cases
 from weavehost.bench.compare import compare_case
+from weavehost.bench.machine import busy_warning, machine_info
 from weavehost.bench.peer import LOOKUP_PEER_NAME, PEER_NAME, PEER_NAMES, LlamaCppPythonPeer
 from weavehost.bench.report import summarize, write_summary
 from weavehost.bench.rss import PeakRss, max_rss_bytes
@@ -66,11 +63,7 @@ __all__ = [
     "RESULT_FIELDS",
     "BenchConfig",
     "BenchRun",
-    "busy_warning",
-    "cpu_flags",
     "known_strategies",
-    "load_average",
-    "machine_info",
     "parse_strategies",
     "run_bench",
     "write_line",
@@ -99,9 +92,6 @@ RESULT_FIELDS = (
     "correct",
 )
 DEFAULT_MAX_TOKENS = 256
-# Other work is taken to compete with the bench's threads when the 1-minute load average leaves
-# fewer than this many CPUs free per bench thread (what ran just before counts too).
-FREE_CPUS_PER_THREAD = 0.75
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,55 +228,6 @@ def _failure_record(
         "same_as_constrained": None,
         "mismatch": None,
     }
-
-
-def load_average() -> float | None:
-    """The 1-minute load average, or ``None`` where the OS does not say."""
-    try:
-        return os.getloadavg()[0]
-    except (AttributeError, OSError):  # not on this OS
-        return None
-
-
-def cpu_flags() -> list[str]:
-    """The SIMD flags that decide llama.cpp's speed here (``avx2``, ``avx512*``), if readable."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return []
-    return sorted(set(re.findall(r"\b(avx2|avx512[a-z_]*)\b", text)))
-
-
-def machine_info() -> dict[str, Any]:
-    """What every benchmark records about where it ran: enough to tell two runs apart."""
-    return {
-        "machine": platform.machine(),
-        "processor": platform.processor() or None,
-        "cpus": os.cpu_count(),
-        "cpu_flags": cpu_flags(),
-        "python": platform.python_version(),
-        "weavehost": _version("weavehost"),
-        "llama_cpp_python": _version("llama-cpp-python"),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "load_average_at_start": load_average(),
-    }
-
-
-def busy_warning(load: float | None, threads: int) -> str | None:
-    """A warning when other work competes with the benchmark's threads, else ``None``."""
-    if load is None or default_threads() - load >= FREE_CPUS_PER_THREAD * threads:
-        return None
-    return (
-        f"warning: the machine is busy (1-minute load {load:.1f}); llama.cpp threads that "
-        "share CPUs slow down many times over, so latencies will be noise"
-    )
-
-
-def _version(distribution: str) -> str | None:
-    try:
-        return importlib_metadata.version(distribution)
-    except importlib_metadata.PackageNotFoundError:
-        return None
 
 
 def _match_answers(

@@ -1,0 +1,73 @@
+"""Where a benchmark ran: the CPU flags, the load, the versions, a busy-machine warning.
+
+Stage: benchmark (records). Every benchmark (``bench``, ``bench-agent``, ``calibrate``) prints
+and stores these beside its numbers, so two runs can be told apart and a number measured on a
+busy machine says so.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import time
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any
+
+from weavehost.engine import default_threads
+
+__all__ = ["FREE_CPUS_PER_THREAD", "busy_warning", "cpu_flags", "load_average", "machine_info"]
+
+# Other work is taken to compete with the bench's threads when the 1-minute load average leaves
+# fewer than this many CPUs free per bench thread (what ran just before counts too).
+FREE_CPUS_PER_THREAD = 0.75
+
+
+def load_average() -> float | None:
+    """The 1-minute load average, or ``None`` where the OS does not say."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):  # not on this OS
+        return None
+
+
+def cpu_flags() -> list[str]:
+    """The SIMD flags that decide llama.cpp's speed here (``avx2``, ``avx512*``), if readable."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    return sorted(set(re.findall(r"\b(avx2|avx512[a-z_]*)\b", text)))
+
+
+def machine_info() -> dict[str, Any]:
+    """What every benchmark records about where it ran: enough to tell two runs apart."""
+    return {
+        "machine": platform.machine(),
+        "processor": platform.processor() or None,
+        "cpus": os.cpu_count(),
+        "cpu_flags": cpu_flags(),
+        "python": platform.python_version(),
+        "weavehost": _version("weavehost"),
+        "llama_cpp_python": _version("llama-cpp-python"),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "load_average_at_start": load_average(),
+    }
+
+
+def busy_warning(load: float | None, threads: int) -> str | None:
+    """A warning when other work competes with the benchmark's threads, else ``None``."""
+    if load is None or default_threads() - load >= FREE_CPUS_PER_THREAD * threads:
+        return None
+    return (
+        f"warning: the machine is busy (1-minute load {load:.1f}); llama.cpp threads that "
+        "share CPUs slow down many times over, so latencies will be noise"
+    )
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib_metadata.version(distribution)
+    except importlib_metadata.PackageNotFoundError:
+        return None
