@@ -16,7 +16,8 @@ how many passes that takes:
   assembled from its parallel values — verified at write-back), from the tokens the grammar
   forces (jump-forward's canonical tokens — verified too, so a forced run whose canonical
   split differs from the model's own split is caught), and from a ``drafter`` (prompt lookup,
-  schema members: :mod:`weavehost.decode.drafts`), capped at ``max_draft`` rows a pass.
+  schema members: :mod:`weavehost.decode.drafts`), as many rows as ``draft_rows`` allows on a
+  pass that already carries the pending and forced rows.
 - On return the sequence holds every written token (the last one read with logits) and nothing
   rejected; the constraint has consumed exactly the written tokens.
 
@@ -78,7 +79,7 @@ def verified_decode(
     pending: Sequence[int] = (),
     draft: Sequence[int] = (),
     drafter: Drafter | None = None,
-    max_draft: int = 8,
+    draft_rows: Callable[[int], int] = lambda base_rows: 0,
     stop: Callable[[bytes], bool] | None = None,
     watch: Callable[[bytes], None] | None = None,
 ) -> VerifiedOutcome:
@@ -139,7 +140,7 @@ def verified_decode(
         if not halted:
             room = max(0, max_tokens - len(tokens))
             proposal, looked_from = _proposal(
-                engine, constraint, explicit, drafter, text, room, max_draft
+                engine, constraint, explicit, drafter, text, room, len(queue), draft_rows
             )
         rows = [Row(token, (seq,), logits=i == len(queue) - 1) for i, token in enumerate(queue)] + [
             Row(token, (seq,), logits=True, draft=True) for token in proposal
@@ -205,21 +206,24 @@ def _proposal(
     drafter: Drafter | None,
     text: bytes,
     room: int,
-    max_draft: int,
+    pending: int,
+    draft_rows: Callable[[int], int],
 ) -> tuple[list[int], int]:
     """The draft for the next pass and where the drafter's part of it starts: the rest of the
     explicit draft (whole), else the forced tokens and then the drafter's, the drafter's
-    capped at ``max_draft``; only what the grammar accepts from here, at most ``room``."""
+    as many as ``draft_rows`` allows beside the pending and forced rows; only what the grammar
+    accepts from here, at most ``room``."""
     if explicit:
         proposal = explicit[:room]
         looked_from = len(proposal)
     else:
         proposal = constraint.forced()[:room]
         looked_from = len(proposal)
-        if drafter is not None and max_draft > 0 and len(proposal) < room:
+        base = pending + len(proposal)
+        cap = 0 if drafter is None else min(draft_rows(base), room - len(proposal))
+        if drafter is not None and cap > 0:
             forced_text = b"".join(engine.token_bytes(t) for t in proposal)
-            extra = drafter(text + forced_text)
-            proposal += extra[: min(max_draft, room - len(proposal))]
+            proposal += drafter(text + forced_text)[:cap]
     valid = constraint.valid_prefix(proposal)
     return proposal[:valid], min(looked_from, valid)
 
