@@ -244,3 +244,25 @@ async def test_qwen_asked_the_weather_in_paris_and_in_oslo_writes_two_calls_in_o
     results = of(first_step, "tool_result")
     assert [r["arguments"].get("city") for r in results] == ["Paris", "Oslo"]
     assert [r["status"] for r in results] == ["ok", "ok"]
+
+
+@pytest.mark.model
+async def test_qwen_made_to_call_asked_the_weather_in_paris_and_in_oslo_calls_for_both_in_one_step(
+    qwen_gguf: Path,
+):
+    async with Host(servers=[str(ROOT / "tools" / "weather.py")], trust=["weather"],
+                    model=str(qwen_gguf), tool_choice="required", prompt_cache=False,
+                    threads=2) as host:  # fmt: skip
+        with anyio.fail_after(QWEN_TURN_BOUND_S):
+            events = [e async for e in host.run("What is the weather in Paris and in Oslo?")]
+    first_step = []
+    for event in events:
+        if event.type == "step" and first_step:
+            break
+        first_step.append(event)
+    calls = of(first_step, "final_call")
+    assert len(calls) >= 2, [e.to_json() for e in events]
+    assert {"Paris", "Oslo"} <= {c["arguments"].get("city") for c in calls}
+    results = of(first_step, "tool_result")
+    assert len(results) == len(calls)
+    assert all(r["status"] == "ok" for r in results)
