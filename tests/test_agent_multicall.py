@@ -229,16 +229,7 @@ def test_smollm2_writes_a_reply_s_calls_as_one_list_that_the_next_step_re_render
 async def test_qwen_asked_the_weather_in_paris_and_in_oslo_writes_two_calls_in_one_step_and_runs_both(
     qwen_gguf: Path,
 ):
-    async with Host(servers=[str(ROOT / "tools" / "weather.py")], trust=["weather"],
-                    model=str(qwen_gguf), tool_choice="auto", prompt_cache=False,
-                    threads=2) as host:  # fmt: skip
-        with anyio.fail_after(QWEN_TURN_BOUND_S):
-            events = [e async for e in host.run("What is the weather in Paris and in Oslo?")]
-    first_step = []
-    for event in events:
-        if event.type == "step" and first_step:
-            break
-        first_step.append(event)
+    events, first_step = await _paris_and_oslo(qwen_gguf, "auto")
     cities = [e["arguments"].get("city") for e in of(first_step, "final_call")]
     assert cities == ["Paris", "Oslo"], [e.to_json() for e in events]
     results = of(first_step, "tool_result")
@@ -250,8 +241,20 @@ async def test_qwen_asked_the_weather_in_paris_and_in_oslo_writes_two_calls_in_o
 async def test_qwen_made_to_call_asked_the_weather_in_paris_and_in_oslo_calls_for_both_in_one_step(
     qwen_gguf: Path,
 ):
+    events, first_step = await _paris_and_oslo(qwen_gguf, "required")
+    calls = of(first_step, "final_call")
+    assert len(calls) >= 2, [e.to_json() for e in events]
+    assert {"Paris", "Oslo"} <= {c["arguments"].get("city") for c in calls}
+    results = of(first_step, "tool_result")
+    assert len(results) == len(calls)
+    assert all(r["status"] == "ok" for r in results)
+
+
+async def _paris_and_oslo(qwen_gguf: Path, tool_choice: str) -> tuple[list, list]:
+    """Every event of the turn "What is the weather in Paris and in Oslo?" on Qwen with the
+    weather server, and those of its first step."""
     async with Host(servers=[str(ROOT / "tools" / "weather.py")], trust=["weather"],
-                    model=str(qwen_gguf), tool_choice="required", prompt_cache=False,
+                    model=str(qwen_gguf), tool_choice=tool_choice, prompt_cache=False,
                     threads=2) as host:  # fmt: skip
         with anyio.fail_after(QWEN_TURN_BOUND_S):
             events = [e async for e in host.run("What is the weather in Paris and in Oslo?")]
@@ -260,9 +263,4 @@ async def test_qwen_made_to_call_asked_the_weather_in_paris_and_in_oslo_calls_fo
         if event.type == "step" and first_step:
             break
         first_step.append(event)
-    calls = of(first_step, "final_call")
-    assert len(calls) >= 2, [e.to_json() for e in events]
-    assert {"Paris", "Oslo"} <= {c["arguments"].get("city") for c in calls}
-    results = of(first_step, "tool_result")
-    assert len(results) == len(calls)
-    assert all(r["status"] == "ok" for r in results)
+    return events, first_step

@@ -46,13 +46,15 @@ def _constrained(engine, question: str, tools: list[ToolSchema]):
     return STRATEGIES["constrained"].run(CallRequest(engine, SMOLLM2, tools))
 
 
-def _city(engine, tokens: list[int]) -> tuple[int, int]:
-    """Where the city's first letters are in ``tokens``, and a token the grammar allows there
-    that the model does not choose."""
+def _wrong_city_draft(engine):
+    """``constrained``'s call for PARIS, where its city's first letters are (k), a token the
+    grammar allows there that the model does not choose, and that call's tokens with it at k."""
+    expected = _constrained(engine, PARIS, [FORECAST])
+    tokens = expected.tokens
     k = next(i for i, t in enumerate(tokens) if b"Par" in engine.token_bytes(t))
     wrong = engine.tokenize("Berlin")[0]
     assert wrong != tokens[k]
-    return k, wrong
+    return expected, k, wrong, [*tokens[:k], wrong, *tokens[k + 1 :]]
 
 
 def _whole_call(engine, tools: list[ToolSchema]):
@@ -62,10 +64,7 @@ def _whole_call(engine, tools: list[ToolSchema]):
 
 def test_a_draft_wrong_at_token_k_is_rejected_at_k_and_the_call_is_unchanged(fresh_engine):
     engine = fresh_engine
-    expected = _constrained(engine, PARIS, [FORECAST])
-    k, wrong = _city(engine, expected.tokens)
-    draft = [*expected.tokens[:k], wrong, *expected.tokens[k + 1 :]]
-
+    expected, k, wrong, draft = _wrong_city_draft(engine)
     _prompt(engine, PARIS, [FORECAST])
     prompt_len = engine.seq_len(0)
     outcome = verified_decode(engine, _whole_call(engine, [FORECAST]), max_tokens=256, draft=draft)
@@ -80,10 +79,7 @@ def test_a_draft_wrong_at_token_k_is_rejected_at_k_and_the_call_is_unchanged(fre
 
 def test_after_partial_acceptance_the_kv_cache_holds_exactly_the_accepted_tokens(fresh_engine):
     engine = fresh_engine
-    expected = _constrained(engine, PARIS, [FORECAST])
-    k, wrong = _city(engine, expected.tokens)
-    draft = [*expected.tokens[:k], wrong, *expected.tokens[k + 1 :]]
-
+    expected, k, _wrong, draft = _wrong_city_draft(engine)
     _prompt(engine, PARIS, [FORECAST])
     prompt_len = engine.seq_len(0)
     before = engine.stats.snapshot()
