@@ -9,8 +9,6 @@ import pytest
 from weavehost.decode.drafts import (
     MIN_MATCH,
     DraftSource,
-    common_continuation,
-    schema_drafts,
 )
 
 CALL = '{"name": "get_weather", "arguments": {'
@@ -212,51 +210,3 @@ def test_from_messages_reads_users_tools_and_earlier_calls_but_not_the_system_pr
 
 
 # Schema drafts
-
-
-def test_enum_members_follow_the_default() -> None:
-    schema = {"type": "string", "enum": ["fahrenheit", "celsius"], "default": "celsius"}
-    assert schema_drafts(schema, "") == ['"celsius"', '"fahrenheit"']
-    assert schema_drafts(schema, ' "c') == ['elsius"']
-    assert schema_drafts(schema, '"k') == []
-
-
-def test_const_booleans_and_null() -> None:
-    assert schema_drafts({"const": "v1"}, '"') == ['v1"']
-    assert schema_drafts({"type": "boolean"}, "") == ["true", "false"]
-    assert schema_drafts({"type": "boolean", "default": False}, "") == ["false", "true"]
-    assert schema_drafts({"type": "boolean"}, "t") == ["rue"]
-    assert schema_drafts({"type": ["string", "null"]}, "n") == ["ull"]
-
-
-def test_a_default_the_schema_does_not_allow_is_left_out() -> None:
-    assert schema_drafts({"enum": ["a", "b"], "default": "c"}, "") == ['"a"', '"b"']
-    assert schema_drafts({"type": "integer", "default": "x"}, "") == []
-    assert schema_drafts({"type": "number", "default": 5}, "") == ["5"]
-    assert schema_drafts({"type": ["string", "null"], "default": "x"}, "") == ['"x"', "null"]
-
-
-def test_a_member_already_written_continues_with_nothing() -> None:
-    assert schema_drafts({"enum": [1, 10]}, "1") == ["", "0"]
-
-
-def test_open_or_complex_schemas_draw_no_schema_drafts() -> None:
-    assert schema_drafts({"type": "string"}, "") == []
-    assert schema_drafts({"anyOf": [{"type": "string"}, {"type": "integer"}]}, "") == []
-    assert schema_drafts(True, "") == []  # type: ignore[arg-type]
-
-
-def test_schema_drafts_are_written_as_the_json_formats_write_values() -> None:
-    from weavehost.formats.jsoncalls import encode_json_value
-
-    members = ['say "hi"', "Zürich", "del\u007f", {"a": [1, 2]}, 2.5, None]
-    assert schema_drafts({"enum": members}, "") == [encode_json_value(m) for m in members]
-    assert schema_drafts({"enum": [float("nan"), "ok"]}, "") == ['"ok"']
-
-
-def test_common_continuation_is_what_every_candidate_shares() -> None:
-    drafts = schema_drafts({"enum": ["celsius", "centigrade", "kelvin"]}, '"ce')
-    assert common_continuation(drafts) == ""
-    assert common_continuation(['lsius"', 'ntigrade"']) == ""
-    assert common_continuation(["metric_si", "metric_us"]) == "metric_"
-    assert common_continuation([]) == ""

@@ -3,19 +3,17 @@
 A decoder that verifies a draft feeds its tokens in one pass and keeps the longest prefix whose
 every token equals the constrained argmax, so a draft is only ever a guess: a wrong one costs
 rows of a pass, never a different call. This module therefore aims at cheap, likely drafts and
-knows nothing of models or tokens (tokenizing a draft is the caller's job); it imports only the
-standard library.
+knows nothing of models or tokens (tokenizing a draft is the caller's job); values are encoded
+by the JSON formats' own ``encode_json_value``.
 
-Two sources:
-
-- :class:`DraftSource` — the conversation. ``propose(written)`` looks at the JSON value the
-  call text ends inside. In a string value it finds the longest suffix of the value written so
-  far (at least ``min_match`` characters, never reaching back past the value's opening quote)
-  in the conversation's texts and returns what followed it there; in a number it returns the
-  rest of the most recent number in the texts that starts with the digits written.
-- :func:`schema_drafts` — the schema: the ``default``, ``const``, ``enum`` members, booleans
-  and ``null`` a value may still become; :func:`common_continuation` is the part all of them
-  share.
+One source, :class:`DraftSource` — the conversation. ``propose(written)`` looks at the JSON
+value the call text ends inside. In a string value it finds the longest suffix of the value
+written so far (at least ``min_match`` characters, never reaching back past the value's opening
+quote) in the conversation's texts and returns what followed it there; in a number it returns
+the rest of the most recent number in the texts that starts with the digits written.
+(Drafts from the schema — ``enum`` members, booleans, ``default`` — are not proposed: the call
+grammar already forces an enum member's rest once its prefix is unique, and no measurement yet
+says a ``default`` is worth a row.)
 
 Guarantees: ``propose`` returns ``""`` when nothing matches, when the value has written nothing
 yet (the decoder's own first token decides more than a guess), inside a key, and outside any
@@ -57,17 +55,16 @@ Choices:
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
+
+from weavehost.formats.jsoncalls import encode_json_value
 
 __all__ = [
     "MAX_MATCH",
     "MIN_MATCH",
     "DraftSource",
-    "common_continuation",
-    "schema_drafts",
 ]
 
 # The shortest suffix of a string value that is looked up (see the module's choices).
@@ -98,12 +95,6 @@ _HEX = frozenset("0123456789abcdefABCDEF")
 _Kind = Literal["string", "number"]
 
 
-def _encode(value: Any) -> str:
-    """A value as the JSON formats write it: ``weavehost.formats.jsoncalls.encode_json_value``,
-    restated because importing the formats package loads the engine (llama.cpp)."""
-    return json.dumps(value, ensure_ascii=False, allow_nan=False).replace("\x7f", "\\u007f")
-
-
 class DraftSource:
     """Where drafts come from for one call: the conversation's texts, oldest first."""
 
@@ -115,7 +106,7 @@ class DraftSource:
         self._min_match = min_match
         kept = [text for text in texts if text]
         # Each text as it stands inside a JSON string, so a written value matches it verbatim.
-        self._text = "".join(_encode(text)[1:-1] + _END for text in kept)
+        self._text = "".join(encode_json_value(text)[1:-1] + _END for text in kept)
         # Every prefix of every number -> the rest of the most recent number with that prefix.
         self._numbers: dict[str, str] = {}
         for text in kept:
@@ -190,67 +181,9 @@ class DraftSource:
         return (head + (rest.group() if rest else ""))[:max_chars]
 
 
-def schema_drafts(schema: Mapping[str, Any], written_value: str) -> list[str]:
-    """The rest of each JSON text a value of ``schema`` could still become after
-    ``written_value`` (its text so far; leading spaces ignored): the ``default`` first when the
-    schema allows it, then ``const`` or the ``enum`` members in order, or for a schema without
-    them ``true``/``false`` (type boolean) and ``null`` (type null). A member already complete
-    gives ``""``. A schema with none of these (a plain string, ``anyOf``, …) gives ``[]``.
-    With ``const``, ``enum``, boolean or null the list is every value the schema allows."""
-    if not isinstance(schema, Mapping):
-        return []
-    types = _types(schema)
-    if "const" in schema:
-        allowed, closed = [schema["const"]], True
-    elif isinstance(schema.get("enum"), list):
-        allowed, closed = list(schema["enum"]), True
-    else:
-        allowed = [value for value in (True, False, None) if _is_type(value, types)]
-        closed = bool(types) and types <= {"boolean", "null"}
-    texts = [_try_encode(value) for value in allowed]
-    if "default" in schema:
-        default = schema["default"]
-        text = _try_encode(default)
-        if (text in texts) if closed else (not types or _is_type(default, types)):
-            texts.insert(0, text)
-    written = written_value.lstrip(" ")
-    drafts: list[str] = []
-    for text in texts:
-        if text is not None and text.startswith(written):
-            rest = text[len(written) :]
-            if rest not in drafts:
-                drafts.append(rest)
-    return drafts
-
-
-def common_continuation(candidates: Sequence[str]) -> str:
-    """The longest prefix every candidate shares: the one draft true whichever of several
-    continuations (enum members, say) the model writes."""
-    return os.path.commonprefix(list(candidates)) if candidates else ""
-
-
-def _types(schema: Mapping[str, Any]) -> set[str]:
-    kind = schema.get("type")
-    if isinstance(kind, str):
-        return {kind}
-    return {k for k in kind if isinstance(k, str)} if isinstance(kind, list) else set()
-
-
-def _is_type(value: Any, types: set[str]) -> bool:
-    """Whether ``value`` is of one of the JSON-schema ``types``."""
-    if isinstance(value, bool):
-        return "boolean" in types
-    if isinstance(value, int):
-        return bool(types & {"integer", "number"})
-    if isinstance(value, float):
-        return "number" in types or ("integer" in types and value.is_integer())
-    names = {str: "string", list: "array", dict: "object", type(None): "null"}
-    return names.get(type(value)) in types
-
-
 def _try_encode(value: Any) -> str | None:
     try:
-        return _encode(value)
+        return encode_json_value(value)
     except (TypeError, ValueError):  # NaN or a non-JSON value in the schema: no draft
         return None
 

@@ -16,7 +16,7 @@ how many passes that takes:
   assembled from its parallel values — verified at write-back), from the tokens the grammar
   forces (jump-forward's canonical tokens — verified too, so a forced run whose canonical
   split differs from the model's own split is caught), and from a ``drafter`` (prompt lookup,
-  schema members: :mod:`weavehost.decode.drafts`), as many rows as ``draft_rows`` allows on a
+  :mod:`weavehost.decode.drafts`), as many rows as ``draft_rows`` allows on a
   pass that already carries the pending and forced rows.
 - On return the sequence holds every written token (the last one read with logits) and nothing
   rejected; the constraint has consumed exactly the written tokens.
