@@ -30,7 +30,10 @@ parent's). Every command maps these in one place (:class:`weavehost.cli.ErrorPat
     │   ├── ServerStartError            1  the server could not be started or initialised
     │   ├── ServerDiedError             1  the connection closed or the process exited
     │   ├── ServerTimeoutError          1  a request passed its named timeout
-    │   └── MessageTooLargeError        1  one message from a server passed the byte cap
+    │   ├── MessageTooLargeError        1  one message from a server passed the byte cap
+    │   ├── AuthError                   1  an HTTP server's OAuth flow failed or was refused
+    │   └── ClientFeatureError          1  a server's sampling, elicitation or roots request was
+    │                                      refused or could not be answered (sent back to it)
     ├── CatalogError                    1  tools and their schemas
     │   ├── SchemaError                 1  a tool's schema is invalid, recursive or too large
     │   ├── UnknownToolError            1  the model or user named a tool the catalog lacks
@@ -48,8 +51,10 @@ __all__ = [
     "AbortedError",
     "ApprovalDeniedError",
     "ArgumentValidationError",
+    "AuthError",
     "BenchError",
     "CatalogError",
+    "ClientFeatureError",
     "ConfigError",
     "ConstraintError",
     "ContextOverflowError",
@@ -155,6 +160,17 @@ class ServerTimeoutError(ServerError):
 
 class MessageTooLargeError(ServerError):
     """One message from a server passed ``limits.maxMessageBytes``; it was dropped unread."""
+
+
+class AuthError(ServerError):
+    """An HTTP server's OAuth authorization failed, was refused, or its stored token is unusable."""
+
+
+class ClientFeatureError(ServerError):
+    """A server's request to the client (sampling, elicitation, roots) was refused or failed.
+
+    The pool answers the server with this message; the host itself goes on.
+    """
 
 
 class CatalogError(WeavehostError):
