@@ -126,10 +126,20 @@ class ServerConfig:
     url: str | None = None
     cwd: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    # "auto" (2026-07-28 discovery, falling back to the handshake), "legacy" (the handshake
+    # only) or a modern protocol version string to adopt directly.
+    protocol: str = "auto"
+    # "http" (streamable HTTP) or "sse" (the legacy SSE transport), for a server with a URL.
+    http_transport: Literal["http", "sse"] = "http"
+    oauth: bool = False  # authorize with OAuth (weavehost auth SERVER) before connecting
+    tools_include: tuple[str, ...] | None = None  # None: every tool the server lists
+    tools_exclude: tuple[str, ...] = ()
 
     @property
-    def transport(self) -> Literal["stdio", "http"]:
-        return "http" if self.url is not None else "stdio"
+    def transport(self) -> Literal["stdio", "http", "sse"]:
+        if self.url is None:
+            return "stdio"
+        return self.http_transport
 
     def describe(self) -> str:
         """A one-line human description: the URL, or the command line."""
@@ -151,6 +161,10 @@ class HostConfig:
     timeouts: Timeouts = field(default_factory=Timeouts)
     limits: Limits = field(default_factory=Limits)
     prompt_cache: PromptCacheConfig = field(default_factory=PromptCacheConfig)
+    roots: tuple[str, ...] = ()  # directories offered to servers; () means the current one
+    # Persistent approvals: server -> tool -> the tool's schema_hash (or a prefix of at least
+    # 16 hex digits) it was approved with; a changed definition (a rug pull) asks again.
+    approved: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     source: str | None = None  # the file it came from, for messages
 
     def is_trusted(self, server: str) -> bool:

@@ -80,7 +80,7 @@ class ServerStatus:
     """A snapshot of one server's connection."""
 
     name: str
-    transport: Literal["stdio", "http", "inproc"]
+    transport: Literal["stdio", "http", "sse", "inproc"]
     state: State
     pid: int | None
     restarts: int
