@@ -98,3 +98,35 @@ def test_a_reply_never_takes_more_than_its_budget_where_the_decision_and_close_w
         assert len(held) <= budget, budget
         assert results[0].calls
         assert fresh_engine.detokenize(held).endswith("}]</tool_call>")
+
+
+@pytest.mark.model
+def test_the_closer_is_spelled_in_the_models_own_tokens_in_one_pass_once_the_spelling_is_known(
+    qwen_gguf,
+):
+    from weavehost.decode.several import _spell, plain_tokens
+    from weavehost.engine import Engine
+
+    closer = b"</tool_call>"
+    with Engine.open(qwen_gguf, n_ctx=512, n_threads=2) as engine:
+        head = engine.tokenize('<tool_call>\n{"name": "get_weather", "arguments": {}}\n')
+        engine.prefill(0, head[:-1], logits_last=False)
+
+        def spell(guess: list[int]) -> tuple[list[int], int]:
+            engine.drop(0, len(head) - 1)
+            passes = engine.stats.passes
+            tokens, text = _spell(engine, closer, head[-1], guess)
+            assert text.startswith(closer)
+            assert engine.seq_len(0) == len(head) + len(tokens)
+            assert engine.has_next_logits(0)
+            return tokens, engine.stats.passes - passes
+
+        own, serial_passes = spell([])
+        # Qwen's added token is never among them: the model spells the closer in pieces.
+        assert engine.tokenize(closer.decode()) not in ([t] for t in own)
+        assert len(own) > 1 and serial_passes == len(own) + 1  # the token before, then each
+        assert spell(own) == (own, 1)
+        # A wrong guess (the tokenizer's plain split) costs rows, never a different spelling.
+        plain = plain_tokens(engine, closer.decode())
+        assert plain != own
+        assert spell(plain)[0] == own

@@ -30,6 +30,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -37,7 +38,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from weavehost.decode.base import CallRequest, CallResult, DecodeStrategy
-from weavehost.engine import Engine, EngineStats
+from weavehost.engine import Engine, EngineStats, Row
 from weavehost.formats.base import ModelFormat, ToolCall, Trigger, call_format
 from weavehost.formats.several import SeveralCalls, first_call_format
 
@@ -138,10 +139,9 @@ def write_calls(
     decisions: list[Decision] = []
     tokens: list[int] = []  # the reply so far: calls and what separates them
     texts: list[str] = []
-    # After the last call written: sequence 0's length and the reply's tokens and texts; and
-    # where its closer was spelled again for the decision, how to put the strategy's back.
+    # After the last call written (its closer as the model spells it, where it was spelled
+    # again for the decision): sequence 0's length and the reply's tokens and texts.
     good: tuple[int, list[int], list[str]] = (start, [], [])
-    respelled: _Respelled | None = None
     seen: set[str] = set()  # the reply's calls, canonical
     final_at = started
     while True:
@@ -161,7 +161,7 @@ def write_calls(
             # A later call that failed, or that repeats one of the reply (a loop: SmolLM2-135M
             # writes the same call eight times over): back to the calls before it, as their
             # strategy wrote them; a repeat is not kept.
-            _restore(engine, good[0], respelled)
+            engine.drop(0, good[0])
             tokens, texts = list(good[1]), list(good[2])
             if repeated:
                 results.pop()
@@ -173,7 +173,7 @@ def write_calls(
         seen.update(call.canonical() for call in result.calls)
         tokens.extend(result.tokens)
         texts.append(result.text)
-        good, respelled = (engine.seq_len(0), list(tokens), list(texts)), None
+        good = (engine.seq_len(0), list(tokens), list(texts))
         if not result.calls:
             break
         # Only a call written exactly in its layout can be followed by another.
@@ -182,17 +182,18 @@ def write_calls(
         if several is None or not layered or index + 1 >= max_calls or room <= DECISION_TOKENS:
             break
         respelled = _respell(engine, call_fmt.layout.closer, result.tokens)
-        after = respelled.past if respelled is not None else b""
+        after = b""
+        if respelled is not None:  # the reply holds the closer as the model spells it
+            del tokens[len(tokens) - respelled.replaced :]
+            tokens.extend(respelled.tokens)
+            after = respelled.past
+            texts[-1] += after.decode("utf-8", errors="replace")
+            good = (engine.seq_len(0), list(tokens), list(texts))
         last = respelled.tokens[-1] if respelled is not None else result.tokens[-1]
         decision = decide_more(engine, several, last, written=after)
         decisions.append(decision)
         if not decision.more:
-            _restore(engine, good[0], respelled)
             break
-        if respelled is not None:
-            del tokens[len(tokens) - len(respelled.original) :]
-            tokens.extend(respelled.tokens)
-            texts[-1] += after.decode("utf-8", errors="replace")
         tokens.extend(decision.kept)
         texts.append(engine.detokenize(decision.kept))
         call_fmt = call_format(fmt, several.more)
@@ -283,22 +284,25 @@ def decide_more(
 
 @dataclass(frozen=True, slots=True)
 class _Respelled:
-    """A call's closer spelled again in the model's own tokens: where it begins on sequence 0,
-    the strategy's tokens for it, the model's, and what the model's last token wrote past it."""
+    """A call's closer written again in the model's tokens: how many of the strategy's tokens
+    it replaced at the end of sequence 0, the tokens now there, and what the last of them wrote
+    past the closer."""
 
-    base: int
-    original: list[int]
+    replaced: int
     tokens: list[int]
     past: bytes
 
 
 def _respell(engine: Engine, closer: str, call: list[int]) -> _Respelled | None:
-    """The call's closer (the last tokens of ``call``, on sequence 0) written again, the model
-    choosing greedily among the tokens that spell it, so that the decision after the call reads
-    the closer as the model writes it. A strategy writes ``</tool_call>`` as llama.cpp
-    tokenizes it, Qwen's added token, which Qwen2.5-Coder-0.5B never writes itself: after that
-    token it ends the reply; after ``</`` ``tool`` ``_call`` ``>\\n`` it goes on with another
-    call (``docs/agent.md``). ``None``: the call does not end with the closer (nothing done)."""
+    """The call's closer (the last tokens of ``call``, on sequence 0) written again in the
+    model's own tokens, so that the decision after the call reads the closer as the model
+    writes it. A strategy writes ``</tool_call>`` as llama.cpp tokenizes it, Qwen's added
+    token, which Qwen2.5-Coder-0.5B never writes itself: after that token it ends the reply;
+    after ``<`` ``/`` ``to`` ``ol`` ``_`` ``call`` ``>``, its own greedy spelling, it goes on
+    with another call (``docs/agent.md``; after the tokenizer's plain ``</`` ``tool`` ``_call``
+    ``>`` it ends too). The text is unchanged and the model's tokens stay (the conversation's
+    next prefill re-reads the closer where a chat template renders the added token).
+    ``None``: the call does not end with the closer (nothing done)."""
     target = closer.encode("utf-8")
     held, cut = b"", len(call)
     while cut > 1 and len(held) < len(target):
@@ -306,36 +310,63 @@ def _respell(engine: Engine, closer: str, call: list[int]) -> _Respelled | None:
         held = engine.token_bytes(call[cut]) + held
     if not target or not held.endswith(target):
         return None
-    base = engine.seq_len(0) - (len(call) - cut)
-    _reread(engine, base, call[cut - 1])
-    tokens, text = _spell(engine, held)
-    return _Respelled(base, list(call[cut:]), tokens, text[len(held) :])
+    engine.drop(0, engine.seq_len(0) - (len(call) - cut) - 1)
+    key = (str(getattr(engine, "path", "")), held)
+    tokens, text = _spell(engine, held, call[cut - 1], _SPELLINGS.get(key, []))
+    _SPELLINGS[key] = tokens
+    return _Respelled(len(call) - cut, tokens, text[len(held) :])
 
 
-def _spell(engine: Engine, target: bytes) -> tuple[list[int], bytes]:
-    """``target`` written on sequence 0 in the model's own tokens: each the greedy choice among
-    the tokens that spell on (a prefix of what is left, or all of it and more)."""
+# The model's last spelling of a closer (by model file and closer bytes): the draft the next
+# spelling is verified against, so it takes one pass instead of one per token.
+_SPELLINGS: dict[tuple[str, bytes], list[int]] = {}
+
+
+def _spell(engine: Engine, target: bytes, first: int, guess: list[int]) -> tuple[list[int], bytes]:
+    """``target`` written on sequence 0 after ``first`` (read again here) in the model's own
+    tokens: each the greedy choice among the tokens that spell on (a prefix of what is left, or
+    all of it and more), and the text they write. ``guess`` is drafted and verified: each
+    drafted token is kept only if it is that greedy choice, so the result is the same with any
+    guess, in fewer passes with a good one. Sequence 0 ends with the spelling, its last token
+    read with logits."""
     tokens: list[int] = []
     text = b""
-    logits = engine.last_logits(0)
-    while len(text) < len(target):
-        rest = target[len(text) :]
-
-        def spells(token: int, rest: bytes = rest) -> bool:
-            piece = engine.token_bytes(token)
-            if not piece or engine.is_end_of_generation(token):
-                return False
-            return rest.startswith(piece) or piece.startswith(rest)
-
-        token = _best(logits, spells)
-        if token is None:  # no token spells on: the tokenizer's own tokens for the rest
-            rest_tokens = engine.tokenize(rest.decode("utf-8", errors="replace"), special=True)
-            engine.prefill(0, rest_tokens)
-            return tokens + rest_tokens, text + rest
-        tokens.append(token)
-        text += engine.token_bytes(token)
-        logits = engine.decode_one(0, token)
+    pending = [first]
+    while pending:
+        done = len(text) >= len(target)
+        draft = [] if done or guess[: len(tokens)] != tokens else guess[len(tokens) :]
+        rows = [Row(t, (0,), logits=i == len(pending) - 1) for i, t in enumerate(pending)]
+        rows += [Row(t, (0,), logits=True, draft=True) for t in draft]
+        start = engine.seq_len(0)
+        outs = engine.run_pass(rows)
+        pending, kept = [], 0
+        for index, logits in enumerate(outs):
+            rest = target[len(text) :]
+            if not rest:
+                break
+            choice = _best(logits, functools.partial(_spells_on, engine, rest))
+            if choice is None:  # no token spells on: the tokenizer's own tokens for the rest
+                engine.drop(0, start + len(rows) - len(draft) + kept, next_logits=logits)
+                rest_tokens = plain_tokens(engine, rest.decode("utf-8", errors="replace"))
+                engine.prefill(0, rest_tokens)
+                return tokens + rest_tokens, text + rest
+            tokens.append(choice)
+            text += engine.token_bytes(choice)
+            if index < len(draft) and choice == draft[index]:
+                kept += 1
+                continue
+            pending = [choice]
+            break
+        if kept < len(draft):
+            engine.drop(0, start + len(rows) - len(draft) + kept, next_logits=outs[kept])
     return tokens, text
+
+
+def _spells_on(engine: Engine, rest: bytes, token: int) -> bool:
+    piece = engine.token_bytes(token)
+    if not piece or engine.is_end_of_generation(token):
+        return False
+    return rest.startswith(piece) or piece.startswith(rest)
 
 
 def _best(logits: np.ndarray, allowed: Callable[[int], bool]) -> int | None:
@@ -348,14 +379,23 @@ def _best(logits: np.ndarray, allowed: Callable[[int], bool]) -> int | None:
     return None
 
 
-def _restore(engine: Engine, length: int, respelled: _Respelled | None) -> None:
-    """Sequence 0 back to ``length`` tokens as the strategy wrote them (its closer again where
-    it was spelled anew for the decision)."""
-    if respelled is None:
-        engine.drop(0, length)
-        return
-    engine.drop(0, respelled.base)
-    engine.prefill(0, respelled.original, logits_last=False)
+def plain_tokens(engine: Engine, text: str) -> list[int]:
+    """``text`` in ordinary tokens, never an added token: llama.cpp matches a user-defined added
+    token (Qwen's ``<tool_call>``) wherever its text occurs, special parsing or not, so the text
+    is cut before the last character of each such occurrence and each part tokenized alone (at
+    a ``>``, where the tokenizer's pre-split cuts anyway)."""
+    cuts = {0, len(text)}
+    for special in engine.special_texts:
+        at = text.find(special)
+        while at >= 0:
+            cuts.add(at + len(special) - 1)
+            at = text.find(special, at + 1)
+    bounds = sorted(cuts)
+    return [
+        token
+        for start, end in zip(bounds, bounds[1:], strict=False)
+        for token in engine.tokenize(text[start:end])
+    ]
 
 
 def _reread(engine: Engine, length: int, token: int) -> None:
