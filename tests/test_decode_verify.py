@@ -151,3 +151,31 @@ class _NoParallel:
 
     def draft_rows(self, base_rows: int, accept_p: float = 0.5) -> int:
         return 8
+
+
+def test_a_token_the_grammar_alone_allows_is_kept_without_logits_and_the_call_is_unchanged(
+    fresh_engine,
+):
+    engine = fresh_engine
+    expected = _constrained(engine, PARIS, [FORECAST])
+    _prompt(engine, PARIS, [FORECAST])
+    whole = _whole_call(engine, [FORECAST])
+    forced = whole.forced()
+    assert len(forced) > 2 and whole.certain(forced) == [True] * len(forced)
+    # The model's first value token is one of several the grammar allows there.
+    value_at = next(i for i, t in enumerate(expected.tokens) if b"Par" in engine.token_bytes(t))
+    assert not whole.certain(expected.tokens[: value_at + 1])[value_at]
+
+    rows_with_logits: list[int] = []
+    run_pass = engine.run_pass
+
+    def counting(rows):
+        rows_with_logits.append(sum(1 for row in rows if row.logits))
+        return run_pass(rows)
+
+    engine.run_pass = counting
+    outcome = verified_decode(engine, whole, max_tokens=256, draft=expected.tokens)
+    assert outcome.tokens == expected.tokens
+    # The whole call drafted in one pass: logits only before the tokens the model chooses.
+    assert len(rows_with_logits) == 1
+    assert rows_with_logits[0] < len(expected.tokens) - len(forced)

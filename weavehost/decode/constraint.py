@@ -26,6 +26,7 @@ import os
 import tempfile
 import time
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -68,6 +69,25 @@ class Constraint:
         if not mask.any():
             return None
         return int(np.where(mask, logits[: self.n_vocab], -np.inf).argmax())
+
+    def certain(self, tokens: Sequence[int]) -> list[bool]:
+        """For each of ``tokens`` in turn (each accepted by the grammar after those before it):
+        whether it is the only token the grammar allows at its place, so that the masked argmax
+        of any logits there is that token and no logits need be read for it. Nothing is
+        consumed."""
+        out: list[bool] = []
+        consumed = 0
+        try:
+            for token in tokens:
+                raw = np.frombuffer(self.matcher.compute_bitmask(), dtype=np.uint8)
+                only = int(np.unpackbits(raw, bitorder="little")[: self.n_vocab].sum()) == 1
+                if not self.matcher.consume_token(token):
+                    break
+                consumed += 1
+                out.append(only)
+        finally:
+            self.rollback(consumed)
+        return out + [False] * (len(tokens) - len(out))
 
     def consume(self, token: int) -> bool:
         return bool(self.matcher.consume_token(token))

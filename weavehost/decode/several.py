@@ -336,7 +336,7 @@ def _spell(engine: Engine, target: bytes, first: int, guess: list[int]) -> tuple
         done = len(text) >= len(target)
         draft = [] if done or guess[: len(tokens)] != tokens else guess[len(tokens) :]
         rows = [Row(t, (0,), logits=i == len(pending) - 1) for i, t in enumerate(pending)]
-        rows += [Row(t, (0,), logits=True, draft=True) for t in draft]
+        rows += [Row(t, (0,), logits=True) for t in draft]
         start = engine.seq_len(0)
         outs = engine.run_pass(rows)
         pending, kept = [], 0
