@@ -15,8 +15,8 @@ how many passes that takes:
   by construction) is the masked argmax whatever the logits, so the row before it reads none:
   a logits row costs a pass about 1.3 ms on Qwen's 151,936-token vocabulary (AVX-512, 2
   threads), and llguidance's forced tokens are such tokens (all 3,002 forced positions of 40
-  Qwen and 60 SmolLM2 bench-200 calls were). Every pass therefore advances the sequence by at least one
-  token, and a draft that is wrong costs rows, never the call.
+  Qwen and 60 SmolLM2 bench-200 calls were). Every pass therefore advances the sequence by at
+  least one token, and a draft that is wrong costs rows, never the call.
 - Drafts come, in this order: from an explicit draft given by the caller (the call ``weave``
   assembled from its parallel values — verified at write-back), from the tokens the grammar
   forces (jump-forward's canonical tokens — verified too, so a forced run whose canonical
