@@ -6,7 +6,8 @@ never answers the closing DELETE does not hold the pool's exit. Plus the happy p
 listed and called through ServerPool, Catalog and Executor like any stdio server's.
 
 The fixture is tests/host_fixtures/http_server.py (the SDK's MCPServer behind a small ASGI layer
-that injects the faults).
+that injects the faults). The SDK's server speaks both protocol eras, so every test runs in both:
+``"auto"`` (2026-07-28) and ``"legacy"`` (the initialize handshake).
 """
 
 # ruff: noqa: E501 - test names are sentences
@@ -47,6 +48,18 @@ def start_http_server(*args: str) -> tuple[subprocess.Popen[bytes], str]:
     return process, f"http://127.0.0.1:{int(line.split()[1])}/mcp"
 
 
+ERAS = {"2026-07-28": "auto", "handshake": "legacy"}
+protocol = "auto"
+
+
+@pytest.fixture(autouse=True, params=list(ERAS))
+def era(request: pytest.FixtureRequest) -> Iterator[str]:
+    global protocol
+    protocol = ERAS[request.param]
+    yield request.param
+    protocol = "auto"
+
+
 @pytest.fixture
 def http_server() -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     process, url = start_http_server()
@@ -59,7 +72,7 @@ def http_server() -> Iterator[tuple[subprocess.Popen[bytes], str]]:
 
 def config(url: str) -> HostConfig:
     return HostConfig(
-        servers=(ServerConfig(name="web", url=url),),
+        servers=(ServerConfig(name="web", url=url, protocol=protocol),),
         timeouts=FAST,
         trusted_servers=frozenset({"web"}),
         approval="always",
@@ -68,7 +81,7 @@ def config(url: str) -> HostConfig:
 
 @pytest.mark.anyio
 async def test_a_real_streamable_http_server_lists_and_calls_its_tools_through_the_pool(
-    http_server: tuple[subprocess.Popen[bytes], str],
+    http_server: tuple[subprocess.Popen[bytes], str], era: str
 ) -> None:
     _, url = http_server
     cfg = config(url)
@@ -81,6 +94,7 @@ async def test_a_real_streamable_http_server_lists_and_calls_its_tools_through_t
             invalid = await executor.run("echo", {"text": 3})
             await pool.ping("web")
             status = pool.status()["web"]
+    assert status.protocol == ("2026-07-28" if era == "2026-07-28" else "2025-11-25")
     assert {"echo", "crash", "fail500", "drop_sse", "die_before_answer"} <= set(catalog.names)
     assert catalog.get("echo").read_only and catalog.get("echo").required == ("text",)
     assert (early.status, early.text, early.provisional) == ("ok", "echo: über HTTP", True)

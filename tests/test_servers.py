@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import resource
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -34,8 +35,25 @@ RAW = str(Path(__file__).parent / "host_fixtures" / "raw_server.py")
 FAST = Timeouts(startup=10, list_tools=5, call=5, ping=5, shutdown_grace=0.5, kill_grace=0.5)
 
 
+# Every test here runs in both protocol eras: the raw server refuses server/discover, so the
+# pool falls back to the initialize handshake, or (--modern) answers it, so the pool speaks
+# 2026-07-28 to it, every request carrying its envelope.
+ERAS = {"handshake": (), "2026-07-28": ("--modern",)}
+era_args: tuple[str, ...] = ()
+
+
+@pytest.fixture(autouse=True, params=list(ERAS))
+def era(request: pytest.FixtureRequest) -> Iterator[str]:
+    global era_args
+    era_args = ERAS[request.param]
+    yield request.param
+    era_args = ()
+
+
 def raw(name: str, *args: str) -> ServerConfig:
-    return ServerConfig(name=name, command=sys.executable, args=(RAW, "--name", name, *args))
+    return ServerConfig(
+        name=name, command=sys.executable, args=(RAW, "--name", name, *era_args, *args)
+    )
 
 
 def config(*servers: ServerConfig, trusted: tuple[str, ...] = ()) -> HostConfig:
@@ -54,6 +72,17 @@ def pid_alive(pid: int) -> bool:
             return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
     except FileNotFoundError:
         return False
+
+
+@pytest.mark.anyio
+async def test_the_pool_speaks_the_era_the_server_offers_and_reports_the_negotiated_version(
+    era: str,
+) -> None:
+    async with ServerPool(config(raw("s"))) as pool:
+        with anyio.fail_after(5):
+            await pool.ping("s")
+            protocol = pool.status()["s"].protocol
+    assert protocol == ("2026-07-28" if era == "2026-07-28" else "2025-11-25")
 
 
 @pytest.mark.anyio

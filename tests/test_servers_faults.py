@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from weavehost.config import HostConfig, Limits, ServerConfig, Timeouts
 from weavehost.errors import ServerTimeoutError
 from weavehost.mcp.catalog import Catalog
 from weavehost.mcp.executor import ApprovalRequest, Executor, StaticApprover
+from weavehost.mcp.features import Progress
 from weavehost.mcp.servers import TIMEOUT_BACKSTOP, ServerPool
 
 RAW = str(Path(__file__).parent / "host_fixtures" / "raw_server.py")
@@ -43,8 +45,25 @@ POISON = (
 )
 
 
+# Every test here runs in both protocol eras: the raw server refuses server/discover, so the
+# pool falls back to the initialize handshake, or (--modern) answers it, so the pool speaks
+# 2026-07-28 to it, every request carrying its envelope.
+ERAS = {"handshake": (), "2026-07-28": ("--modern",)}
+era_args: tuple[str, ...] = ()
+
+
+@pytest.fixture(autouse=True, params=list(ERAS))
+def era(request: pytest.FixtureRequest) -> Iterator[str]:
+    global era_args
+    era_args = ERAS[request.param]
+    yield request.param
+    era_args = ()
+
+
 def raw(name: str, *args: str) -> ServerConfig:
-    return ServerConfig(name=name, command=sys.executable, args=(RAW, "--name", name, *args))
+    return ServerConfig(
+        name=name, command=sys.executable, args=(RAW, "--name", name, *era_args, *args)
+    )
 
 
 def config(*servers: ServerConfig, trusted: tuple[str, ...] = (), **kw: Any) -> HostConfig:
@@ -66,11 +85,14 @@ async def test_a_server_sending_progress_every_10_ms_forever_is_still_cut_off_at
 ) -> None:
     record = tmp_path / "record.jsonl"
     bound = 0.5
+    seen: list[Progress] = []  # each notification reaches the caller, and none extends the bound
     async with ServerPool(config(raw("chatty", "--record", str(record)))) as pool:
         with anyio.fail_after(10):
             started = anyio.current_time()
             with pytest.raises(ServerTimeoutError, match=r"'progress' within 0.5 s"):
-                await pool.call_tool("chatty", "progress", {}, timeout=bound)
+                await pool.call_tool(
+                    "chatty", "progress", {}, timeout=bound, on_progress=seen.append
+                )
             elapsed = anyio.current_time() - started
             await pool.ping("chatty")  # the session outlived the flood
             reply = await pool.call_tool("chatty", "echo", {"text": "after"})
@@ -83,6 +105,7 @@ async def test_a_server_sending_progress_every_10_ms_forever_is_still_cut_off_at
     assert cancel["params"]["requestId"] == call["id"]
     [sent] = recorded(record, "sent/progress")
     assert sent["count"] >= 10, "the server really did flood progress during the wait"
+    assert seen and {(p.server, p.total) for p in seen} == {("chatty", None)}
     assert json.loads(reply.content[0].text)["arguments"] == {"text": "after"}
 
 

@@ -6,7 +6,11 @@ and annotations. It starts in a few milliseconds (no ``mcp`` import), and with `
 appends every message it receives to PATH as one JSON line, so tests can assert what reached it.
 
     python raw_server.py [--name N] [--tools-json FILE] [--record FILE] [--stubborn PIDFILE]
-                         [--generate N] [--description-bytes B] [--page-size K]
+                         [--generate N] [--description-bytes B] [--page-size K] [--modern]
+
+With ``--modern`` it also answers ``server/discover``, so a client in ``auto`` mode speaks the
+2026-07-28 protocol to it (every request then carries its ``_meta`` envelope, which it ignores);
+without it the probe is refused and the client falls back to the ``initialize`` handshake.
 
 Tools (always offered unless ``--tools-json`` or ``--generate`` replaces the list): ``echo``
 (read-only), ``crash``, ``hang``, ``huge`` (``size`` bytes), ``garbage``, ``error``, ``special``,
@@ -56,9 +60,12 @@ out = sys.stdout.buffer
 write_lock = threading.Lock()  # the progress thread writes too
 cancelled: dict[object, threading.Event] = {}  # request id -> set when cancelled
 late_ids: set[object] = set()
+result_extra: dict = {}  # --modern: every result says "resultType": "complete", as 2026-07-28 asks
 
 
 def send(message: dict) -> None:
+    if "result" in message:
+        message = {**message, "result": {**message["result"], **result_extra}}
     with write_lock:
         out.write(json.dumps(message).encode() + b"\n")
         out.flush()
@@ -106,7 +113,10 @@ def main() -> None:
     parser.add_argument("--generate", type=int)
     parser.add_argument("--description-bytes", type=int, default=100)
     parser.add_argument("--page-size", type=int)
+    parser.add_argument("--modern", action="store_true")
     opts = parser.parse_args()
+    if opts.modern:
+        result_extra["resultType"] = "complete"
     tools = DEFAULT_TOOLS
     if opts.generate is not None:
         tools = generated(opts.generate, opts.description_bytes)
@@ -144,6 +154,10 @@ def main() -> None:
                 "protocolVersion": params.get("protocolVersion", "2025-06-18"),
                 "capabilities": {"tools": {"listChanged": True}},
                 "serverInfo": {"name": opts.name, "version": "0"}}})  # fmt: skip
+        elif method == "server/discover" and opts.modern:
+            send({"jsonrpc": "2.0", "id": ident, "result": {
+                "supportedVersions": ["2026-07-28"], "resultType": "complete",
+                "capabilities": {"tools": {"listChanged": True}}}})  # fmt: skip
         elif method == "ping":
             send({"jsonrpc": "2.0", "id": ident, "result": {}})
         elif method == "tools/list":
@@ -211,8 +225,8 @@ def call(
     elif name == "garbage":
         out.write(b"hello\n\xff\xfe\n")
         out.flush()
-        reply = json.dumps({"jsonrpc": "2.0", "id": ident, "result": {
-            "content": [{"type": "text", "text": "after garbage"}]}}).encode() + b"\n"  # fmt: skip
+        result = {"content": [{"type": "text", "text": "after garbage"}], **result_extra}
+        reply = json.dumps({"jsonrpc": "2.0", "id": ident, "result": result}).encode() + b"\n"
         out.write(reply[:17])
         out.flush()
         out.write(reply[17:])

@@ -2,6 +2,9 @@
 
 - :mod:`~weavehost.mcp.transport` — our stdio transport (spawn, frame, stop without orphans);
 - :mod:`~weavehost.mcp.connections` — how a server is reached: stdio, HTTP, in-process;
+- :mod:`~weavehost.mcp.features` — what the host offers servers (sampling, elicitation, roots,
+  logs, progress) and its records for resources and prompts, free of SDK types;
+- :mod:`~weavehost.mcp.wire` — those records to and from the SDK's types, in either protocol era;
 - :mod:`~weavehost.mcp.servers` — :class:`ServerPool`, one client per configured server;
 - :mod:`~weavehost.mcp.schemas` — tool schemas normalised, checked and hashed;
 - :mod:`~weavehost.mcp.catalog` — every tool of every server as one :class:`ToolSpec`;

@@ -1,33 +1,55 @@
 """ServerPool: one ``mcp.Client`` per configured MCP server, owned by one async context manager.
 
-Stage: servers (the host's only contact with MCP servers; the catalog lists through it and the
-executor calls through it). How a server is reached (stdio process, streamable HTTP, in-process)
-is :mod:`~weavehost.mcp.connections`; this module owns each connection's lifetime and requests.
+Stage: servers (the host's only contact with MCP servers; the catalog lists through it, the
+executor calls through it, the CLI reads resources and prompts through it). How a server is
+reached (stdio process, streamable HTTP, in-process) is :mod:`~weavehost.mcp.connections`; how
+SDK types become weavehost's records is :mod:`~weavehost.mcp.wire`; this module owns each
+connection's lifetime and requests.
 
 Invariants:
 
 * Every connection lives in its own task inside the pool's task group, so it is entered and left
   in one task (anyio cancel scopes demand that) and the pool cannot exit while one is open.
+* Both protocol eras: each server is spoken to as ``ServerConfig.protocol`` says (``"auto"``: a
+  2026-07-28 server in its own protocol, an older one through the ``initialize`` handshake).
+  :attr:`ServerStatus.protocol` is the negotiated version. Where the eras differ the pool hides
+  it: liveness is ``ping`` (handshake) or ``server/discover`` (2026-07-28); tools/list_changed
+  arrives as a notification (handshake) or through a ``subscriptions/listen`` stream the pool
+  holds open (2026-07-28), and reaches :meth:`ServerPool.on_tools_changed` listeners either way;
+  a server's sampling, elicitation and roots requests arrive mid-call (handshake) or as an
+  ``input_required`` result the pool answers and retries (2026-07-28), through the same
+  :class:`~weavehost.mcp.wire.Responder`.
+* Client capabilities follow :class:`~weavehost.mcp.features.ClientFeatures` at connect time:
+  ``sampling`` (with tools) only with a sampler, ``elicitation`` only with an elicitor, ``roots``
+  always. A refused or failing sampling/elicitation is an error reply to the server (handshake)
+  or a :class:`~weavehost.errors.ClientFeatureError` for the call (2026-07-28), never a crash.
+  :meth:`Roots.set <weavehost.mcp.features.Roots.set>` sends ``notifications/roots/list_changed``
+  to every running handshake-era server (a 2026-07-28 server asks for roots with each request).
+* Server log lines reach ``features.on_log``: at ``info`` and above, asked for with
+  ``logging/setLevel`` (handshake, when the server declares ``logging``) or per request
+  (2026-07-28, where logs arrive only when asked for).
 * Every request has a named bound from :class:`~weavehost.config.Timeouts` (``startup``,
-  ``list_tools``, ``call``, ``ping``); a timed-out request is cancelled on the server
-  (``notifications/cancelled``) and the session stays usable.
+  ``list_tools`` for every list walk, ``call`` for tools/call, resources/read and prompts/get,
+  ``ping``); a timed-out request is cancelled on the server (``notifications/cancelled``) and
+  the session stays usable. So is a call whose caller is cancelled (Ctrl-C, ``host.abort()``):
+  the cancel reaches the server before the call is abandoned.
 * A stdio server that dies fails its in-flight requests at once with
   :class:`~weavehost.errors.ServerDiedError` (the transport watches the process, not just the
   pipe), its process group is reaped, and the other servers go on. The next request to it
   respawns it after a bounded, growing delay; after ``MAX_CONSECUTIVE_RESTARTS`` failures in a
   row it stays down.
 * Over streamable HTTP, a 5xx fails only its request (``ServerError``); a response stream that
-  ends unanswered fails only its request when the server still answers a ping
+  ends unanswered fails only its request when the server is still alive
   (``LIVENESS_PING_TIMEOUT``), and counts as the server dying otherwise. Leaving an HTTP
   session (its DELETE) is bounded by ``shutdown_grace + kill_grace``.
-* ``timeouts.call`` is a hard cap: progress notifications do not extend it, and
+* ``timeouts.call`` is a hard cap on the whole call (every ``input_required`` round and the
+  answers given for it included): progress notifications do not extend it, and
   ``TIMEOUT_BACKSTOP`` bounds the request even if the SDK's own clock were to.
 * Errors from the SDK (``MCPError``, pydantic, OS) are converted here, once, into the
   ``ServerError`` family, naming the server and the request.
 * ``list_tools`` returns the raw wire dicts (after the SDK's schema check), so the catalog sees
-  ``"readOnlyHint": "true"`` as the string it is, not as a coerced ``True``.
-* The pool speaks the handshake-era protocol (``mode="legacy"``: ``initialize``, ``ping``,
-  ``notifications/tools/list_changed``), which every deployed server understands.
+  ``"readOnlyHint": "true"`` as the string it is, not as a coerced ``True``; tool results are
+  not checked against output schemas here (the executor checks them against the catalog).
 """
 
 from __future__ import annotations
@@ -37,7 +59,7 @@ import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import anyio
 import anyio.abc
@@ -45,11 +67,13 @@ import mcp_types as types
 from anyio import AsyncContextManagerMixin
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from pydantic import ValidationError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from weavehost import __version__
 from weavehost.config import HostConfig, ServerConfig
 from weavehost.errors import (
+    AuthError,
     MessageTooLargeError,
     ServerDiedError,
     ServerError,
@@ -57,7 +81,26 @@ from weavehost.errors import (
     ServerTimeoutError,
 )
 from weavehost.mcp.connections import list_tools_page, open_transport
+from weavehost.mcp.features import (
+    ClientFeatures,
+    Progress,
+    PromptInfo,
+    PromptMessage,
+    ResourceInfo,
+    ResourceText,
+)
 from weavehost.mcp.transport import MESSAGE_TOO_LARGE, ProcessInfo
+from weavehost.mcp.wire import (
+    MAX_LIST_PAGES,
+    Responder,
+    all_pages,
+    liveness,
+    progress_callback,
+    prompt_infos,
+    prompt_messages,
+    resource_infos,
+    resource_texts,
+)
 
 __all__ = ["ServerPool", "ServerStatus"]
 
@@ -66,10 +109,17 @@ logger = logging.getLogger(__name__)
 RESTART_BACKOFF_BASE = 0.25  # seconds before the first respawn; doubles per consecutive failure
 RESTART_BACKOFF_MAX = 8.0
 MAX_CONSECUTIVE_RESTARTS = 5
-MAX_LIST_PAGES = 100  # a paginator that never ends cannot hang tools/list
 TIMEOUT_BACKSTOP = 0.5  # a hard bound past the SDK's own request timeout, whatever the server sends
 EXIT_REPORT_WAIT = 0.2  # time to let the exit watcher record an exit code for the message
 LIVENESS_PING_TIMEOUT = 2.0  # an HTTP response stream ended unanswered: is the server still there?
+MAX_INPUT_ROUNDS = 10  # input_required rounds one request may take (the SDK's own default)
+SERVER_LOG_LEVEL: types.LoggingLevel = "info"  # the lowest server log level asked for (-v shows it)
+
+ProgressListener = Callable[[Progress], None]
+_T = TypeVar("_T", bound=BaseModel)
+_CALL_RESULT = TypeAdapter(types.CallToolResult | types.InputRequiredResult)
+_READ_RESULT = TypeAdapter(types.ReadResourceResult | types.InputRequiredResult)
+_PROMPT_RESULT = TypeAdapter(types.GetPromptResult | types.InputRequiredResult)
 
 ToolsChanged = Callable[[str], Callable[[], Awaitable[None]] | None]
 State = Literal["starting", "running", "dead", "stopped"]
@@ -85,6 +135,7 @@ class ServerStatus:
     pid: int | None
     restarts: int
     last_error: str | None
+    protocol: str | None = None  # the negotiated protocol version, once connected
 
 
 @dataclass(slots=True)
@@ -103,6 +154,12 @@ class _Slot:
     restarts: int = 0
     died_at: float = -math.inf
     last_error: str | None = None
+    protocol: str | None = None
+    capabilities: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def modern(self) -> bool:
+        return self.protocol in MODERN_PROTOCOL_VERSIONS
 
 
 class ServerPool(AsyncContextManagerMixin):
@@ -111,6 +168,8 @@ class ServerPool(AsyncContextManagerMixin):
     ``strict`` makes entry fail with :class:`ServerStartError` if any server cannot start;
     otherwise failed servers are left out (see :meth:`status`) and retried on their next use.
     ``inproc`` maps server names to in-process ``MCPServer``/``Server`` objects (tests, embedding).
+    ``features`` is what the pool offers servers (``None``: ``ClientFeatures()``, roots = the
+    current directory, no sampler, no elicitor).
     """
 
     def __init__(
@@ -120,8 +179,10 @@ class ServerPool(AsyncContextManagerMixin):
         strict: bool = True,
         inproc: Mapping[str, Any] | None = None,
         restart_backoff: float = RESTART_BACKOFF_BASE,
+        features: ClientFeatures | None = None,
     ) -> None:
         self.config = config
+        self.features = features if features is not None else ClientFeatures()
         self.strict = strict
         self.restart_backoff = restart_backoff
         inproc = dict(inproc or {})
@@ -133,6 +194,7 @@ class ServerPool(AsyncContextManagerMixin):
         self._tg: anyio.abc.TaskGroup | None = None
         self._listeners: list[ToolsChanged] = []
         self._closing = False
+        self.features.roots.on_change(self._roots_changed)
 
     @asynccontextmanager
     async def __asynccontextmanager__(self) -> AsyncIterator[ServerPool]:
@@ -179,6 +241,7 @@ class ServerPool(AsyncContextManagerMixin):
                 pid=slot.process.pid if slot.process else None,
                 restarts=slot.restarts,
                 last_error=slot.last_error,
+                protocol=slot.protocol,
             )
             for name, slot in self._slots.items()
         }
@@ -220,32 +283,104 @@ class ServerPool(AsyncContextManagerMixin):
         arguments: Mapping[str, Any] | None = None,
         *,
         timeout: float | None = None,  # noqa: ASYNC109 - a per-call override of timeouts.call
+        on_progress: ProgressListener | None = None,
     ) -> types.CallToolResult:
         """Send one tools/call; an ``isError`` result is returned, not raised.
 
-        ``timeout`` (default ``timeouts.call``) is a hard cap: progress notifications do not
-        extend it. The result is not checked against the tool's output schema here (the SDK's
-        check would re-list tools behind our back); the executor checks it against the catalog.
+        ``timeout`` (default ``timeouts.call``) is a hard cap on the whole call: progress
+        notifications (each handed to ``on_progress``) do not extend it. Cancelling the caller
+        sends ``notifications/cancelled`` before the call is abandoned. The result is not checked
+        against the tool's output schema here (the SDK's check would re-list tools behind our
+        back); the executor checks it against the catalog.
         """
         slot = self._slot(server)
         bound = timeout if timeout is not None else self.config.timeouts.call
-        request = types.CallToolRequest(
-            params=types.CallToolRequestParams(name=tool, arguments=dict(arguments or {}))
-        )
-        async with self._request(slot, f"tools/call {tool!r}", bound) as client:
-            result = await client.session.send_request(
-                request, types.CallToolResult, request_read_timeout_seconds=bound
+        args = dict(arguments or {})
+
+        def request(responses: types.InputResponses | None, state: str | None) -> Any:
+            return types.CallToolRequest(
+                params=types.CallToolRequestParams(
+                    name=tool, arguments=args, input_responses=responses, request_state=state
+                )
             )
+
+        result = await self._exchange(
+            slot, f"tools/call {tool!r}", bound, request, _CALL_RESULT, on_progress
+        )
         slot.failures = 0
         return result
 
     async def ping(self, server: str) -> None:
+        """Check that ``server`` answers (``ping``; ``server/discover`` in the 2026-07-28 era)."""
         slot = self._slot(server)
         bound = self.config.timeouts.ping
         async with self._request(slot, "ping", bound) as client:
-            await client.session.send_request(
-                types.PingRequest(), types.EmptyResult, request_read_timeout_seconds=bound
+            await liveness(client.session, bound)
+
+    def capabilities(self, server: str) -> dict[str, Any]:
+        """What ``server`` declared when it last connected (wire names; empty before that)."""
+        return dict(self._slot(server).capabilities)
+
+    async def list_resources(self, server: str) -> list[ResourceInfo]:
+        """Every resource of ``server`` (all pages), then its templates (``template=True``).
+
+        A server that does not declare ``resources`` has none; the walk is bounded by
+        ``timeouts.list_tools``.
+        """
+        slot = self._slot(server)
+        async with self._request(slot, "resources/list", self.config.timeouts.list_tools) as client:
+            if client.server_capabilities.resources is None:
+                return []
+            resources = await all_pages(client.session.list_resources, "resources")
+            try:
+                templates = await all_pages(
+                    client.session.list_resource_templates, "resource_templates"
+                )
+            except MCPError as exc:
+                if exc.code != types.METHOD_NOT_FOUND:
+                    raise
+                templates = []
+        return resource_infos(server, resources, templates)
+
+    async def read_resource(self, server: str, uri: str) -> list[ResourceText]:
+        """The contents of one resource as text (a blob is described, never inlined)."""
+
+        def request(responses: types.InputResponses | None, state: str | None) -> Any:
+            return types.ReadResourceRequest(
+                params=types.ReadResourceRequestParams(
+                    uri=uri, input_responses=responses, request_state=state
+                )
             )
+
+        slot, bound = self._slot(server), self.config.timeouts.call
+        result = await self._exchange(slot, f"resources/read {uri!r}", bound, request, _READ_RESULT)
+        return resource_texts(result.contents)
+
+    async def list_prompts(self, server: str) -> list[PromptInfo]:
+        """Every prompt of ``server`` (all pages); none if it does not declare ``prompts``."""
+        slot = self._slot(server)
+        async with self._request(slot, "prompts/list", self.config.timeouts.list_tools) as client:
+            if client.server_capabilities.prompts is None:
+                return []
+            prompts = await all_pages(client.session.list_prompts, "prompts")
+        return prompt_infos(server, prompts)
+
+    async def get_prompt(
+        self, server: str, name: str, arguments: Mapping[str, str] | None = None
+    ) -> list[PromptMessage]:
+        """One prompt's messages as text (embedded resources inlined, images described)."""
+        args = {str(k): str(v) for k, v in (arguments or {}).items()}
+
+        def request(responses: types.InputResponses | None, state: str | None) -> Any:
+            return types.GetPromptRequest(
+                params=types.GetPromptRequestParams(
+                    name=name, arguments=args, input_responses=responses, request_state=state
+                )
+            )
+
+        slot, bound = self._slot(server), self.config.timeouts.call
+        result = await self._exchange(slot, f"prompts/get {name!r}", bound, request, _PROMPT_RESULT)
+        return prompt_messages(result.messages)
 
     # ----------------------------------------------------------------------- requests
 
@@ -256,6 +391,32 @@ class ServerPool(AsyncContextManagerMixin):
             raise ServerError(
                 f"no server named {server!r}; have: {', '.join(self._slots) or '-'}"
             ) from None
+
+    async def _exchange(
+        self,
+        slot: _Slot,
+        what: str,
+        bound: float,
+        request: Callable[[types.InputResponses | None, str | None], Any],
+        result_type: TypeAdapter[_T | types.InputRequiredResult],
+        on_progress: ProgressListener | None = None,
+    ) -> _T:
+        """Send ``request`` within ``bound``; answer each ``input_required`` result (2026-07-28)
+        through the server's responder and send it again, within the same bound."""
+        name = slot.config.name
+        progress = progress_callback(name, on_progress) if on_progress is not None else None
+        async with self._request(slot, what, bound) as client:
+
+            async def send(responses: types.InputResponses | None, state: str | None) -> Any:
+                return await client.session.send_request(
+                    request(responses, state),
+                    result_type,
+                    request_read_timeout_seconds=bound,
+                    progress_callback=progress,
+                )
+
+            responder = Responder(name, self.features, log_level=SERVER_LOG_LEVEL)
+            return await responder.complete(what, send, max_rounds=MAX_INPUT_ROUNDS)
 
     @asynccontextmanager
     async def _request(self, slot: _Slot, what: str, bound: float) -> AsyncIterator[Client]:
@@ -292,9 +453,10 @@ class ServerPool(AsyncContextManagerMixin):
         """A request ended with CONNECTION_CLOSED. Over HTTP that may be one response stream
         ending unanswered while the server lives on: then only this request failed."""
         if slot.process is None and slot.inproc is None and slot.client is client:
-            with anyio.move_on_after(min(self.config.timeouts.ping, LIVENESS_PING_TIMEOUT)):
+            bound = min(self.config.timeouts.ping, LIVENESS_PING_TIMEOUT)
+            with anyio.move_on_after(bound):
                 try:
-                    await client.session.send_request(types.PingRequest(), types.EmptyResult)
+                    await liveness(client.session, bound)
                 except Exception:  # boundary: any failure of the ping means the server is gone
                     pass
                 else:
@@ -376,19 +538,17 @@ class ServerPool(AsyncContextManagerMixin):
         try:
             with anyio.CancelScope(deadline=anyio.current_time() + timeouts.startup) as startup:
                 async with AsyncExitStack() as stack:
-                    client = Client(
-                        self._transport(slot),
-                        mode="legacy",
-                        read_timeout_seconds=timeouts.call,
-                        message_handler=self._message_handler(name),
-                        client_info=types.Implementation(name="weavehost", version=__version__),
-                        cache=None,
-                    )
+                    client = self._client(slot)
                     await stack.enter_async_context(client)
+                    await self._connected(slot, client)
                     startup.deadline = math.inf
                     slot.client, slot.state, started = client, "running", True
                     task_status.started()
-                    await slot.wake.wait()
+                    async with anyio.create_task_group() as watchers:
+                        if slot.modern and client.server_capabilities.tools is not None:
+                            watchers.start_soon(self._watch_tools, name, client)
+                        await slot.wake.wait()
+                        watchers.cancel_scope.cancel()
                     if slot.config.url is not None and slot.inproc is None:
                         # Closing an HTTP session sends DELETE; a server that never answers it
                         # must not hold the pool's exit (stdio shutdown bounds itself).
@@ -407,12 +567,83 @@ class ServerPool(AsyncContextManagerMixin):
                 leaf = _first_error(exc)
                 if isinstance(leaf, ServerStartError):
                     raise leaf from None
+                if isinstance(leaf, AuthError):  # it names the server and says what to run
+                    raise ServerStartError(str(leaf)) from leaf
                 raise ServerStartError(self._start_failure(slot, exc)) from exc
             logger.warning("server %r connection ended with an error: %s", name, _first_error(exc))
         finally:
             slot.client = None
             if slot.state in ("running", "starting"):
                 slot.state = "stopped" if self._closing else "dead"
+
+    def _client(self, slot: _Slot) -> Client:
+        """The SDK client for one connection, declaring what ``self.features`` offers."""
+        responder = Responder(slot.config.name, self.features, log_level=SERVER_LOG_LEVEL)
+        sampling = self.features.sampler is not None
+        return Client(
+            self._transport(slot),
+            mode=slot.config.protocol,
+            read_timeout_seconds=self.config.timeouts.call,
+            message_handler=self._message_handler(slot.config.name),
+            client_info=types.Implementation(name="weavehost", version=__version__),
+            cache=None,
+            sampling_callback=responder.sampling_callback if sampling else None,
+            # A request that offers the model tools is answered with the same strategies.
+            sampling_capabilities=(
+                types.SamplingCapability(tools=types.SamplingToolsCapability())
+                if sampling
+                else None
+            ),
+            elicitation_callback=(
+                responder.elicitation_callback if self.features.elicitor is not None else None
+            ),
+            list_roots_callback=responder.list_roots_callback,
+            logging_callback=responder.logging_callback,
+            log_level=SERVER_LOG_LEVEL,  # 2026-07-28: logs arrive only when each request asks
+        )
+
+    async def _connected(self, slot: _Slot, client: Client) -> None:
+        """Record what was negotiated; ask a handshake-era server that logs for its log lines."""
+        slot.protocol = client.protocol_version
+        capabilities = client.server_capabilities
+        slot.capabilities = capabilities.model_dump(by_alias=True, mode="json", exclude_none=True)
+        if slot.modern or capabilities.logging is None:
+            return
+        request = types.SetLevelRequest(params=types.SetLevelRequestParams(level=SERVER_LOG_LEVEL))
+        try:
+            await client.session.send_request(request, types.EmptyResult)
+        except MCPError as exc:  # a server that refuses its own declared feature still runs
+            logger.debug("server %r refused logging/setLevel: %s", slot.config.name, exc.message)
+
+    async def _watch_tools(self, name: str, client: Client) -> None:
+        """Hold a 2026-07-28 ``subscriptions/listen`` stream open for tools/list_changed.
+
+        Each event also reaches the message handler as a notification, which tells the
+        listeners, so both eras share one path; this task only keeps the stream open. A server
+        that cannot listen still serves its tools: the failure is logged, not raised.
+        """
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _event in subscription:
+                    pass
+        except Exception as exc:  # boundary: SDK and transport errors from an optional stream
+            logger.debug("server %r: no tools/list_changed subscription: %s", name, exc)
+
+    def _roots_changed(self) -> None:
+        """The roots changed: tell every running handshake-era server (a 2026-07-28 server
+        asks for roots with each request that needs them, so it has nothing to be told)."""
+        if self._tg is None or self._closing:
+            return
+        for slot in self._slots.values():
+            if slot.state == "running" and slot.client is not None and not slot.modern:
+                self._tg.start_soon(self._send_roots_changed, slot.config.name, slot.client)
+
+    async def _send_roots_changed(self, name: str, client: Client) -> None:
+        with anyio.move_on_after(self.config.timeouts.ping):
+            try:
+                await client.session.send_notification(types.RootsListChangedNotification())
+            except Exception as exc:  # boundary: a notification to a dying server is lost
+                logger.debug("server %r: roots/list_changed not sent: %s", name, exc)
 
     def _start_failure(self, slot: _Slot, exc: BaseException) -> str:
         reason = _first_error(exc)
