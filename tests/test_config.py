@@ -156,3 +156,156 @@ def test_a_disabled_server_is_left_out() -> None:
         {"mcpServers": {"a": {"command": "x", "disabled": True}, "b": {"command": "y"}}}
     )
     assert config.names == ("b",)
+
+
+# --------------------------------------------------------------------------- issue 13: HTTP servers as users configure them, filters, roots, approvals
+
+
+def test_a_vs_code_mcp_json_is_read_as_is_and_its_inputs_are_ignored() -> None:
+    config = parse_config(
+        {
+            "inputs": [
+                {"type": "promptString", "id": "key", "description": "API key", "password": True}
+            ],
+            "servers": {
+                "local": {"type": "stdio", "command": "python", "args": ["tools/weather.py"]},
+                "remote": {"type": "http", "url": "https://example.com/mcp"},
+                "old": {"type": "sse", "url": "http://127.0.0.1:8000/sse"},
+            },
+        }
+    )
+    assert [(s.name, s.transport) for s in config.servers] == [
+        ("local", "stdio"),
+        ("remote", "http"),
+        ("old", "sse"),
+    ]
+
+
+def test_environment_variables_are_expanded_in_headers_env_url_and_args(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("API_TOKEN", "tok-123")
+    monkeypatch.setenv("REGION", "eu")
+    config = parse_config(
+        {
+            "mcpServers": {
+                "web": {"url": "https://${REGION}.example.com/mcp?key=${env:API_TOKEN}",
+                        "headers": {"Authorization": "Bearer ${API_TOKEN}", "X-Literal": "$${NOT_EXPANDED}"}},
+                "cli": {"command": "tool", "args": ["--region", "${REGION}"], "env": {"TOKEN": "${env:API_TOKEN}"}},
+            }
+        }
+    )  # fmt: skip
+    web, cli = config.server("web"), config.server("cli")
+    assert web.url == "https://eu.example.com/mcp?key=tok-123"
+    assert web.headers == {"Authorization": "Bearer tok-123", "X-Literal": "${NOT_EXPANDED}"}
+    assert (cli.args, cli.env) == (("--region", "eu"), {"TOKEN": "tok-123"})
+
+
+def test_describe_never_shows_a_secret_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("API_TOKEN", "tok-123")
+    config = parse_config(
+        {"mcpServers": {"web": {"url": "https://user:${API_TOKEN}@example.com/mcp?key=${API_TOKEN}&v=1",
+                                "headers": {"Authorization": "Bearer ${API_TOKEN}"}}}}
+    )  # fmt: skip
+    assert config.server("web").describe() == "https://user:***@example.com/mcp?key=***&v=***"
+
+
+@pytest.mark.parametrize(
+    ("document", "fragment"),
+    [
+        ({"mcpServers": {"w": {"url": "http://h/mcp", "headers": {"Authorization": "Bearer ${WEAVEHOST_TEST_UNSET}"}}}},
+         "mcpServers.w.headers.Authorization: environment variable 'WEAVEHOST_TEST_UNSET' is not set"),
+        ({"mcpServers": {"w": {"command": "x", "env": {"K": "${WEAVEHOST_TEST_UNSET}"}}}},
+         "mcpServers.w.env.K: environment variable 'WEAVEHOST_TEST_UNSET' is not set"),
+        ({"mcpServers": {"w": {"command": "x", "args": ["${env:WEAVEHOST_TEST_UNSET}"]}}},
+         "mcpServers.w.args[0]: environment variable 'WEAVEHOST_TEST_UNSET' is not set"),
+        ({"servers": {"w": {"url": "http://h/mcp", "headers": {"K": "${input:api-key}"}}}},
+         "servers.w.headers.K: ${input:api-key}: VS Code input variables are not supported"),
+        ({"mcpServers": {"w": {"url": "http://h/mcp", "headers": {"K": "${workspace Folder}"}}}},
+         "${workspace Folder}: expected ${NAME} or ${env:NAME}"),
+        ({"mcpServers": {"w": {"command": "x"}}, "servers": {}}, 'has both "mcpServers" and "servers"'),
+        ({"servers": {"w": {"type": "websocket", "url": "ws://h"}}}, "servers.w.type: expected one of stdio, http, streamable-http, sse"),
+        ({"servers": {"w": {"type": "stdio", "url": "http://h"}}}, 'servers.w.type: "stdio" needs "command"'),
+        ({"servers": {"w": {"type": "sse", "command": "x"}}}, 'servers.w.type: "sse" needs "url"'),
+        ({"mcpServers": {"w": {"command": "x", "headers": {}}}}, 'mcpServers.w.headers: only an HTTP server'),
+        ({"mcpServers": {"w": {"command": "x", "oauth": True}}}, 'mcpServers.w.oauth: only an HTTP server'),
+        ({"mcpServers": {"w": {"url": "http://h", "oauth": "yes"}}}, "mcpServers.w.oauth: expected true, false or an object"),
+        ({"mcpServers": {"w": {"url": "http://h", "oauth": {"scope": []}}}}, "mcpServers.w.oauth.scope: unknown key (did you mean 'scopes'?)"),
+        ({"mcpServers": {"w": {"url": "http://h", "oauth": {"redirectPort": 70000}}}}, "mcpServers.w.oauth.redirectPort: expected a TCP port"),
+        ({"mcpServers": {"w": {"command": "x", "protocol": "2024-01-01"}}}, "mcpServers.w.protocol: expected one of auto, legacy, 2026-07-28"),
+        ({"mcpServers": {"w": {"command": "x", "tools": {"exclude": "a"}}}}, "mcpServers.w.tools.exclude: expected a list of strings"),
+        ({"mcpServers": {"w": {"command": "x", "tools": {"only": []}}}}, "mcpServers.w.tools.only: unknown key"),
+        ({"mcpServers": {"w": {"command": "x", "tools": {"include": [""]}}}}, "mcpServers.w.tools.include[0]: expected a tool name"),
+        ({"weavehost": {"roots": "/tmp"}}, "weavehost.roots: expected a list of strings"),
+        ({"mcpServers": {"w": {"command": "x"}}, "weavehost": {"approved": {"v": {"t": "a" * 64}}}},
+         "weavehost.approved.v: no server named 'v' in mcpServers"),
+        ({"mcpServers": {"w": {"command": "x"}}, "weavehost": {"approved": {"w": {"t": "abc123"}}}},
+         "weavehost.approved.w.t: expected the tool's schema hash (16 to 64 hex digits"),
+        ({"mcpServers": {"w": {"command": "x"}}, "weavehost": {"approved": {"w": {"t": "z" * 16}}}},
+         "weavehost.approved.w.t: expected the tool's schema hash"),
+    ],
+)  # fmt: skip
+def test_a_malformed_issue_13_setting_names_the_key_and_the_problem(
+    tmp_path: Path, document: object, fragment: str
+) -> None:
+    path = write(tmp_path, document)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value).startswith(f"{path}: ")
+    assert fragment in str(info.value)
+
+
+def test_a_secret_never_appears_in_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("API_TOKEN", "tok-123")
+    with pytest.raises(ConfigError) as info:
+        parse_config({"mcpServers": {"w": {"url": "${API_TOKEN}"}}})
+    assert "tok-123" not in str(info.value)
+    assert "mcpServers.w.url: expected an http:// or https:// URL, got '${API_TOKEN}'" in str(
+        info.value
+    )
+
+
+@pytest.mark.parametrize(
+    ("written", "parsed"),
+    [
+        ("auto", "auto"),
+        ("legacy", "legacy"),
+        ("2026-07-28", "2026-07-28"),
+        ("2025-06-18", "legacy"),
+        ("2024-11-05", "legacy"),
+    ],
+)
+def test_protocol_is_auto_legacy_or_a_modern_version_and_a_handshake_version_means_legacy(
+    written: str, parsed: str
+) -> None:
+    config = parse_config({"mcpServers": {"w": {"command": "x", "protocol": written}}})
+    assert config.server("w").protocol == parsed
+    assert parse_config({"mcpServers": {"w": {"command": "x"}}}).server("w").protocol == "auto"
+
+
+def test_oauth_tool_filters_roots_and_approvals_are_read() -> None:
+    digest = "AB" * 32
+    config = parse_config(
+        {
+            "servers": {
+                "gh": {"type": "http", "url": "https://h/mcp", "oauth": {"scopes": ["repo", "read"], "clientName": "me", "redirectPort": 8765}},
+                "plain": {"url": "https://h2/mcp", "oauth": True, "tools": {"include": ["get_*"], "exclude": ["get_secret"]}},
+                "off": {"url": "https://h3/mcp", "oauth": False},
+            },
+            "weavehost": {"roots": ["~/site", "."], "approved": {"gh": {"search": digest, "list": "0123456789abcdef"}}},
+        }
+    )  # fmt: skip
+    gh, plain, off = config.server("gh"), config.server("plain"), config.server("off")
+    assert (gh.oauth, gh.oauth_scopes, gh.oauth_client_name, gh.oauth_redirect_port) == (
+        True,
+        ("repo", "read"),
+        "me",
+        8765,
+    )
+    assert (plain.oauth, plain.oauth_scopes, plain.oauth_redirect_port) == (True, None, None)
+    assert (plain.tools_include, plain.tools_exclude) == (("get_*",), ("get_secret",))
+    assert (gh.tools_include, gh.tools_exclude, off.oauth) == (None, (), False)
+    assert config.roots == ("~/site", ".")
+    assert config.approved == {"gh": {"search": digest.lower(), "list": "0123456789abcdef"}}

@@ -5,25 +5,41 @@ Stage: configuration (the first thing the host reads; every other stage takes a
 
 Invariants:
 
-* A Claude Desktop config (``{"mcpServers": {name: {command, args, env} | {url}}}``) is accepted
-  unchanged. weavehost's own settings live beside it under the ``"weavehost"`` key, so one file
-  can serve both programs.
+* A Claude Desktop config (``{"mcpServers": {name: {command, args, env} | {url}}}``) and a VS Code
+  ``mcp.json`` (``{"servers": {name: {"type": "stdio" | "http" | "sse", ...}}, "inputs": [...]}``)
+  are accepted unchanged. weavehost's own settings live beside them under the ``"weavehost"`` key,
+  so one file can serve both programs.
 * Every problem in a file is a :class:`~weavehost.errors.ConfigError` whose message names the
   file, the key (as a dotted path such as ``mcpServers.weather.args[1]``) and the problem.
+* ``${NAME}`` (or VS Code's ``${env:NAME}``) in a server's ``url``, ``args``, ``env`` and
+  ``headers`` is replaced by the environment variable when the file is read, so secrets stay out
+  of the file. An unset variable is a ConfigError naming the key and the variable; a value read
+  from the environment never appears in an error message or in :meth:`ServerConfig.describe`
+  (which masks a URL's password and query values). ``$${`` writes a literal ``${``. VS Code's
+  ``${input:...}`` prompts are not supported (a ConfigError says so); its ``"inputs"`` list is
+  ignored.
 * Records are frozen; nothing here spawns a process or touches the network.
 * Trust is by server name and only by config: nothing a server says can make it trusted.
 
-File format (every ``weavehost`` key is optional)::
+File format (every key but a server's ``command`` or ``url`` is optional)::
 
     {
-      "mcpServers": {
-        "weather": {"command": "python", "args": ["tools/weather.py"], "env": {"UNITS": "metric"}},
-        "remote":  {"url": "http://127.0.0.1:8000/mcp"}
+      "mcpServers": {                            # or "servers" (VS Code); not both
+        "weather": {"command": "python", "args": ["tools/weather.py"], "env": {"UNITS": "metric"},
+                    "tools": {"exclude": ["forecast"]}},
+        "remote":  {"url": "https://mcp.example.com/mcp",
+                    "headers": {"Authorization": "Bearer ${REMOTE_TOKEN}"},
+                    "protocol": "auto"},          # auto | legacy | 2026-07-28 (a modern version)
+        "old":     {"type": "sse", "url": "http://127.0.0.1:8000/sse"},
+        "github":  {"type": "http", "url": "https://api.example.com/mcp",
+                    "oauth": {"scopes": ["read"], "clientName": "weavehost", "redirectPort": 8765}}
       },
       "weavehost": {
         "model": "path/to/model.gguf", "threads": 2,
         "trustedServers": ["weather"],
         "approval": "ask",                       # ask | always | never
+        "approved": {"remote": {"search": "3f9a0c...(>= 16 hex digits of the tool's hash)"}},
+        "roots": ["~/projects/site", "."],       # directories offered to servers (default: cwd)
         "toolChoice": "auto",                    # auto | required | none | a tool's name
         "timeouts": {"startup": 15, "listTools": 10, "call": 30, "ping": 5,
                      "shutdownGrace": 2, "killGrace": 2},
@@ -32,6 +48,27 @@ File format (every ``weavehost`` key is optional)::
         "promptCache": {"enabled": true, "maxBytes": 2147483648}
       }
     }
+
+Per server:
+
+* ``command``/``args``/``env``/``cwd``: a stdio server; ``url``: an HTTP server. ``type`` (VS
+  Code, Cursor, Claude Code) says which: ``stdio``, ``http`` (also ``streamable-http``) or
+  ``sse`` (the legacy HTTP+SSE transport); without it a ``url`` means streamable HTTP.
+* ``headers``: sent with every HTTP request (HTTP servers only).
+* ``protocol``: ``auto`` (the default: ``server/discover``, falling back to the ``initialize``
+  handshake), ``legacy`` (the handshake only), or a modern version such as ``2026-07-28`` (adopted
+  without a probe). A handshake-era version (``2025-06-18`` …) means ``legacy``: the handshake
+  negotiates its version (weavehost offers its newest and the server answers with the one it
+  speaks), so the SDK cannot pin one and the config does not pretend to.
+* ``oauth``: ``true`` or ``{"scopes": [...], "clientName": "...", "redirectPort": N}`` (HTTP
+  servers only): authorize once with ``weavehost auth NAME``; connections use the stored tokens.
+* ``tools``: ``{"include": [...], "exclude": [...]}``, tool names or ``fnmatch`` globs
+  (``"get_*"``); a tool must match ``include`` (when given) and no ``exclude`` to be offered.
+* ``disabled``: ``true`` leaves the server out.
+
+``weavehost.approved`` pins persistent approvals: server → tool → the tool's ``schema_hash`` (as
+``weavehost tools --json`` prints it, or a prefix of at least 16 hex digits); a tool whose
+definition changed (a rug pull) no longer matches and asks again.
 """
 
 from __future__ import annotations
@@ -45,9 +82,11 @@ import shutil
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from fnmatch import fnmatchcase
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from weavehost.errors import ConfigError
 
@@ -134,6 +173,12 @@ class ServerConfig:
     oauth: bool = False  # authorize with OAuth (weavehost auth SERVER) before connecting
     tools_include: tuple[str, ...] | None = None  # None: every tool the server lists
     tools_exclude: tuple[str, ...] = ()
+    # OAuth client options (only read when ``oauth``): the scopes to ask for (None: what the
+    # server challenges with), the client name registered, and a fixed loopback port for the
+    # redirect (None: any free port; some authorization servers want a pre-registered one).
+    oauth_scopes: tuple[str, ...] | None = None
+    oauth_client_name: str = "weavehost"
+    oauth_redirect_port: int | None = None
 
     @property
     def transport(self) -> Literal["stdio", "http", "sse"]:
@@ -142,10 +187,20 @@ class ServerConfig:
         return self.http_transport
 
     def describe(self) -> str:
-        """A one-line human description: the URL, or the command line."""
+        """A one-line human description: the URL (its password and query values masked, as they
+        may hold a secret from the environment), or the command line."""
         if self.url is not None:
-            return self.url
+            return _mask_url(self.url)
         return shlex.join([self.command or "", *self.args])
+
+    def allows_tool(self, tool: str) -> bool:
+        """The ``tools`` filter: ``tool`` matches ``include`` (when given) and no ``exclude``.
+        Patterns are exact names or ``fnmatch`` globs, matched case-sensitively."""
+        if self.tools_include is not None and not any(
+            fnmatchcase(tool, p) for p in self.tools_include
+        ):
+            return False
+        return not any(fnmatchcase(tool, p) for p in self.tools_exclude)
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,11 +315,72 @@ def _join(key: str, name: str) -> str:
     return f"{key}.{name}" if key else name
 
 
-_SERVER_KEYS = ("command", "args", "env", "url", "cwd", "headers", "type", "disabled")
+def _mask_url(url: str) -> str:
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = f"{parts.username}:***@" + netloc.rsplit("@", 1)[1]
+    query = "&".join(
+        f"{pair.split('=', 1)[0]}=***" if "=" in pair else pair
+        for pair in parts.query.split("&")
+        if pair
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+# ${NAME} or ${env:NAME}; $${ is a literal ${. Anything else inside ${...} is an error.
+_VARIABLE = re.compile(r"\$\$\{|\$\{([^}]*)\}")
+_ENV_NAME = re.compile(r"(?:env:)?([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _expand(check: _Checker, value: str, key: str) -> str:
+    """``value`` with ``${NAME}``/``${env:NAME}`` replaced from the environment."""
+
+    def substitute(match: re.Match[str]) -> str:
+        if match.group(0) == "$${":
+            return "${"
+        inner = match.group(1)
+        name = _ENV_NAME.fullmatch(inner)
+        if inner.startswith("input:"):
+            raise check.fail(
+                key,
+                f"${{{inner}}}: VS Code input variables are not supported; "
+                "put the value in an environment variable and write ${env:NAME}",
+            )
+        if name is None:
+            raise check.fail(
+                key, f"${{{inner}}}: expected ${{NAME}} or ${{env:NAME}} (an environment variable)"
+            )
+        found = os.environ.get(name.group(1))
+        if found is None:
+            raise check.fail(key, f"environment variable {name.group(1)!r} is not set")
+        return found
+
+    return _VARIABLE.sub(substitute, value)
+
+
+def _expand_map(check: _Checker, value: Any, key: str) -> dict[str, str]:
+    raw = check.string_map(value, key)
+    return {name: _expand(check, item, _join(key, name)) for name, item in raw.items()}
+
+
+_SERVER_KEYS = (
+    "command", "args", "env", "url", "cwd", "headers", "type", "disabled", "protocol", "oauth",
+    "tools",
+)  # fmt: skip
+_SERVER_TYPES: dict[str, Literal["stdio", "http", "sse"]] = {
+    "stdio": "stdio",
+    "http": "http",
+    "streamable-http": "http",
+    "sse": "sse",
+}
 _HOST_KEYS = (
     "model", "threads", "trustedServers", "approval", "toolChoice", "timeouts", "limits",
-    "promptCache",
+    "promptCache", "roots", "approved",
 )  # fmt: skip
+_OAUTH_KEYS = ("scopes", "clientName", "redirectPort")
+_HASH = re.compile(r"[0-9a-fA-F]{16,64}")
+_MIN_HASH_DIGITS = 16
 _TIMEOUT_KEYS = {
     "startup": "startup",
     "listTools": "list_tools",
@@ -283,33 +399,117 @@ _LIMIT_KEYS = {
 }
 
 
-def _parse_server(check: _Checker, name: str, raw: Any) -> ServerConfig | None:
-    key = f"mcpServers.{name}"  # any name is accepted; tool prefixes sanitise it later
+def _parse_server(check: _Checker, section: str, name: str, raw: Any) -> ServerConfig | None:
+    key = f"{section}.{name}"  # any name is accepted; tool prefixes sanitise it later
     entry = check.obj(raw, key)
     check.known_keys(entry, key, _SERVER_KEYS)
-    if entry.get("disabled") is True:
+    if "disabled" in entry and check.boolean(entry["disabled"], f"{key}.disabled"):
         return None
     command, url = entry.get("command"), entry.get("url")
+    kind = None
+    if "type" in entry:
+        kind = _SERVER_TYPES.get(entry["type"]) if isinstance(entry["type"], str) else None
+        if kind is None:
+            raise check.fail(
+                f"{key}.type",
+                f"expected one of {', '.join(_SERVER_TYPES)}, got {_kind(entry['type'])}",
+            )
     if command is None and url is None:
-        raise check.fail(key, 'needs "command" (a program to spawn) or "url" (streamable HTTP)')
+        raise check.fail(key, 'needs "command" (a program to spawn) or "url" (an HTTP server)')
     if command is not None and url is not None:
         raise check.fail(key, 'has both "command" and "url"; keep one')
+    if kind == "stdio" and url is not None:
+        raise check.fail(f"{key}.type", '"stdio" needs "command", not "url"')
+    if kind in ("http", "sse") and command is not None:
+        raise check.fail(f"{key}.type", f'"{entry["type"]}" needs "url", not "command"')
+    protocol = _parse_protocol(check, entry["protocol"], key) if "protocol" in entry else "auto"
+    include: tuple[str, ...] | None = None
+    exclude: tuple[str, ...] = ()
+    if "tools" in entry:
+        include, exclude = _parse_tool_filter(check, entry["tools"], key)
     if url is not None:
-        url = check.string(url, f"{key}.url")
+        url = _expand(check, check.string(url, f"{key}.url"), f"{key}.url")
         if urlsplit(url).scheme not in ("http", "https"):
-            raise check.fail(f"{key}.url", f"expected an http:// or https:// URL, got {url!r}")
-        return ServerConfig(
+            shown = entry["url"]  # as written: the expanded text may hold a secret
+            raise check.fail(f"{key}.url", f"expected an http:// or https:// URL, got {shown!r}")
+        server = ServerConfig(
             name=name,
             url=url,
-            headers=check.string_map(entry.get("headers", {}), f"{key}.headers"),
+            headers=_expand_map(check, entry.get("headers", {}), f"{key}.headers"),
+            protocol=protocol,
+            http_transport="sse" if kind == "sse" else "http",
+            tools_include=include,
+            tools_exclude=exclude,
         )
+        if "oauth" in entry:
+            server = _parse_oauth(check, entry["oauth"], f"{key}.oauth", server)
+        return server
+    for http_only in ("headers", "oauth"):
+        if http_only in entry:
+            raise check.fail(f"{key}.{http_only}", 'only an HTTP server (one with "url") has it')
     return ServerConfig(
         name=name,
         command=check.string(command, f"{key}.command"),
-        args=check.strings(entry.get("args", []), f"{key}.args"),
-        env=check.string_map(entry.get("env", {}), f"{key}.env"),
+        args=tuple(
+            _expand(check, arg, f"{key}.args[{i}]")
+            for i, arg in enumerate(check.strings(entry.get("args", []), f"{key}.args"))
+        ),
+        env=_expand_map(check, entry.get("env", {}), f"{key}.env"),
         cwd=check.string(entry["cwd"], f"{key}.cwd") if "cwd" in entry else None,
+        protocol=protocol,
+        tools_include=include,
+        tools_exclude=exclude,
     )
+
+
+def _parse_protocol(check: _Checker, raw: Any, key: str) -> str:
+    """``auto``, ``legacy`` or a modern version as is; a handshake-era version means legacy."""
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+
+    if raw in ("auto", "legacy") or raw in MODERN_PROTOCOL_VERSIONS:
+        return str(raw)
+    if raw in HANDSHAKE_PROTOCOL_VERSIONS:
+        return "legacy"
+    known = ", ".join(["auto", "legacy", *MODERN_PROTOCOL_VERSIONS, *HANDSHAKE_PROTOCOL_VERSIONS])
+    raise check.fail(f"{key}.protocol", f"expected one of {known}, got {_kind(raw)}")
+
+
+def _parse_tool_filter(
+    check: _Checker, raw: Any, key: str
+) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
+    key = f"{key}.tools"
+    raw = check.obj(raw, key)
+    check.known_keys(raw, key, ("include", "exclude"))
+    lists = {}
+    for which in ("include", "exclude"):
+        if which in raw:
+            names = check.strings(raw[which], f"{key}.{which}")
+            for i, item in enumerate(names):
+                if not item:
+                    raise check.fail(f"{key}.{which}[{i}]", "expected a tool name, got ''")
+            lists[which] = names
+    return lists.get("include"), lists.get("exclude", ())
+
+
+def _parse_oauth(check: _Checker, raw: Any, key: str, server: ServerConfig) -> ServerConfig:
+    if isinstance(raw, bool):
+        return replace(server, oauth=raw)
+    if not isinstance(raw, dict):
+        raise check.fail(key, f"expected true, false or an object, got {_kind(raw)}")
+    check.known_keys(raw, key, _OAUTH_KEYS)
+    server = replace(server, oauth=True)
+    if "scopes" in raw:
+        server = replace(server, oauth_scopes=check.strings(raw["scopes"], f"{key}.scopes"))
+    if "clientName" in raw:
+        server = replace(
+            server, oauth_client_name=check.string(raw["clientName"], f"{key}.clientName")
+        )
+    if "redirectPort" in raw:
+        port = check.number(raw["redirectPort"], f"{key}.redirectPort", integer=True)
+        if port > 65535:
+            raise check.fail(f"{key}.redirectPort", f"expected a TCP port (1-65535), got {port}")
+        server = replace(server, oauth_redirect_port=port)
+    return server
 
 
 def _parse_numbers(check: _Checker, raw: Any, key: str, names: Mapping[str, str], base: Any) -> Any:
@@ -327,10 +527,16 @@ def parse_config(document: Any, source: str = "<config>") -> HostConfig:
     """Validate a decoded config document; ``source`` names it in error messages."""
     check = _Checker(source)
     doc = check.obj(document, "")
-    check.known_keys(doc, "", ("mcpServers", "weavehost", "globalShortcut"))
-    servers_raw = check.obj(doc.get("mcpServers", {}), "mcpServers")
+    # "servers" and "inputs": VS Code's mcp.json; "globalShortcut": Claude Desktop's.
+    check.known_keys(doc, "", ("mcpServers", "servers", "inputs", "weavehost", "globalShortcut"))
+    if "mcpServers" in doc and "servers" in doc:
+        raise check.fail("servers", 'the file has both "mcpServers" and "servers"; keep one')
+    section = "servers" if "servers" in doc else "mcpServers"
+    servers_raw = check.obj(doc.get(section, {}), section)
     servers = tuple(
-        s for name, raw in servers_raw.items() if (s := _parse_server(check, name, raw)) is not None
+        s
+        for name, raw in servers_raw.items()
+        if (s := _parse_server(check, section, name, raw)) is not None
     )
     host = check.obj(doc.get("weavehost", {}), "weavehost")
     check.known_keys(host, "weavehost", _HOST_KEYS)
@@ -374,7 +580,43 @@ def parse_config(document: Any, source: str = "<config>") -> HostConfig:
         config = replace(config, limits=limits)
     if "promptCache" in host:
         config = replace(config, prompt_cache=_parse_prompt_cache(check, host["promptCache"]))
+    if "roots" in host:
+        roots = check.strings(host["roots"], "weavehost.roots")
+        for i, root in enumerate(roots):
+            if not root:
+                raise check.fail(f"weavehost.roots[{i}]", "expected a directory, got ''")
+        config = replace(config, roots=roots)
+    if "approved" in host:
+        approved = _parse_approved(check, host["approved"], section, {s.name for s in servers})
+        config = replace(config, approved=approved)
     return config
+
+
+def _parse_approved(
+    check: _Checker, raw: Any, section: str, names: set[str]
+) -> Mapping[str, Mapping[str, str]]:
+    key = "weavehost.approved"
+    raw = check.obj(raw, key)
+    approved: dict[str, Mapping[str, str]] = {}
+    for server, tools in raw.items():
+        if server not in names:
+            hint = difflib.get_close_matches(server, sorted(names), n=1)
+            extra = f" (did you mean {hint[0]!r}?)" if hint else ""
+            raise check.fail(
+                _join(key, server),
+                f"no server named {server!r} in {section}{extra} "
+                f"(have: {', '.join(sorted(names)) or '-'})",
+            )
+        hashes = check.string_map(tools, _join(key, server))
+        for tool, digest in hashes.items():
+            if not _HASH.fullmatch(digest):
+                raise check.fail(
+                    f"{key}.{server}.{tool}",
+                    f"expected the tool's schema hash ({_MIN_HASH_DIGITS} to 64 hex digits, "
+                    f"as weavehost tools --json prints it), got {_kind(digest)}",
+                )
+        approved[server] = MappingProxyType({t: d.lower() for t, d in hashes.items()})
+    return MappingProxyType(approved)
 
 
 def _parse_prompt_cache(check: _Checker, raw: Any) -> PromptCacheConfig:

@@ -17,6 +17,11 @@ Invariants:
 * Qualified names are unique and match ``[A-Za-z0-9_.-]{1,128}``. A bare name offered by one
   server stays bare; a name offered by several servers becomes ``<server>_<name>`` for each of
   them (suffix ``_2``, ``_3`` … if that still clashes). Nothing is ever silently overridden.
+* A server's ``tools`` filter in the config (include/exclude by name or ``fnmatch`` glob, see
+  :meth:`~weavehost.config.ServerConfig.allows_tool`) is applied before anything else: a filtered
+  tool is neither shown to the model nor callable (:meth:`Catalog.get` does not know it), takes
+  no part in name qualification, and is not reported as omitted. An ``include`` entry that
+  matches no listed tool is a warning (once per server and entry), never an error.
 * Arguments are validated (Draft 2020-12, no remote retrieval) before a call may be sent.
 * ``description`` (what the model reads) is capped at ``limits.max_description_chars``;
   ``full_description`` keeps every character for the approver, and ``schema_hash`` covers the full
@@ -34,6 +39,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from types import MappingProxyType
 from typing import Any
 
@@ -182,6 +188,7 @@ class Catalog:
         self._pinned: dict[tuple[str, str], str] = {}  # first hash seen per (server, tool)
         self._pulled: set[tuple[str, str]] = set()  # tools whose hash ever left the pinned one
         self._stale: dict[str, tuple[int, anyio.Event]] = {}  # server -> (re-lists due, done)
+        self._unmatched: set[tuple[str, str]] = set()  # (server, include pattern) warned about
 
     @classmethod
     def from_listings(
@@ -273,6 +280,7 @@ class Catalog:
         omitted: list[OmittedTool] = []
         for server in sorted(self._listings):
             seen: set[str] = set()
+            allows = self._tool_filter(server)
             for raw in self._listings[server]:
                 name = raw.get("name")
                 if not isinstance(name, str) or not name:
@@ -282,7 +290,10 @@ class Catalog:
                     omitted.append(OmittedTool(server, name, "listed twice by the same server"))
                     continue
                 seen.add(name)
+                if allows is not None and not allows(name):
+                    continue  # filtered out by the user's config: not offered, not callable
                 candidates.append((server, name, raw))
+            self._warn_unmatched_includes(server, seen)
         names = qualify_names([(s, n) for s, n, _ in candidates])
         specs: dict[str, ToolSpec] = {}
         validators: dict[str, Draft202012Validator] = {}
@@ -308,6 +319,29 @@ class Catalog:
         if self._changed is not None:
             self._changed.set()
             self._changed = None
+
+    def _tool_filter(self, server: str) -> Callable[[str], bool] | None:
+        """The config's ``tools`` include/exclude for ``server``; None when it has none."""
+        config = next((s for s in self._config.servers if s.name == server), None)
+        if config is None or (config.tools_include is None and not config.tools_exclude):
+            return None
+        return config.allows_tool
+
+    def _warn_unmatched_includes(self, server: str, listed: set[str]) -> None:
+        """Warn (once per server and name) about an ``include`` that names no listed tool."""
+        config = next((s for s in self._config.servers if s.name == server), None)
+        if config is None or not listed:  # nothing listed (or a failed listing) proves nothing
+            return
+        for pattern in config.tools_include or ():
+            if any(fnmatchcase(name, pattern) for name in listed):
+                continue
+            if (server, pattern) not in self._unmatched:
+                self._unmatched.add((server, pattern))
+                logger.warning(
+                    "server %r: tools.include names %r, but the server lists no such tool",
+                    server,
+                    pattern,
+                )
 
     async def wait_for_version(self, version: int) -> None:
         """Return once :attr:`version` reaches ``version`` (bound it with ``anyio.fail_after``)."""

@@ -6,9 +6,11 @@ lifetime; this module only says *how* a server is reached).
 Invariants:
 
 * :func:`open_transport` picks the transport from the server's config alone: an in-process
-  server object as given, an ``http(s)`` URL over streamable HTTP (with its headers, if any),
-  anything else a stdio process through our :func:`~weavehost.mcp.transport.stdio_transport`.
-  Every transport caps one message at ``limits.max_message_bytes``.
+  server object as given, a server with a URL through :mod:`weavehost.mcp.http` (streamable
+  HTTP or the legacy SSE transport, with its headers, and its stored OAuth tokens when it has
+  ``oauth``), anything else a stdio process through our
+  :func:`~weavehost.mcp.transport.stdio_transport`. The stdio and streamable HTTP transports cap
+  one message at ``limits.max_message_bytes``.
 * A stdio command that cannot be run (``OSError`` on spawn) is a
   :class:`~weavehost.errors.ServerStartError` naming the server and the command; the process is
   reported through ``on_spawn`` and its exit through ``on_exit``, so the pool sees a death at
@@ -19,16 +21,15 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import Any
 
 import mcp_types as types
-from mcp.client.streamable_http import streamable_http_client
 from pydantic import TypeAdapter
 
 from weavehost.config import Limits, ServerConfig, Timeouts, resolve_command
 from weavehost.errors import ServerStartError
+from weavehost.mcp.http import open_http_transport
 from weavehost.mcp.transport import ProcessInfo, StdioSpec, stdio_transport
 
 __all__ = ["SpawnedTransport", "list_tools_page", "open_transport"]
@@ -50,9 +51,7 @@ def open_transport(
     if inproc is not None:
         return inproc
     if server.url is not None:
-        if server.headers:
-            return _http_with_headers(server.url, dict(server.headers), limits.max_message_bytes)
-        return streamable_http_client(server.url, max_sse_event_size=limits.max_message_bytes)
+        return open_http_transport(server, limits)
     spec = StdioSpec(
         command=resolve_command(server),
         args=server.args,
@@ -114,17 +113,3 @@ async def list_tools_page(session: Any, cursor: str | None, bound: float) -> dic
     opts["timeout"] = bound
     raw = await dispatcher.send_raw_request("tools/list", data.get("params"), opts)
     return raw if isinstance(raw, dict) else {}
-
-
-def _http_with_headers(url: str, headers: dict[str, str], cap: int) -> Any:
-    from mcp.shared._httpx_utils import create_mcp_http_client
-
-    @asynccontextmanager
-    async def transport() -> AsyncIterator[Any]:
-        async with create_mcp_http_client(headers=headers) as http:
-            async with streamable_http_client(
-                url, http_client=http, max_sse_event_size=cap
-            ) as streams:
-                yield streams
-
-    return transport()
