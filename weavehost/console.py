@@ -5,8 +5,17 @@ Stage: command line (over :class:`~weavehost.host.Host`). ``cli.py`` parses opti
 
 * assistant text streamed to stdout; calls, results and notes on stderr (``provisional`` →
   ``final``, a replaced call marked ``↻``), or with ``--json`` one JSON event per line on stdout;
-* a prompt on the terminal before any call that needs approval (:class:`TerminalApprover`),
+* a prompt on the terminal before any call that needs approval (:class:`TerminalApprover`):
+  yes, no, always for this tool, always for this server (both for this session; "always" for a
+  tool holds for its current definition only), and before a server's first sampling request;
   refusing when there is no terminal to ask;
+* a server's elicitation (:class:`TerminalElicitor`): a form asked field by field (strings,
+  numbers, integers, booleans, enums and multi-select enums, defaults shown and used on empty
+  input, required fields insisted on), each answer checked against its schema, then accept,
+  decline or cancel; a URL shown with the message and opened in the browser only after the
+  person says yes (and only an ``http``/``https`` one). With no terminal it declines;
+* progress of a running call as a bar (one updating line on a terminal, plain lines otherwise)
+  and servers' log messages at ``-v``;
 * Ctrl-C: decoding stops between or inside passes, in-flight calls are cancelled, servers shut
   down, and the command exits with 130 (:data:`EXIT_INTERRUPTED`).
 
@@ -21,24 +30,40 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
+import webbrowser
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
+from jsonschema import Draft202012Validator
 
 from weavehost.agent import Event
 from weavehost.errors import AbortedError
 from weavehost.host import Host
-from weavehost.mcp.executor import ApprovalRequest
+from weavehost.mcp.executor import ApprovalRequest, Decision
+from weavehost.mcp.features import ElicitationReply, ElicitationRequest, SamplingRequest
 
-__all__ = ["EXIT_INTERRUPTED", "EventPrinter", "TerminalApprover", "ask_line", "run_agent"]
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "MAX_FIELD_ATTEMPTS",
+    "EventPrinter",
+    "TerminalApprover",
+    "TerminalElicitor",
+    "ask_line",
+    "progress_text",
+    "run_agent",
+]
 
 EXIT_INTERRUPTED = AbortedError.exit_code  # Ctrl-C ends a command as an aborted decode does
 SPINNER_PERIOD_S = 0.1
 _RESULT_PREVIEW = 200
+MAX_FIELD_ATTEMPTS = 5  # invalid answers to one form field before the elicitation is cancelled
+PROGRESS_BAR_WIDTH = 24
+LineReader = Callable[[str], Awaitable[str | None]]  # prints a prompt, reads a line (None: EOF)
 
 
 async def ask_line(prompt: str, stream: TextIO | None = None) -> str | None:
@@ -66,21 +91,243 @@ async def ask_line(prompt: str, stream: TextIO | None = None) -> str | None:
     return box[0]
 
 
+_DECISIONS: Mapping[str, Decision] = {
+    "y": "yes", "yes": "yes", "t": "always_tool", "tool": "always_tool",
+    "s": "always_server", "server": "always_server",
+}  # fmt: skip
+
+
 @dataclass
 class TerminalApprover:
-    """Asks on the terminal before a call that needs approval; no terminal means refused."""
+    """Asks on the terminal before a call that needs approval, and before a server's first
+    sampling request; no terminal means refused. ``ask`` reads a line (tests script it)."""
 
     interactive: bool
+    ask: LineReader = ask_line
+    err: TextIO | None = None
 
-    async def approve(self, request: ApprovalRequest) -> bool:
+    def _say(self, text: str) -> None:
+        print(text, file=self.err or sys.stderr, flush=True)
+
+    async def approve(self, request: ApprovalRequest) -> Decision:
         if not self.interactive:
-            print(f"  ✗ {request.spec.qualified_name} needs approval and there is no terminal "
-                  "to ask: refused (use approval 'always' in the config to allow it)",
-                  file=sys.stderr)  # fmt: skip
+            self._say(f"  ✗ {request.spec.qualified_name} needs approval and there is no "
+                      "terminal to ask: refused (use approval 'always' in the config to allow "
+                      "it)")  # fmt: skip
+            return "no"
+        self._say(f"\n  ? approval needed:\n{_indent(request.describe())}")
+        answer = await self.ask(
+            f"  run it? [y]es / [N]o / always for this [t]ool / always for this [s]erver "
+            f"(server {request.spec.server!r}, for this session) "
+        )
+        return _DECISIONS.get((answer or "").strip().lower(), "no")
+
+    async def approve_sampling(self, request: SamplingRequest) -> Decision:
+        if not self.interactive:
+            self._say(f"  ✗ server {request.server!r} asks the local model to write a message "
+                      "and there is no terminal to ask: refused (use approval 'always' to "
+                      "allow it)")  # fmt: skip
+            return "no"
+        self._say(f"\n  ? sampling request:\n{_indent(request.describe())}")
+        answer = await self.ask(
+            f"  let the local model answer {request.server!r}? (once approved, it is not asked "
+            "again this session) [y/N] "
+        )
+        return "yes" if (answer or "").strip().lower() in ("y", "yes") else "no"
+
+
+@dataclass
+class TerminalElicitor:
+    """Answers a server's elicitation at the terminal; declines when there is none.
+
+    ``interactive`` (None: stdin and stderr are terminals), ``ask`` (reads a line after a
+    prompt; ``None`` is end of input, which cancels), ``err`` (where the form is shown) and
+    ``open_url`` (the browser) are injectable, so the whole dialogue is scriptable.
+    """
+
+    interactive: bool | None = None
+    ask: LineReader = ask_line
+    err: TextIO | None = None
+    open_url: Callable[[str], object] = webbrowser.open
+
+    def _say(self, text: str) -> None:
+        print(text, file=self.err or sys.stderr, flush=True)
+
+    async def elicit(self, request: ElicitationRequest) -> ElicitationReply:
+        interactive = self.interactive
+        if interactive is None:
+            interactive = sys.stdin.isatty() and sys.stderr.isatty()
+        if not interactive:
+            self._say(f"  ✗ server {request.server!r} asks for input and there is no terminal "
+                      "to ask: declined")  # fmt: skip
+            return ElicitationReply("decline")
+        self._say(f"\n  ? server {request.server!r} asks:\n{_indent(request.message)}")
+        if request.mode == "url":
+            return await self._url(request)
+        return await self._form(request)
+
+    async def _url(self, request: ElicitationRequest) -> ElicitationReply:
+        url = request.url or ""
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            self._say(f"  ✗ it asks to open {url!r}, which is not an http(s) URL: declined")
+            return ElicitationReply("decline")
+        self._say(f"  URL:  {url}\n  site: {parts.netloc}")
+        answer = await self.ask("  open it in your browser? [y/N] ")
+        if answer is None:
+            return ElicitationReply("cancel")
+        if answer.strip().lower() not in ("y", "yes"):
+            return ElicitationReply("decline")
+        self.open_url(url)
+        return ElicitationReply("accept")
+
+    async def _form(self, request: ElicitationRequest) -> ElicitationReply:
+        schema = dict(request.schema or {})
+        properties = schema.get("properties") or {}
+        required = set(schema.get("required") or ())
+        content: dict[str, Any] = {}
+        for name, prop in properties.items():
+            if not isinstance(prop, Mapping):
+                continue
+            outcome = await self._field(name, prop, name in required)
+            if outcome is _CANCEL:
+                return ElicitationReply("cancel")
+            if outcome is not _SKIP:
+                content[name] = outcome
+        problems = _problems(schema, content)
+        if problems:
+            self._say(f"  ✗ the answers do not fit the form ({problems}): cancelled")
+            return ElicitationReply("cancel")
+        summary = json.dumps(content, ensure_ascii=False)
+        answer = await self.ask(f"  send {summary}? [A]ccept / [d]ecline / [c]ancel ")
+        choice = None if answer is None else answer.strip().lower()
+        if choice in ("", "a", "accept", "y", "yes"):
+            return ElicitationReply("accept", content)
+        if choice in ("d", "decline", "n", "no"):
+            return ElicitationReply("decline")
+        return ElicitationReply("cancel")
+
+    async def _field(self, name: str, prop: Mapping[str, Any], required: bool) -> Any:
+        """One field's value, ``_SKIP`` (optional, left empty) or ``_CANCEL`` (end of input, or
+        too many invalid answers)."""
+        choices = _choices(prop)
+        title = prop.get("title") or name
+        line = f"  {title}{' (required)' if required else ''}"
+        if prop.get("description"):
+            line += f": {prop['description']}"
+        self._say(line)
+        if choices:
+            for i, (value, label) in enumerate(choices, start=1):
+                self._say(f"    {i}. {label}" + (f" ({value})" if label != str(value) else ""))
+        has_default = "default" in prop
+        hint = _hint(prop, bool(choices))
+        if has_default:
+            hint += f", default {json.dumps(prop['default'], ensure_ascii=False)}"
+        for _ in range(MAX_FIELD_ATTEMPTS):
+            text = await self.ask(f"    {name} [{hint}]: ")
+            if text is None:
+                return _CANCEL
+            text = text.strip()
+            if not text:
+                if has_default:
+                    return prop["default"]
+                if not required:
+                    return _SKIP
+                self._say("    a value is required")
+                continue
+            try:
+                value = _parse(text, prop, choices)
+            except ValueError as exc:
+                self._say(f"    {exc}")
+                continue
+            problems = _problems(prop, value)
+            if problems:
+                self._say(f"    {problems}")
+                continue
+            return value
+        self._say(f"  ✗ no valid answer for {name!r} after {MAX_FIELD_ATTEMPTS} tries: cancelled")
+        return _CANCEL
+
+
+_SKIP = object()
+_CANCEL = object()
+
+
+def _choices(prop: Mapping[str, Any]) -> list[tuple[Any, str]]:
+    """An enum's (value, label) pairs: ``enum`` (with ``enumNames``), ``oneOf``/``anyOf`` of
+    ``const`` with ``title``; for a multi-select array, its items'."""
+    if prop.get("type") == "array" and isinstance(prop.get("items"), Mapping):
+        return _choices(prop["items"])
+    if isinstance(prop.get("enum"), list):
+        names = prop.get("enumNames")
+        labels = names if isinstance(names, list) and len(names) == len(prop["enum"]) else None
+        return [(v, str(labels[i]) if labels else str(v)) for i, v in enumerate(prop["enum"])]
+    for key in ("oneOf", "anyOf"):
+        options = prop.get(key)
+        if (
+            isinstance(options, list)
+            and options
+            and all(isinstance(o, Mapping) and "const" in o for o in options)
+        ):
+            return [(o["const"], str(o.get("title") or o["const"])) for o in options]
+    return []
+
+
+def _hint(prop: Mapping[str, Any], has_choices: bool) -> str:
+    kind = prop.get("type")
+    if kind == "array":
+        return "numbers or values, comma-separated"
+    if has_choices:
+        return "a number or a value"
+    if kind == "boolean":
+        return "y/n"
+    return str(kind or "text")
+
+
+def _pick(text: str, choices: list[tuple[Any, str]]) -> Any:
+    if text.isdigit() and 1 <= int(text) <= len(choices):
+        return choices[int(text) - 1][0]
+    for value, label in choices:
+        if text == str(value) or text.lower() == label.lower():
+            return value
+    raise ValueError(f"{text!r} is not one of the choices (answer with its number)")
+
+
+def _parse(text: str, prop: Mapping[str, Any], choices: list[tuple[Any, str]]) -> Any:
+    """The typed value of an answer; ValueError with a reason a person can act on."""
+    kind = prop.get("type")
+    if kind == "array":
+        return [_pick(part.strip(), choices) for part in text.split(",") if part.strip()]
+    if choices:
+        return _pick(text, choices)
+    if kind == "boolean":
+        lowered = text.lower()
+        if lowered in ("y", "yes", "true", "1"):
+            return True
+        if lowered in ("n", "no", "false", "0"):
             return False
-        print(f"\n  ? approval needed:\n{_indent(request.describe())}", file=sys.stderr)
-        answer = await ask_line("  run it? [y/N] ")
-        return (answer or "").strip().lower() in ("y", "yes")
+        raise ValueError("answer y or n")
+    if kind == "integer":
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not a whole number") from None
+    if kind == "number":
+        try:
+            number = float(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not a number") from None
+        return int(number) if number.is_integer() and "." not in text else number
+    return text
+
+
+def _problems(schema: Mapping[str, Any], value: Any) -> str:
+    """What is wrong with ``value`` under ``schema`` (formats checked), or ''."""
+    validator = Draft202012Validator(
+        dict(schema), format_checker=Draft202012Validator.FORMAT_CHECKER
+    )
+    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    return "; ".join(e.message for e in errors[:3])
 
 
 def _indent(text: str) -> str:
@@ -99,6 +346,7 @@ class EventPrinter:
         self.as_json, self.verbose = as_json, verbose
         self.out, self.err = out or sys.stdout, err or sys.stderr
         self._mid_line = False
+        self._bar = False  # a progress bar is the err terminal's current line
         self.failure: Event | None = None  # the last turn-ending ``error`` event
 
     def __call__(self, event: Event) -> None:
@@ -109,6 +357,16 @@ class EventPrinter:
             self.out.flush()
             return
         kind, data = event.type, event.data
+        if kind == "progress" and _is_tty(self.err):
+            self._end_text_line()
+            self.err.write("\r\033[K" + progress_text(data))
+            self.err.flush()
+            self._bar = True
+            return
+        if self._bar:  # anything else ends the bar's line
+            self.err.write("\n")
+            self.err.flush()
+            self._bar = False
         if kind == "text":
             self.out.write(data["text"])
             self.out.flush()
@@ -117,11 +375,14 @@ class EventPrinter:
         line = self._line(kind, data)
         if line is None:
             return
+        self._end_text_line()
+        print(line, file=self.err, flush=True)
+
+    def _end_text_line(self) -> None:
         if self._mid_line:
             self.out.write("\n")
             self.out.flush()
             self._mid_line = False
-        print(line, file=self.err, flush=True)
 
     def _line(self, kind: str, data: Any) -> str | None:
         if kind == "provisional_call":
@@ -141,6 +402,15 @@ class EventPrinter:
             return f"  ✗ the model's call did not decode: {data['error']}"
         if kind == "notice":
             return f"  note: {data['text']}"
+        if kind == "progress":
+            return progress_text(data)
+        if kind == "log" and self.verbose:
+            text = (
+                data["data"]
+                if isinstance(data["data"], str)
+                else json.dumps(data["data"], ensure_ascii=False, default=str)
+            )
+            return f"  [log {data['server']} {data['level']}] {text}"
         if kind == "error":
             return f"  ✗ the turn failed: {data['error']}"
         if kind == "timings" and self.verbose:
@@ -151,6 +421,27 @@ class EventPrinter:
         if kind == "done" and self._mid_line:
             return ""
         return None
+
+
+def _is_tty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def progress_text(data: Mapping[str, Any]) -> str:
+    """One progress event as a line: a bar when the total is known, the count otherwise."""
+    progress, total = data["progress"], data.get("total")
+    if total:
+        share = max(0.0, min(1.0, progress / total))
+        filled = round(share * PROGRESS_BAR_WIDTH)
+        bar = "█" * filled + "·" * (PROGRESS_BAR_WIDTH - filled)
+        count = f"[{bar}] {share:4.0%} ({progress:g}/{total:g})"
+    else:
+        count = f"{progress:g}"
+    message = f"  {data['message']}" if data.get("message") else ""
+    return f"  ⋯ {data['name']} {count}{message}"
 
 
 async def _spinner(label: str, stream: TextIO, stop: anyio.Event) -> None:

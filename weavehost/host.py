@@ -14,8 +14,21 @@ Invariants:
 
 * Entering starts every server (:class:`~weavehost.mcp.servers.ServerPool`), lists their tools and
   loads the model in a worker thread; leaving stops the servers (no orphans) and frees the model,
-  also when the body was cancelled (Ctrl-C).
-* :meth:`Host.abort` stops decoding between or inside passes and cancels everything running.
+  also when the body was cancelled (Ctrl-C). With ``load_model="lazy"`` the model is loaded only
+  when something needs it: a server's sampling request, :meth:`Host.load_model`, or a
+  conversation started after that (``weavehost call`` loads no model unless a server asks).
+* The servers are offered the client features (:class:`~weavehost.mcp.features.ClientFeatures`):
+  **sampling** answered by this host's model (:class:`~weavehost.agent.sampling.ModelSampler`,
+  under the one model lock, approved once per server under ``approval``, asking the approver's
+  ``approve_sampling``); **elicitation** answered by ``elicitor``, and declined when there is
+  none (the capability is declared either way, so a server asking gets a ``decline``, as it does
+  from a console with no terminal); **roots**: ``roots``, else the config's, else the current
+  directory, changed with :meth:`Host.set_roots` (servers hear ``roots/list_changed``); server
+  **log** messages become ``log`` events of the turn or call running when they arrive (and
+  ``logging`` records of ``weavehost.host``).
+* :meth:`Host.abort` stops decoding between or inside passes and cancels everything running;
+  a tool call running in a turn or in :meth:`Host.call` is cancelled with its scope, so the
+  pool tells its server (``notifications/cancelled``) before abandoning it.
 * Events are yielded from a memory stream fed by a task in the host's task group, so a consumer
   that stops iterating cancels its turn and nothing leaks.
 """
@@ -26,10 +39,12 @@ import contextlib
 import functools
 import logging
 import math
+import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 import anyio
 import anyio.abc
@@ -37,7 +52,10 @@ import anyio.to_thread
 from anyio import AsyncContextManagerMixin
 
 from weavehost.agent import DEFAULT_MAX_STEPS, AgentModel, EngineModel, Event, ModelLock, Session
+from weavehost.agent.elicitors import DecliningElicitor
 from weavehost.agent.options import DEFAULT_MAX_ANSWER_TOKENS, check_tool_choice
+from weavehost.agent.runs import progress_event
+from weavehost.agent.sampling import SAMPLING_WAIT_S, ModelSampler
 from weavehost.agent.thermal import (
     Backoff,
     backoff_for,
@@ -48,13 +66,22 @@ from weavehost.agent.thermal import (
 from weavehost.config import HostConfig, build_config
 from weavehost.decode import DEFAULT_STRATEGY
 from weavehost.engine import DEFAULT_N_CTX
+from weavehost.errors import ClientFeatureError, ConfigError
 from weavehost.mcp.catalog import Catalog
-from weavehost.mcp.executor import Approver, Executor
+from weavehost.mcp.executor import Approver, Executor, ToolResult
+from weavehost.mcp.features import ClientFeatures, Elicitor, LogMessage, Roots
 from weavehost.mcp.servers import ServerPool
 
-__all__ = ["Host", "HostSession"]
+__all__ = ["Host", "HostSession", "LoadModel"]
 
 logger = logging.getLogger(__name__)
+
+# When the host loads its model: on entry (True), on first need ("lazy"), or never (False: no
+# model; sampling requests are refused and conversations cannot start).
+LoadModel = bool | Literal["lazy"]
+_LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "notice": logging.INFO,
+               "warning": logging.WARNING, "error": logging.ERROR, "critical": logging.CRITICAL,
+               "alert": logging.CRITICAL, "emergency": logging.CRITICAL}  # fmt: skip
 
 
 class HostSession:
@@ -94,6 +121,9 @@ class Host(AsyncContextManagerMixin):
         tool_choice: str | None = None,
         max_answer_tokens: int = DEFAULT_MAX_ANSWER_TOKENS,
         prompt_cache: bool | None = None,
+        elicitor: Elicitor | None = None,
+        roots: Sequence[str | os.PathLike[str]] | None = None,
+        load_model: LoadModel = True,
     ) -> None:
         base = config or HostConfig()
         if servers or trust or approval:
@@ -103,23 +133,19 @@ class Host(AsyncContextManagerMixin):
             names = {s.name for s in merged} | set(inproc or {})
             unknown = [t for t in trust if t not in names]
             if unknown:
-                from weavehost.errors import ConfigError
-
                 raise ConfigError(f"--trust {unknown[0]!r}: no such server")
-            base = HostConfig(
+            base = replace(  # every other field (roots, approved …) kept as configured
+                base,
                 servers=merged,
-                model=base.model,
-                threads=base.threads,
                 trusted_servers=base.trusted_servers | frozenset(trust),
                 approval=extra.approval if approval else base.approval,
-                tool_choice=base.tool_choice,
-                timeouts=base.timeouts,
-                limits=base.limits,
-                prompt_cache=base.prompt_cache,
-                source=base.source,
             )
+        if load_model not in (True, False, "lazy"):
+            raise ConfigError(f"load_model must be True, False or 'lazy', not {load_model!r}")
         self.config = base
         self.approver = approver
+        self.elicitor = elicitor
+        self.load_model_when: LoadModel = load_model
         self.model_path = model or base.model
         self.format_name = format
         self.strategy = strategy
@@ -144,6 +170,18 @@ class Host(AsyncContextManagerMixin):
         self._lock = ModelLock()
         self._cool_threads: int | None = None
         self._tg: anyio.abc.TaskGroup | None = None
+        self._native: contextlib.ExitStack | None = None
+        self._loading = anyio.Lock()  # one model load at a time (a lazy load may race a turn)
+        self._model_ready = anyio.Event()
+        self._sinks: set[Callable[[Event], None]] = set()  # running turns' and calls' streams
+        self.sampler = ModelSampler(self._sampling_model, approval=base.approval, approver=approver)
+        self.roots = Roots(roots or base.roots or [Path.cwd()])
+        self.features = ClientFeatures(
+            sampler=self.sampler,
+            elicitor=elicitor if elicitor is not None else DecliningElicitor(),
+            roots=self.roots,
+            on_log=self._on_log,
+        )
 
     # ------------------------------------------------------------------ lifetime
 
@@ -153,15 +191,20 @@ class Host(AsyncContextManagerMixin):
 
         get_strategy(self.strategy)  # fail fast on a typo, before anything starts
         with contextlib.ExitStack() as native:
+            self._native = native
             try:
-                async with ServerPool(self.config, inproc=self.inproc) as pool:
+                async with ServerPool(
+                    self.config, inproc=self.inproc, features=self.features
+                ) as pool:
                     self.pool = pool
                     self.catalog = await Catalog.load(pool)
                     if self.tool_choice is not None:  # a typo fails before the model loads
                         check_tool_choice(self.tool_choice, self.catalog.names)
                     self.executor = Executor(pool, self.catalog, self.config, self.approver)
-                    if self.model is None:
-                        self.model = await self._load_model(native)
+                    if self.model is None and self.load_model_when is True:
+                        await self.load_model()
+                    elif self.model is not None:
+                        self._model_ready.set()
                     async with anyio.create_task_group() as tg:
                         self._tg = tg
                         try:
@@ -170,9 +213,52 @@ class Host(AsyncContextManagerMixin):
                             tg.cancel_scope.cancel()
             finally:
                 self._tg = None
+                self._native = None
                 # Free the model in a worker, shielded: llama.cpp may still be finishing a pass.
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(native.close)
+
+    async def load_model(self) -> AgentModel:
+        """The host's model, loaded now if it is not yet (``load_model="lazy"``); one load at a
+        time. Inside ``async with`` only."""
+        if self.model is not None:
+            return self.model
+        async with self._loading:
+            if self.model is None:
+                if self._native is None:
+                    raise RuntimeError("use the Host inside 'async with'")
+                self.model = await self._load_model(self._native)
+                self._model_ready.set()
+        return self.model
+
+    async def _sampling_model(self) -> tuple[AgentModel, ModelLock]:
+        """The sampler's provider: the model and its lock, loading a lazy model on first use;
+        an eager model still loading is waited for (at most ``SAMPLING_WAIT_S``)."""
+        if self.model is None and self.load_model_when == "lazy":
+            await self.load_model()
+        elif self.model is None and self.load_model_when is True:
+            with anyio.move_on_after(SAMPLING_WAIT_S):
+                await self._model_ready.wait()
+        if self.model is None:
+            raise ClientFeatureError(
+                "a server asked the model to write a message, but this host has no model"
+            )
+        return self.model, self._lock
+
+    def set_roots(self, paths: Sequence[str | os.PathLike[str]]) -> None:
+        """Offer the servers these directories from now on; each running server is told
+        (``notifications/roots/list_changed``) and lists them again when it wants."""
+        self.roots.set(paths)
+
+    def _on_log(self, message: LogMessage) -> None:
+        """A server's log message: a ``logging`` record, and a ``log`` event for every turn or
+        call running now."""
+        level = _LOG_LEVELS.get(message.level, logging.INFO)
+        logger.log(level, "server %s: %s", message.server, message.data)
+        event = Event("log", {"server": message.server, "level": message.level,
+                              "data": message.data, "logger": message.logger})  # fmt: skip
+        for sink in list(self._sinks):
+            sink(event)
 
     async def _load_model(self, native: contextlib.ExitStack) -> AgentModel:
         from weavehost.agent.prompt_cache import PromptCache
@@ -197,6 +283,7 @@ class Host(AsyncContextManagerMixin):
             )
 
         engine = await anyio.to_thread.run_sync(load)
+        self.sampler.model_name = choice.path.stem  # what a server's sampling reply names
         if self.tool_choice is None:
             self.tool_choice = "required" if choice.source == "embedded" else "auto"
         self.description = {
@@ -220,7 +307,13 @@ class Host(AsyncContextManagerMixin):
     # ------------------------------------------------------------------ conversations
 
     def session(self, *, system: str | None = None, max_steps: int | None = None) -> HostSession:
-        """A new conversation (several turns)."""
+        """A new conversation (several turns). A lazy host must have loaded its model
+        (:meth:`load_model`)."""
+        if self.model is None and self.load_model_when is not True and self.catalog is not None:
+            raise RuntimeError(
+                f"this host loads no model yet (load_model={self.load_model_when!r}); "
+                "await host.load_model() before starting a conversation"
+            )
         if self.model is None or self.catalog is None or self.executor is None:
             raise RuntimeError("use the Host inside 'async with'")
         return HostSession(
@@ -254,22 +347,61 @@ class Host(AsyncContextManagerMixin):
         if self._tg is not None:
             self._tg.cancel_scope.cancel()
 
-    async def _events(self, session: Session, prompt: str) -> AsyncIterator[Event]:
+    def call(self, name: str, arguments: Mapping[str, Any]) -> AsyncIterator[Event]:
+        """Run one tool call directly, without the model, through the executor (validation,
+        approval, result checks): yields its ``progress`` and ``log`` events, then one
+        ``tool_result`` (``name``, ``arguments``, ``status``, ``text``, ``source``: ``direct``,
+        ``structured``). :meth:`abort` cancels it (the server is told)."""
+        if self.executor is None:
+            raise RuntimeError("use the Host inside 'async with'")
+        executor = self.executor
+
+        async def work(emit: Callable[[Event], None]) -> None:
+            def on_progress(update: Any) -> None:
+                emit(progress_event(name, update))
+
+            result: ToolResult = await executor.run(name, arguments, on_progress=on_progress)
+            emit(Event("tool_result", {"name": result.name, "arguments": dict(result.arguments),
+                                       "status": result.status, "text": result.text,
+                                       "source": "direct",
+                                       "structured": result.structured}))  # fmt: skip
+
+        return self._stream(work)
+
+    def _events(self, session: Session, prompt: str) -> AsyncIterator[Event]:
+        async def work(emit: Callable[[Event], None]) -> None:
+            await session.turn(prompt, emit)
+
+        return self._stream(work)
+
+    async def _stream(self, work: Callable[[Callable[[Event], None]], Any]) -> AsyncIterator[Event]:
+        """Run ``work(emit)`` in the host's task group (so :meth:`abort` reaches it) and yield
+        what it emits, with the servers' log events while it runs; a consumer that stops
+        iterating cancels it."""
         if self._tg is None:
             raise RuntimeError("use the Host inside 'async with'")
         send, receive = anyio.create_memory_object_stream[Event](math.inf)
         scope = anyio.CancelScope()
         failure: list[BaseException] = []
 
-        async def turn() -> None:
-            async with send:
-                with scope:
-                    try:
-                        await session.turn(prompt, send.send_nowait)
-                    except Exception as exc:  # handed to the consumer, in its own task
-                        failure.append(exc)
+        def emit(event: Event) -> None:
+            try:
+                send.send_nowait(event)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass  # the consumer stopped reading; its scope is being cancelled
 
-        self._tg.start_soon(turn)
+        async def run() -> None:
+            async with send:
+                self._sinks.add(emit)
+                try:
+                    with scope:
+                        await work(emit)
+                except Exception as exc:  # handed to the consumer, in its own task
+                    failure.append(exc)
+                finally:
+                    self._sinks.discard(emit)
+
+        self._tg.start_soon(run)
         try:
             async with receive:
                 async for event in receive:

@@ -9,6 +9,8 @@ It joins the decoder (a strategy writes each call) and the MCP side (the executo
 - :mod:`~weavehost.agent.tools` — which tools a large catalog offers a request;
 - :mod:`~weavehost.agent.lock` — :class:`ModelLock`, who may enter the model, and how;
 - :mod:`~weavehost.agent.model` — the model seam and the engine-backed model;
+- :mod:`~weavehost.agent.sampling` — :class:`ModelSampler`, servers' sampling answered by the model;
+- :mod:`~weavehost.agent.elicitors` — elicitors that decline, or answer from a script;
 - :mod:`~weavehost.agent.scripted` — a scripted model for tests;
 - :mod:`~weavehost.agent.context` — what of a long conversation the model is shown;
 - :mod:`~weavehost.agent.thermal` — threads and pacing on a hot phone.
@@ -23,9 +25,11 @@ from weavehost.agent.options import DEFAULT_MAX_STEPS, TOOL_CHOICES, ToolChoice
 
 if TYPE_CHECKING:
     from weavehost.agent.cache import ResultCache
+    from weavehost.agent.elicitors import DecliningElicitor, ScriptedElicitor
     from weavehost.agent.events import Event
     from weavehost.agent.lock import ModelLock
     from weavehost.agent.model import AgentModel, EngineModel
+    from weavehost.agent.sampling import ModelSampler
     from weavehost.agent.scripted import ScriptedCall, ScriptedModel
     from weavehost.agent.session import Session
 
@@ -33,11 +37,14 @@ __all__ = [
     "DEFAULT_MAX_STEPS",
     "TOOL_CHOICES",
     "AgentModel",
+    "DecliningElicitor",
     "EngineModel",
     "Event",
     "ModelLock",
+    "ModelSampler",
     "ResultCache",
     "ScriptedCall",
+    "ScriptedElicitor",
     "ScriptedModel",
     "Session",
     "ToolChoice",
@@ -47,11 +54,14 @@ __all__ = [
 # can read the options above quickly (as ``weavehost/__init__.py`` does for ``Host``).
 _LAZY = {
     "AgentModel": "model",
+    "DecliningElicitor": "elicitors",
     "EngineModel": "model",
     "Event": "events",
     "ModelLock": "lock",
+    "ModelSampler": "sampling",
     "ResultCache": "cache",
     "ScriptedCall": "scripted",
+    "ScriptedElicitor": "elicitors",
     "ScriptedModel": "scripted",
     "Session": "session",
 }

@@ -24,7 +24,13 @@ class Event:
     ``final_call`` (``name``, ``arguments``, ``replaced``: the provisional call differed),
     ``call_failed`` (``error``: the model's call did not decode; treated as no call),
     ``tool_result`` (``name``, ``arguments``, ``status``, ``text``, ``source``: ``final``,
-    ``provisional`` or ``cache``), ``notice`` (``text``), ``timings`` (numbers of one step),
+    ``provisional`` or ``cache``), ``progress`` (``name``: the tool, ``server``, ``progress``,
+    ``total``: ``None`` when the server gave none, ``message``: ``None`` or the server's text;
+    one per progress notification of a running call; progress never extends the call's
+    timeout), ``log`` (``server``, ``level``: the MCP level, ``debug`` … ``emergency``,
+    ``data``: as the server sent it, ``logger``: ``None`` or the server's logger name; a
+    server's log message, reported with the turn or call that is running when it arrives and
+    shown by the console at ``-v``), ``notice`` (``text``), ``timings`` (numbers of one step),
     ``error`` (``error``: the message, ``kind``: the error class, ``exit_code``),
     ``done`` (``stop``: ``answer``, ``max_steps``, ``call_failed`` or ``error``; ``steps``).
     """

@@ -14,6 +14,10 @@ the engine's ``threading.RLock`` makes each native call safe from whatever threa
 ``CapacityLimiter(1)`` on the worker threads would add nothing: a worker call runs only under
 this lock, so at most one runs at a time. :meth:`ModelLock.run` refuses a call from a task that
 does not hold the lock, so a call outside it is a bug found at once, not a race.
+
+A server's sampling request (:mod:`weavehost.agent.sampling`) takes the same lock, but waits
+for it only so long: :meth:`ModelLock.acquire` with ``within`` gives up after that many seconds,
+so a request can never wait forever on a step that is itself waiting for the request's tool.
 """
 
 from __future__ import annotations
@@ -36,9 +40,26 @@ class ModelLock:
         self._holder: int | None = None  # the id of the task holding the lock
 
     async def __aenter__(self) -> ModelLock:
-        await self._lock.acquire()
-        self._holder = anyio.get_current_task().id
+        await self.acquire()
         return self
+
+    async def acquire(self, *, within: float | None = None) -> bool:
+        """Take the lock for the calling task; with ``within``, wait at most that many seconds
+        and return False (not holding it) when it stayed taken."""
+        if within is None:
+            await self._lock.acquire()
+        else:
+            with anyio.move_on_after(within) as waited:
+                await self._lock.acquire()
+            if waited.cancelled_caught:  # anyio's Lock is not taken by a cancelled acquire
+                return False
+        self._holder = anyio.get_current_task().id
+        return True
+
+    def release(self) -> None:
+        """Give the lock back (only the task that took it may)."""
+        self._holder = None
+        self._lock.release()
 
     async def __aexit__(
         self,
@@ -46,8 +67,7 @@ class ModelLock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._holder = None
-        self._lock.release()
+        self.release()
 
     def held(self) -> bool:
         """Whether the calling task holds the lock."""

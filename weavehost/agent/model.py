@@ -5,8 +5,9 @@ itself; it asks an :class:`AgentModel` to
 
 1. :meth:`~AgentModel.sync` its resident conversation to a list of messages (prefilling only
    what the KV cache lacks),
-2. :meth:`~AgentModel.free_decode` greedily until an end-of-generation token or the format's
-   call opener, streaming text,
+2. :meth:`~AgentModel.free_decode` greedily (or, for a server's sampling request, with the
+   :class:`Sampling` it asks for: a temperature, stop sequences) until an end-of-generation
+   token, the format's call opener or a stop sequence, streaming text,
 3. :meth:`~AgentModel.write_calls` with a decoding strategy once the opener was seen: the
    reply's calls, through the decoder's one driver of several calls
    (:func:`weavehost.decode.several.write_calls`), which decides after each call whether the
@@ -57,6 +58,7 @@ __all__ = [
     "FreeText",
     "IndexedProvisionalSink",
     "ProvisionalSink",
+    "Sampling",
     "SyncReport",
     "TextSink",
     "common_prefix",
@@ -88,8 +90,25 @@ class FreeText:
 
     text: str
     call: bool
-    stop: str  # "end" (end-of-generation token), "call" (opener seen), "max_tokens"
+    # "end" (end-of-generation token), "call" (opener seen), "max_tokens", "stop_sequence"
+    stop: str
     tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    """How free text is chosen when a server's sampling request asks for more than the agent's
+    greedy answer: ``temperature`` (``None`` or 0: greedy; above 0: drawn from the softmax at
+    that temperature with a generator seeded by ``seed``, so one request always gets one
+    answer) and ``stop`` sequences (the text ends before the first one; it is not returned)."""
+
+    temperature: float | None = None
+    seed: int = 0
+    stop: tuple[str, ...] = ()
+
+    @property
+    def greedy(self) -> bool:
+        return not self.temperature or self.temperature <= 0
 
 
 class AgentModel(Protocol):
@@ -116,7 +135,12 @@ class AgentModel(Protocol):
     ) -> SyncReport: ...
 
     def free_decode(
-        self, on_text: TextSink, max_tokens: int, allow_call: bool = True
+        self,
+        on_text: TextSink,
+        max_tokens: int,
+        allow_call: bool = True,
+        *,
+        sampling: Sampling | None = None,
     ) -> FreeText: ...
 
     def write_calls(
@@ -174,6 +198,24 @@ def _held_back(text: bytes, opener: bytes, *, at_start_only: bool) -> int:
         if opener.startswith(text[-size:]):
             return size
     return 0
+
+
+def _choose(logits: np.ndarray, rng: np.random.Generator | None, temperature: float | None) -> int:
+    """The next token: the most likely one, or (with ``rng``) one drawn from the softmax of the
+    logits at ``temperature``."""
+    if rng is None or not temperature:
+        return int(logits.argmax())
+    scaled = logits.astype(np.float64) / temperature
+    scaled -= scaled.max()  # banned tokens stay at -inf: probability 0
+    probs = np.exp(scaled)
+    probs /= probs.sum()
+    return int(rng.choice(len(probs), p=probs))
+
+
+def _first_stop(data: bytes, stops: Sequence[bytes]) -> int:
+    """Where the earliest stop sequence begins in ``data`` (-1 if none does)."""
+    found = [at for at in (data.find(s) for s in stops) if at >= 0]
+    return min(found) if found else -1
 
 
 class EngineModel:
@@ -312,11 +354,21 @@ class EngineModel:
             total=len(tokens), reused=reused, prefilled=len(tokens) - reused, prompt_cache=status
         )
 
-    def free_decode(self, on_text: TextSink, max_tokens: int, allow_call: bool = True) -> FreeText:
+    def free_decode(
+        self,
+        on_text: TextSink,
+        max_tokens: int,
+        allow_call: bool = True,
+        *,
+        sampling: Sampling | None = None,
+    ) -> FreeText:
         engine = self.engine
         start = engine.seq_len(0)
         self._reply_start = start
         self._call_trigger = None  # a call asked for without a trigger uses the format's layout
+        sampling = sampling or Sampling()
+        rng = None if sampling.greedy else np.random.default_rng(sampling.seed)
+        stops = [s.encode("utf-8") for s in sampling.stop if s]
         logits = engine.last_logits(0)
         tokens: list[int] = []
         offsets: list[int] = []
@@ -340,13 +392,18 @@ class EngineModel:
             if len(tokens) in banned:
                 logits = logits.copy()
                 logits[list(banned[len(tokens)])] = -np.inf
-            token = int(logits.argmax())
+            token = _choose(logits, rng, sampling.temperature)
             if engine.is_end_of_generation(token):
                 stop = "end"
                 break
             offsets.append(len(data))
             tokens.append(token)
             data += engine.token_bytes(token)
+            cut = _first_stop(data, stops)
+            if cut >= 0:  # the text ends before the stop sequence; this token is not read
+                data = data[:cut]
+                stop = "stop_sequence"
+                break
             at, trigger = first_trigger(data, self._triggers, skip)
             verdict = self._names_a_tool(data[at:], trigger) if at >= 0 else None
             while verdict is False:  # JSON that names no tool on offer: prose, look further
@@ -371,6 +428,8 @@ class EngineModel:
             logits = engine.decode_one(0, token)
             self.held.append(token)
             held = max(_held_back(data, b, at_start_only=t.at_start) for t, b in self._triggers)
+            for stop_bytes in stops:  # nor is text that could still become a stop sequence
+                held = max(held, _held_back(data, stop_bytes, at_start_only=False))
             stream(at if at >= 0 else len(data) - held)  # a call still undecided is not shown
         stream(len(data))
         self._remember_reply()

@@ -17,6 +17,9 @@ Invariants:
 * **Bounded runs.** A run of a trusted read-only call (provisional, cached or final) is stopped
   after :func:`run_bound` and its result is a ``timeout`` the model reads; it never escapes as an
   exception. Other calls go through the executor (and approval) with its own bounds.
+* **Progress.** A server's progress notifications for a run become ``progress`` events
+  (``name``, ``server``, ``progress``, ``total``, ``message``) of the turn that runs it; they
+  never extend a bound.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -34,9 +38,10 @@ from weavehost.config import HostConfig, Timeouts
 from weavehost.formats import ToolCall
 from weavehost.mcp.catalog import Catalog, ToolSpec
 from weavehost.mcp.executor import REFRESH_WAIT_MARGIN, Executor, ToolResult, may_run_provisionally
+from weavehost.mcp.features import Progress
 from weavehost.mcp.servers import RESTART_BACKOFF_MAX, TIMEOUT_BACKSTOP
 
-__all__ = ["RUN_BOUND_SLACK_S", "CallRuns", "EarlyRuns", "run_bound"]
+__all__ = ["RUN_BOUND_SLACK_S", "CallRuns", "EarlyRuns", "progress_event", "run_bound"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +56,19 @@ def run_bound(timeouts: Timeouts) -> float:
     relisting = timeouts.list_tools + REFRESH_WAIT_MARGIN
     call = timeouts.call + TIMEOUT_BACKSTOP
     return relisting + RESTART_BACKOFF_MAX + timeouts.startup + call + RUN_BOUND_SLACK_S
+
+
+def progress_event(name: str, progress: Progress) -> Event:
+    """A server's progress notification for a call of ``name``, as the turn reports it."""
+    return Event("progress", {"name": name, "server": progress.server,
+                              "progress": progress.progress, "total": progress.total,
+                              "message": progress.message})  # fmt: skip
+
+
+def _progress_sink(name: str, emit: Callable[[Event], None] | None) -> Any:
+    if emit is None:
+        return None
+    return lambda progress: emit(progress_event(name, progress))
 
 
 @dataclass(slots=True)
@@ -102,18 +120,24 @@ class CallRuns:
         if not allowed or cached:
             return  # not allowed early, or already known or running: the final call awaits it
         entry = early.entries[index] = self.cache.open(call)
-        tg.start_soon(self.run_entry, entry, True)
+        tg.start_soon(self.run_entry, entry, True, emit)
 
-    async def run_entry(self, entry: CacheEntry, provisional: bool) -> None:
+    async def run_entry(
+        self, entry: CacheEntry, provisional: bool, emit: Callable[[Event], None] | None = None
+    ) -> None:
         """Run a cacheable call into its entry; past :attr:`run_bound_s` the run is stopped and
         its result is a ``timeout`` the model reads. A discarded run ends with no result."""
         result: ToolResult | None = None
+        name = entry.call.name
         try:
             with anyio.CancelScope() as scope:
                 entry.scope = scope
                 with anyio.move_on_after(self.run_bound_s) as bounded:
                     result = await self.executor.run(
-                        entry.call.name, dict(entry.call.arguments), provisional=provisional
+                        name,
+                        dict(entry.call.arguments),
+                        provisional=provisional,
+                        on_progress=_progress_sink(name, emit),
                     )
                 if bounded.cancelled_caught:
                     result = self._timed_out(entry.call, provisional)
@@ -153,9 +177,15 @@ class CallRuns:
         for index in list(early.entries):
             await self.discard(early.take(index))
 
-    async def execute(self, final: ToolCall, early: CacheEntry | None) -> tuple[ToolResult, str]:
+    async def execute(
+        self,
+        final: ToolCall,
+        early: CacheEntry | None,
+        emit: Callable[[Event], None] | None = None,
+    ) -> tuple[ToolResult, str]:
         """Run a final call (``early``: the run its provisional call started): the result and
-        where it came from (``provisional``, ``cache`` or ``final``)."""
+        where it came from (``provisional``, ``cache`` or ``final``). ``emit`` hears its
+        progress."""
         spec = self._spec(final.name)
         cacheable = spec is not None and may_run_provisionally(spec, self.config)
         if cacheable:
@@ -164,9 +194,11 @@ class CallRuns:
             if entry is None:
                 entry = self.cache.open(final)
                 source = "final"
-                await self.run_entry(entry, False)
+                await self.run_entry(entry, False, emit)
             # Bounded: the task running the entry stops it at run_bound_s (a timeout result).
             await entry.done.wait()
             if entry.result is not None:
                 return entry.result, source
-        return await self.executor.run(final.name, dict(final.arguments)), "final"
+        progress = _progress_sink(final.name, emit)
+        result = await self.executor.run(final.name, dict(final.arguments), on_progress=progress)
+        return result, "final"

@@ -23,6 +23,7 @@ from weavehost.agent.model import (
     FreeText,
     IndexedProvisionalSink,
     ProvisionalSink,
+    Sampling,
     SyncReport,
     TextSink,
 )
@@ -65,6 +66,7 @@ class ScriptedModel:
     offered: list[list[str]] = field(default_factory=list)
     holds: list[bool] = field(default_factory=list)  # whether each hold was released in time
     allowed_calls: list[bool] = field(default_factory=list)  # allow_call of each free decode
+    samplings: list[Sampling | None] = field(default_factory=list)  # sampling of each one
     resets: int = 0  # times the loop reset the model's KV cache after a decode failure
     threads: int = 4
     thread_changes: list[int] = field(default_factory=list)  # every set_threads, in order
@@ -113,17 +115,31 @@ class ScriptedModel:
         self.offered.append([t.name for t in tools])
         return SyncReport(total=len(messages), reused=0, prefilled=len(messages))
 
-    def free_decode(self, on_text: TextSink, max_tokens: int, allow_call: bool = True) -> FreeText:
+    def free_decode(
+        self,
+        on_text: TextSink,
+        max_tokens: int,
+        allow_call: bool = True,
+        *,
+        sampling: Sampling | None = None,
+    ) -> FreeText:
+        """The next scripted reply; a text answer is cut before the first of ``sampling``'s
+        stop sequences, as the engine cuts it."""
         self._check()
         self.allowed_calls.append(allow_call)
+        self.samplings.append(sampling)
         reply = self._queue.popleft() if self._queue else "(no more scripted replies)"
         calls = [reply] if isinstance(reply, ScriptedCall) else reply
         if not isinstance(calls, str) and not allow_call:
             calls = calls[0].text or "(a call was not allowed)"
         if isinstance(calls, str):
+            stop = "end"
+            for sequence in sampling.stop if sampling else ():
+                if sequence and sequence in calls:
+                    calls, stop = calls[: calls.index(sequence)], "stop_sequence"
             if calls:
                 on_text(calls)
-            return FreeText(text=calls, call=False, stop="end")
+            return FreeText(text=calls, call=False, stop=stop)
         if calls[0].text:
             on_text(calls[0].text)
         self._pending = deque(calls)

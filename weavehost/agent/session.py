@@ -11,7 +11,10 @@ Invariants:
 * **One model lock.** Every model call (offering tools, sync, free decode, the call, a reset)
   runs in a worker thread through the model's :class:`~weavehost.agent.lock.ModelLock`, and a
   whole step holds it from sync to the end of its call, so the model is never entered by two
-  tasks and the event loop stays free for servers and tools.
+  tasks and the event loop stays free for servers and tools. A step never awaits a tool while
+  it holds the lock (a provisional run only starts then), so a server's sampling request made
+  by a running tool (:mod:`weavehost.agent.sampling`) gets the model once the step's writing
+  ends; its wait is bounded all the same.
 * **Several calls a step.** The model writes a reply's calls in one
   :meth:`~weavehost.agent.model.AgentModel.write_calls` (the decoder's driver decides after
   each call, greedily, whether another follows); a reply holds at most
@@ -371,7 +374,7 @@ class Session:
         calls = [{"name": c.name, "arguments": dict(c.arguments)} for c, _ in kept]
         self.messages.append({"role": "assistant", "content": content, "tool_calls": calls})
         for final, entry in kept:
-            outcome, source = await self.runs.execute(final, entry)
+            outcome, source = await self.runs.execute(final, entry, emit)
             emit(Event("tool_result", {"name": outcome.name, "arguments": dict(outcome.arguments),
                                        "status": outcome.status, "text": outcome.text,
                                        "source": source}))  # fmt: skip

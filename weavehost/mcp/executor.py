@@ -10,6 +10,12 @@ Invariants:
 * Every other call needs approval under the config's policy: ``ask`` (the :class:`Approver`
   decides; with no approver it is refused), ``always`` (approved), ``never`` (refused). A refused
   call, an unknown tool and invalid arguments never reach a server.
+* Under ``ask``, an approval can outlive its call, always for one definition: a tool pinned in
+  the config's ``approved`` (server → tool → its ``schema_hash`` or a prefix of at least
+  :data:`MIN_PINNED_HASH_DIGITS` hex digits) runs without asking while its hash matches; an
+  approver's :data:`Decision` ``always_tool`` approves that tool's current definition and
+  ``always_server`` every tool of that server as listed then (and tools it adds later) for this
+  executor's life (one host). A definition that changed since (a rug pull) asks again.
 * Outcomes the model caused or should read are data: a :class:`ToolResult` with a ``status``;
   :meth:`ToolResult.raise_for_status` turns one into the matching error for callers that want
   exceptions.
@@ -30,7 +36,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -46,17 +52,23 @@ from weavehost.errors import (
     UnknownToolError,
 )
 from weavehost.mcp.catalog import Catalog, ToolSpec
+from weavehost.mcp.features import Progress
 
 __all__ = [
+    "DECISIONS",
+    "MIN_PINNED_HASH_DIGITS",
     "ApprovalRequest",
     "Approver",
+    "Decision",
     "Executor",
     "ProvisionalPolicy",
     "StaticApprover",
     "ToolCaller",
     "ToolResult",
+    "as_decision",
     "may_run_provisionally",
     "needs_approval",
+    "pinned_hash_matches",
     "neutralize_control_markers",
     "result_text",
     "truncate_text",
@@ -76,6 +88,7 @@ Status = Literal[
 ]
 _SENT: frozenset[str] = frozenset({"ok", "tool_error", "timeout", "server_error"})
 REFRESH_WAIT_MARGIN = 1.0  # past timeouts.list_tools, for a re-listing a call waits on
+MIN_PINNED_HASH_DIGITS = 16  # a pinned approval names at least this much of the schema hash
 TRUNCATION_MARKER = "\n…[truncated by weavehost: showing {shown} of {total} characters]"
 _ZWSP = "\u200b"
 # Chat-control markers of the families weavehost renders (ChatML/Qwen, Llama 3, Gemma, Mistral).
@@ -146,20 +159,52 @@ class ApprovalRequest:
         )
 
 
-class Approver(Protocol):
-    """The seam the CLI implements with a prompt; returns True to approve."""
+# An approver's answer: run it once, refuse it, or run it and do not ask again (for this tool's
+# definition, or for every tool of its server) while the host lives.
+Decision = Literal["yes", "no", "always_tool", "always_server"]
+DECISIONS: tuple[Decision, ...] = ("yes", "no", "always_tool", "always_server")
 
-    async def approve(self, request: ApprovalRequest) -> bool: ...
+
+def as_decision(answer: object) -> Decision:
+    """An approver's answer as a :data:`Decision`: ``True`` is ``yes``; a decision's name is
+    itself; anything else (``False``, ``None``, a typo) is ``no`` (fail closed)."""
+    if answer is True:
+        return "yes"
+    if isinstance(answer, str) and answer in DECISIONS:
+        return answer  # type: ignore[return-value]
+    return "no"
+
+
+class Approver(Protocol):
+    """The seam the CLI implements with a prompt: ``True`` (or ``"yes"``) approves this call,
+    ``"always_tool"``/``"always_server"`` approve it and remember; anything else refuses. An
+    approver that returns a plain ``bool`` keeps working unchanged."""
+
+    async def approve(self, request: ApprovalRequest) -> bool | Decision: ...
+
+
+def pinned_hash_matches(pinned: str, schema_hash: str) -> bool:
+    """Whether a pinned approval (a hash, or a prefix of at least
+    :data:`MIN_PINNED_HASH_DIGITS` hex digits) names the definition with ``schema_hash``."""
+    pinned = pinned.strip().lower()
+    if len(pinned) < MIN_PINNED_HASH_DIGITS or any(c not in "0123456789abcdef" for c in pinned):
+        return False
+    return schema_hash.lower().startswith(pinned)
 
 
 @dataclass(frozen=True, slots=True)
 class StaticApprover:
-    """An approver that always answers the same (tests, scripted runs)."""
+    """An approver that always answers the same (tests, scripted runs): a ``bool`` or a
+    :data:`Decision`, for tool calls and sampling requests alike."""
 
-    answer: bool
-    seen: list[ApprovalRequest] = field(default_factory=list, compare=False)
+    answer: bool | Decision
+    seen: list[Any] = field(default_factory=list, compare=False)
 
-    async def approve(self, request: ApprovalRequest) -> bool:
+    async def approve(self, request: ApprovalRequest) -> bool | Decision:
+        self.seen.append(request)
+        return self.answer
+
+    async def approve_sampling(self, request: Any) -> bool | Decision:
         self.seen.append(request)
         return self.answer
 
@@ -174,6 +219,7 @@ class ToolCaller(Protocol):
         arguments: Mapping[str, Any] | None = None,
         *,
         timeout: float | None = None,  # noqa: ASYNC109 - mirrors ServerPool.call_tool
+        on_progress: Callable[[Progress], None] | None = None,
     ) -> types.CallToolResult: ...
 
 
@@ -269,12 +315,24 @@ class Executor:
     ) -> None:
         self.pool, self.catalog, self.config, self.approver = pool, catalog, config, approver
         self.policy = ProvisionalPolicy(config)
+        # Approvals given "always" at the prompt, for this executor's life: (server, tool) ->
+        # the schema hash approved; server -> {tool: hash} of its tools when it was approved.
+        self.tool_approvals: dict[tuple[str, str], str] = {}
+        self.server_approvals: dict[str, dict[str, str]] = {}
 
-    async def run(self, name: str, arguments: Any, *, provisional: bool = False) -> ToolResult:
+    async def run(
+        self,
+        name: str,
+        arguments: Any,
+        *,
+        provisional: bool = False,
+        on_progress: Callable[[Progress], None] | None = None,
+    ) -> ToolResult:
         """Run one call by its qualified name.
 
         ``provisional=True`` runs it only if :func:`may_run_provisionally` allows, and never
-        asks for approval (an early call must not block on the user).
+        asks for approval (an early call must not block on the user). ``on_progress`` hears the
+        server's progress notifications for this call (they never extend its timeout).
         """
         args = arguments if isinstance(arguments, Mapping) else {}
         try:
@@ -308,7 +366,7 @@ class Executor:
                 )
             if refusal is not None:
                 return self._local(name, spec.server, args, "denied", refusal, provisional)
-        return await self._call(spec, args, provisional)
+        return await self._call(spec, args, provisional, on_progress)
 
     def starts_early(self, name: str, arguments: Any) -> bool:
         """Whether ``run(name, arguments, provisional=True)`` would send the call right now:
@@ -338,26 +396,62 @@ class Executor:
             return False
         return self.catalog.get(name).schema_hash == spec.schema_hash
 
+    def approved_before(self, spec: ToolSpec) -> str | None:
+        """How this definition of the tool is already approved under ``ask`` (``pinned``,
+        ``tool`` or ``server``), or None: it must be asked about."""
+        pinned = self.config.approved.get(spec.server, {}).get(spec.name)
+        if pinned is not None and pinned_hash_matches(pinned, spec.schema_hash):
+            return "pinned"
+        if self.tool_approvals.get((spec.server, spec.name)) == spec.schema_hash:
+            return "tool"
+        listed = self.server_approvals.get(spec.server)
+        if listed is not None and listed.get(spec.name, spec.schema_hash) == spec.schema_hash:
+            return "server"
+        return None
+
+    def _server_listing(self, server: str) -> dict[str, str]:
+        return {s.name: s.schema_hash for s in self.catalog if s.server == server}
+
     async def _approve(self, spec: ToolSpec, args: Mapping[str, Any]) -> str | None:
-        """None when approved, else the refusal text the model reads."""
+        """None when approved, else the refusal text the model reads. An ``always`` answer is
+        remembered only once the definition it was given for is confirmed unchanged."""
         policy = self.config.approval
         if policy == "always":
             return None
         if policy == "never":
             return f"the user's approval policy refuses {spec.qualified_name} (approval: never)"
+        if self.approved_before(spec) is not None:
+            return None
         if self.approver is None:
             return f"{spec.qualified_name} needs approval and no one can be asked"
+        listing = self._server_listing(spec.server)  # what "always for this server" covers
+        listing[spec.name] = spec.schema_hash
         try:
-            approved = await self.approver.approve(ApprovalRequest(spec, dict(args)))
+            answer = as_decision(await self.approver.approve(ApprovalRequest(spec, dict(args))))
         except Exception as exc:  # boundary: an approver that fails must fail closed
             logger.warning("approver failed for %s: %s", spec.qualified_name, exc)
-            approved = False
-        return None if approved is True else f"the user declined {spec.qualified_name}"
+            answer = "no"
+        if answer == "no":
+            return f"the user declined {spec.qualified_name}"
+        if self._unchanged(spec):
+            if answer == "always_tool":
+                self.tool_approvals[(spec.server, spec.name)] = spec.schema_hash
+            elif answer == "always_server":
+                self.server_approvals[spec.server] = listing
+        return None
 
-    async def _call(self, spec: ToolSpec, args: Mapping[str, Any], provisional: bool) -> ToolResult:
+    async def _call(
+        self,
+        spec: ToolSpec,
+        args: Mapping[str, Any],
+        provisional: bool,
+        on_progress: Callable[[Progress], None] | None = None,
+    ) -> ToolResult:
         started = time.perf_counter()
+        # Only a caller that wants progress passes it: a ToolCaller without the argument works.
+        extra: dict[str, Any] = {} if on_progress is None else {"on_progress": on_progress}
         try:
-            reply = await self.pool.call_tool(spec.server, spec.name, dict(args))
+            reply = await self.pool.call_tool(spec.server, spec.name, dict(args), **extra)
         except ServerTimeoutError as exc:
             return self._local(
                 spec.qualified_name, spec.server, args, "timeout", str(exc), provisional

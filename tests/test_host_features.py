@@ -1,0 +1,262 @@
+"""The Host offers servers its client features: sampling by its model (approved once per
+server), elicitation by its elicitor (declined without one), roots (set_roots), progress and
+log events, cancellation by abort; and the console shows progress and logs.
+
+Against the real SDK server in tests/host_fixtures/features_server.py, in-process; a scripted
+model answers sampling where the test is about the host's wiring, the embedded SmolLM2 where the
+model is loaded lazily for a server's request (``model`` mark).
+"""
+
+# ruff: noqa: E501 - test names are sentences
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.host_fixtures.features_server import build
+from weavehost.agent import ScriptedModel
+from weavehost.agent.elicitors import ScriptedElicitor
+from weavehost.agent.events import Event
+from weavehost.config import HostConfig
+from weavehost.console import EventPrinter, progress_text
+from weavehost.host import Host
+from weavehost.mcp.executor import StaticApprover
+
+pytestmark = pytest.mark.anyio
+
+BOUND_S = 20
+
+
+def host(**kw: Any) -> Host:
+    kw.setdefault("agent_model", ScriptedModel(["a short answer"]))
+    config = kw.pop("config", HostConfig(approval="always"))
+    return Host(config, inproc={"f": build()}, **kw)
+
+
+async def call(h: Host, name: str, arguments: dict[str, Any]) -> list[Event]:
+    return [event async for event in h.call(name, arguments)]
+
+
+def result(events: list[Event]) -> Event:
+    [found] = [e for e in events if e.type == "tool_result"]
+    return found
+
+
+async def test_a_servers_sampling_request_is_answered_by_the_hosts_model() -> None:
+    model = ScriptedModel(["Paris. END and more"])
+    with anyio.fail_after(BOUND_S):
+        async with host(agent_model=model) as h:
+            events = await call(h, "ask_model", {"prompt": "Capital of France?"})
+    assert result(events)["text"] == "weavehost said: Paris.  (stopSequence)"
+    [sampling] = model.samplings
+    assert sampling is not None and sampling.stop == ("END",) and sampling.temperature == 0.2
+    assert model.synced[0][0] == {"role": "system", "content": "Answer briefly."}
+
+
+async def test_sampling_is_approved_once_per_server_under_ask() -> None:
+    approver = StaticApprover(True)
+    model = ScriptedModel(["one", "two"])
+    config = HostConfig(approval="ask", trusted_servers=frozenset())
+    with anyio.fail_after(BOUND_S):
+        async with host(agent_model=model, config=config, approver=approver) as h:
+            first = await call(h, "ask_model", {"prompt": "a"})
+            second = await call(h, "ask_model", {"prompt": "b"})
+    assert "said: one" in result(first)["text"] and "said: two" in result(second)["text"]
+    sampling_asks = [r for r in approver.seen if not hasattr(r, "spec")]
+    assert len(sampling_asks) == 1 and sampling_asks[0].server == "f"
+    assert "Answer briefly." in sampling_asks[0].describe()
+
+
+async def test_a_refused_sampling_request_reaches_the_server_as_an_error_and_the_host_goes_on() -> (
+    None
+):
+    config = HostConfig(approval="ask")
+    with anyio.fail_after(BOUND_S):
+        async with host(config=config, approver=StaticApprover("yes")) as h:
+            h.sampler.approval = "never"
+            events = await call(h, "ask_model", {"prompt": "a"})
+            again = await call(h, "roots", {})
+    # Handshake era: the server's tool reads the error; 2026-07-28: the call itself fails.
+    assert result(events)["status"] in ("tool_error", "server_error")
+    assert "approval: never" in result(events)["text"]
+    assert result(again)["status"] == "ok"
+
+
+async def test_elicitation_is_answered_by_the_hosts_elicitor() -> None:
+    elicitor = ScriptedElicitor([{"name": "Ada", "age": 36}])
+    with anyio.fail_after(BOUND_S):
+        async with host(elicitor=elicitor) as h:
+            events = await call(h, "ask_user", {})
+    assert result(events)["text"] == "hello Ada, 36"
+    assert elicitor.seen[0].message == "Who is asking?" and elicitor.seen[0].mode == "form"
+
+
+async def test_an_embedder_without_an_elicitor_declares_elicitation_and_declines_every_request() -> (
+    None
+):
+    with anyio.fail_after(BOUND_S):
+        async with host() as h:
+            events = await call(h, "ask_user", {})
+            declared = await call(h, "client_capabilities", {})
+    assert result(events)["text"] == "the user chose decline"
+    assert '"elicitation"' in result(declared)["text"] and '"sampling"' in result(declared)["text"]
+
+
+async def test_the_roots_are_the_hosts_and_set_roots_changes_what_servers_list(
+    tmp_path: Path,
+) -> None:
+    first, second = tmp_path / "one", tmp_path / "two"
+    first.mkdir(), second.mkdir()
+    with anyio.fail_after(BOUND_S):
+        async with host(roots=[first]) as h:
+            before = await call(h, "roots", {})
+            h.set_roots([second, first])
+            after = await call(h, "roots", {})
+    assert result(before)["text"] == first.as_uri()
+    assert result(after)["text"] == f"{second.as_uri()}\n{first.as_uri()}"
+
+
+def test_the_roots_default_to_the_configs_then_the_current_directory(tmp_path: Path) -> None:
+    assert host(config=HostConfig(roots=(str(tmp_path),))).roots.paths == (tmp_path.resolve(),)
+    assert host().roots.paths == (Path.cwd().resolve(),)
+
+
+async def test_a_calls_progress_and_the_servers_log_lines_become_events() -> None:
+    with anyio.fail_after(BOUND_S):
+        async with host() as h:
+            events = await call(h, "steps", {"n": 3})
+    progress = [e.data for e in events if e.type == "progress"]
+    assert [(p["progress"], p["total"], p["message"]) for p in progress] == [
+        (1, 3, "step 1"),
+        (2, 3, "step 2"),
+        (3, 3, "step 3"),
+    ]
+    assert all(p["name"] == "steps" and p["server"] == "f" for p in progress)
+    logs = [e.data for e in events if e.type == "log"]
+    assert [(entry["level"], entry["data"]) for entry in logs] == [
+        ("info", f"did step {i}") for i in (1, 2, 3)
+    ]
+    assert result(events)["text"] == "3 steps"
+
+
+async def told_cancelled(record: Path) -> bool:
+    """Whether the server's ``wait`` tool recorded its cancellation, within a bound (the server
+    writes it in its own task, after the notification arrives)."""
+    for _ in range(CANCEL_POLLS):
+        if "cancelled" in await anyio.Path(record).read_text():
+            return True
+        await anyio.sleep(0.01)
+    return False
+
+
+CANCEL_POLLS = 500  # 5 s
+
+
+async def test_a_consumer_that_stops_reading_a_call_cancels_it_on_the_server_and_the_host_goes_on(
+    tmp_path: Path,
+) -> None:
+    record = tmp_path / "record"
+    with anyio.fail_after(BOUND_S):
+        async with host() as h:
+            async for event in h.call("wait", {"record": str(record)}):
+                assert event.type == "progress"
+                break
+            assert await told_cancelled(record), "the server heard notifications/cancelled"
+            after = await call(h, "steps", {"n": 1})
+    assert result(after)["text"] == "1 steps"
+
+
+async def test_abort_during_a_call_cancels_it(tmp_path: Path) -> None:
+    record = tmp_path / "record"
+    seen: list[str] = []
+    with anyio.fail_after(BOUND_S):
+        async with host() as h:
+            async for event in h.call("wait", {"record": str(record)}):
+                seen.append(event.type)
+                h.abort()
+        assert await told_cancelled(record)
+    assert seen == ["progress"]
+
+
+async def test_a_lazy_host_loads_no_model_for_a_call_that_needs_none() -> None:
+    with anyio.fail_after(BOUND_S):
+        async with Host(
+            HostConfig(approval="always"), inproc={"f": build()}, load_model="lazy"
+        ) as h:
+            events = await call(h, "steps", {"n": 1})
+            assert h.model is None
+            with pytest.raises(RuntimeError, match="load_model"):
+                h.session()
+    assert result(events)["text"] == "1 steps"
+
+
+@pytest.mark.model
+async def test_a_lazy_host_loads_the_embedded_model_when_a_server_asks_for_sampling() -> None:
+    with anyio.fail_after(120):
+        async with Host(HostConfig(approval="always"), inproc={"f": build()}, load_model="lazy",
+                        threads=1, n_ctx=1024) as h:  # fmt: skip
+            assert h.model is None
+            events = await call(h, "ask_model", {"prompt": "Say hello", "max_tokens": 20})
+            assert h.model is not None
+            name = Path(h.description["model"]).stem
+    text = result(events)["text"]
+    assert text.startswith(f"{name} said: "), "the reply names the model that wrote it"
+    assert len(text) > len(f"{name} said:  (endTurn)"), "and it wrote something"
+
+
+# --------------------------------------------------------------------------- the console
+
+
+class Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def progress(n: int, total: float | None = 4, message: str | None = None) -> Event:
+    return Event(
+        "progress",
+        {"name": "build", "server": "f", "progress": n, "total": total, "message": message},
+    )
+
+
+def test_on_a_terminal_progress_is_one_line_that_updates_and_ends_before_the_next_line() -> None:
+    err = Tty()
+    printer = EventPrinter(as_json=False, verbose=0, out=io.StringIO(), err=err)
+    for event in (progress(1), progress(4, message="done"),
+                  Event("tool_result", {"name": "build", "arguments": {}, "status": "ok", "text": "ok", "source": "final"})):  # fmt: skip
+        printer(event)
+    shown = err.getvalue()
+    assert shown.count("\r\033[K") == 2 and shown.count("\n") == 2
+    assert "25%" in shown and "100% (4/4)  done\n  → ok: ok" in shown
+
+
+def test_without_a_terminal_each_progress_is_a_plain_line_and_with_json_a_json_line() -> None:
+    err, out = io.StringIO(), io.StringIO()
+    EventPrinter(as_json=False, verbose=0, out=out, err=err)(
+        progress(2, total=None, message="half")
+    )
+    assert err.getvalue() == "  ⋯ build 2  half\n" and out.getvalue() == ""
+    out = io.StringIO()
+    EventPrinter(as_json=True, verbose=0, out=out, err=err)(progress(2))
+    assert (
+        out.getvalue()
+        == '{"type": "progress", "name": "build", "server": "f", "progress": 2, "total": 4, "message": null}\n'
+    )
+
+
+def test_log_events_are_shown_only_at_verbose() -> None:
+    log = Event("log", {"server": "f", "level": "info", "data": {"n": 1}, "logger": None})
+    quiet, loud = io.StringIO(), io.StringIO()
+    EventPrinter(as_json=False, verbose=0, out=io.StringIO(), err=quiet)(log)
+    EventPrinter(as_json=False, verbose=1, out=io.StringIO(), err=loud)(log)
+    assert quiet.getvalue() == "" and loud.getvalue() == '  [log f info] {"n": 1}\n'
+
+
+def test_a_progress_bar_is_drawn_from_progress_and_total() -> None:
+    line = progress_text(progress(1, total=2).data)
+    assert "[" + "█" * 12 + "·" * 12 + "]" in line and "50%" in line
