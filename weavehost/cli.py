@@ -30,6 +30,7 @@ from weavehost.decode import DEFAULT_STRATEGY
 from weavehost.engine import DEFAULT_N_CTX
 from weavehost.engine.calibrate import CALIBRATION_N_CTX, DEFAULT_REPEATS, DEFAULT_ROWS
 from weavehost.errors import WeavehostError
+from weavehost.mcp_cli import root_option, with_roots
 
 __all__ = ["CommandFailed", "ErrorPath", "WeavehostCommand", "WeavehostGroup", "main"]
 
@@ -113,22 +114,28 @@ def models(model: str | None, format_name: str | None, as_json: bool) -> None:
 def tools(
     servers: tuple[str, ...], config_path: str | None, trust: tuple[str, ...], as_json: bool
 ) -> None:
-    """List the tools of the given MCP servers: name, server, arguments, read-only and trust."""
+    """List the tools of the given MCP servers: name, server, arguments, read-only and trust.
+
+    The servers are offered what ``chat`` offers them (sampling, elicitation, roots), so a
+    server that registers tools by the client's capabilities lists the same tools here; no model
+    is loaded.
+    """
     import anyio
 
     from weavehost.config import build_config
     from weavehost.errors import ConfigError
+    from weavehost.host import Host
     from weavehost.mcp.catalog import Catalog
     from weavehost.mcp.executor import may_run_provisionally
-    from weavehost.mcp.servers import ServerPool
 
     config = build_config(config_path, servers, trust=trust)
     if not config.servers:
         raise ConfigError("no servers: pass --server PATH_OR_COMMAND_OR_URL or --config FILE")
 
     async def load() -> Catalog:
-        async with ServerPool(config) as pool:
-            return await Catalog.load(pool)
+        async with Host(config, load_model="lazy") as host:
+            assert host.catalog is not None
+            return host.catalog
 
     catalog = anyio.run(load)
     for item in catalog.omitted:
@@ -263,6 +270,7 @@ def agent_options(func: F) -> F:
                      "their saved KV state from the cache directory."),
         click.option("--json", "as_json", is_flag=True,
                      help="One JSON event per line: text, calls, results, timings."),
+        root_option,
     ]  # fmt: skip
     for option in reversed(options):
         func = option(func)
@@ -274,22 +282,31 @@ def _agent(ctx: click.Context, kw: dict[str, Any], body: Any, *, exit_on_error: 
     import anyio
 
     from weavehost.config import build_config
-    from weavehost.console import EXIT_INTERRUPTED, EventPrinter, TerminalApprover, run_agent
+    from weavehost.console import (
+        EXIT_INTERRUPTED,
+        EventPrinter,
+        TerminalApprover,
+        TerminalElicitor,
+        run_agent,
+    )
     from weavehost.errors import ConfigError
     from weavehost.host import Host
 
     config = build_config(kw["config_path"], kw["servers"], trust=kw["trust"],
                           approval=kw["approval"])  # fmt: skip
+    config = with_roots(config, kw["roots"])
     if not config.servers:
         raise ConfigError("no servers: pass --server PATH_OR_COMMAND_OR_URL or --config FILE")
     verbose = (ctx.obj or {}).get("verbose", 0)
     printer = EventPrinter(as_json=kw["as_json"], verbose=verbose)
-    approver = TerminalApprover(interactive=sys.stdin.isatty() and sys.stderr.isatty())
+    interactive = sys.stdin.isatty() and sys.stderr.isatty()
+    approver = TerminalApprover(interactive=interactive)
+    elicitor = TerminalElicitor(interactive=interactive)  # no terminal: every request declined
 
     def make_host(on_loading: Any) -> Host:
-        return Host(config, approver=approver, model=kw["model"], format=kw["format_name"],
-                    strategy=kw["strategy"], threads=kw["threads"], n_ctx=kw["n_ctx"],
-                    max_steps=kw["max_steps"], on_loading=on_loading,
+        return Host(config, approver=approver, elicitor=elicitor, model=kw["model"],
+                    format=kw["format_name"], strategy=kw["strategy"], threads=kw["threads"],
+                    n_ctx=kw["n_ctx"], max_steps=kw["max_steps"], on_loading=on_loading,
                     tool_choice=kw["tool_choice"], max_answer_tokens=kw["max_answer_tokens"],
                     prompt_cache=False if kw["no_prompt_cache"] else None)  # fmt: skip
 
@@ -324,7 +341,13 @@ def run(ctx: click.Context, prompt: str, **kw: Any) -> None:
 @agent_options
 @click.pass_context
 def chat(ctx: click.Context, **kw: Any) -> None:
-    """Talk with the model and the tools of the given servers. /tools lists them, /exit quits."""
+    """Talk with the model and the tools of the given servers.
+
+    /tools, /resources and /prompts list what the servers offer; /prompt NAME key=value … sends a
+    server's prompt as your message; @SERVER:URI in a message attaches that resource's text;
+    /exit quits.
+    """
+    from weavehost.chat_commands import handle_line
     from weavehost.console import ask_line
     from weavehost.mcp.executor import may_run_provisionally
 
@@ -333,7 +356,8 @@ def chat(ctx: click.Context, **kw: Any) -> None:
         if not printer.as_json:
             names = ", ".join(host.catalog.names) or "none"
             click.echo(f"{host.description.get('model', 'model')} ready; tools: {names}. "
-                       "/tools lists them, /exit quits.", err=True)  # fmt: skip
+                       "/tools, /resources, /prompts list them, /prompt NAME k=v… sends one, "
+                       "@server:uri attaches a resource, /exit quits.", err=True)  # fmt: skip
         while True:
             line = await ask_line("you> ")
             if line is None or line.strip() == "/exit":
@@ -347,6 +371,18 @@ def chat(ctx: click.Context, **kw: Any) -> None:
                 continue
             if not line.strip():
                 continue
+            try:
+                cap = host.config.limits.max_result_chars
+                reply = await handle_line(host.pool, line, max_chars=cap)
+            except WeavehostError as exc:  # a bad /prompt or @server:uri: say why, run nothing
+                click.echo(f"  ✗ {exc}", err=True)
+                continue
+            if reply is not None:
+                for text in reply.lines:
+                    click.echo(f"  {text}", err=True)
+                if reply.turn is None:
+                    continue
+                line = reply.turn
             async for event in session.run(line):
                 printer(event)
             if not printer.as_json:
@@ -355,15 +391,18 @@ def chat(ctx: click.Context, **kw: Any) -> None:
     _agent(ctx, kw, body, exit_on_error=False)  # chat reports a failed turn and goes on
 
 
-def _register_bench() -> None:
+def _register_commands() -> None:
+    """The commands that live in their own modules."""
+    from weavehost.auth_cli import auth
     from weavehost.bench.agent_cli import bench_agent
     from weavehost.bench.cli import bench
+    from weavehost.mcp_cli import call, prompts, resources
 
-    main.add_command(bench)
-    main.add_command(bench_agent)
+    for command in (call, resources, prompts, auth, bench, bench_agent):
+        main.add_command(command)
 
 
-_register_bench()
+_register_commands()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,126 @@
+"""`weavehost call SERVER TOOL '{json}'`: one tool called directly, with no model, through the path
+a model's call takes (validation, approval, the executor's result text), against the example
+servers in ``tools/`` over real stdio. Every bad input is one ``Error:`` line and its code: 2 for
+usage (an unknown server, arguments that are not a JSON object), 1 for a call that is refused,
+does not validate, names no tool, or comes back as a tool error."""
+
+# ruff: noqa: E501 - test names are sentences
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from weavehost.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+WEATHER = str(ROOT / "tools" / "weather.py")
+FILES = str(ROOT / "tools" / "files.py")
+
+
+def call(*args: str) -> Result:
+    """``weavehost call …`` in-process; stdin is not a terminal, so nobody can be asked."""
+    return CliRunner().invoke(main, ["call", *args])
+
+
+def the_error_line(result: Result) -> str:
+    assert "Traceback" not in result.output, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, result.output
+    return errors[0]
+
+
+def test_a_call_to_a_trusted_read_only_tool_prints_its_text_and_exits_0() -> None:
+    result = call("weather", "get_current_weather", '{"city": "Paris"}', "--server", WEATHER,
+                  "--trust", "weather")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("Paris: ") and "humidity" in result.stdout
+
+
+def test_call_json_prints_the_content_blocks_structured_content_and_is_error() -> None:
+    result = call("weather", "get_forecast", '{"city": "Oslo", "days": 2}', "--server", WEATHER,
+                  "--approval", "always", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["type"] == "result" and payload["isError"] is False
+    assert payload["server"] == "weather" and payload["tool"] == "get_forecast"
+    assert payload["content"][0]["type"] == "text"
+    assert payload["content"][0]["text"].startswith("2-day forecast for Oslo:")
+    assert payload["structuredContent"] == {"result": payload["content"][0]["text"]}
+
+
+def test_server_may_be_the_path_of_a_server_to_start_for_the_call() -> None:
+    result = call(WEATHER, "get_current_weather", '{"city": "Lima"}', "--trust", "weather")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("Lima: ")
+
+
+def test_a_call_that_needs_approval_with_no_terminal_to_ask_is_refused_with_exit_1() -> None:
+    result = call("weather", "get_current_weather", '{"city": "Paris"}', "--server", WEATHER)
+    assert result.exit_code == 1
+    assert "declined get_current_weather" in the_error_line(result)
+    assert "no terminal" in result.stderr  # the approver said why it could not ask
+
+
+def test_approval_never_refuses_the_call_with_exit_1() -> None:
+    result = call("weather", "get_current_weather", '{"city": "Paris"}', "--server", WEATHER,
+                  "--approval", "never")  # fmt: skip
+    assert result.exit_code == 1
+    assert "approval: never" in the_error_line(result)
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["nope", "get_current_weather", "{}"], 2, "no server named 'nope'; servers: weather"),
+        (["weather", "get_weather", "{}"], 1, "server 'weather' has no tool 'get_weather'; its tools: get_current_weather, get_forecast"),
+        (["weather", "get_current_weather", "{city: Paris}"], 2, "ARGUMENTS is not JSON"),
+        (["weather", "get_current_weather", '["Paris"]'], 2, "ARGUMENTS must be a JSON object, got list"),
+        (["weather", "get_forecast", '{"city": "Oslo", "days": 9}'], 1, "days"),
+        (["weather", "get_forecast", '{"city": "Oslo"}'], 1, "days"),
+    ],
+    ids=["an unknown server", "an unknown tool", "arguments that are not JSON",
+         "arguments that are not an object", "an argument out of range", "a missing required argument"],
+)  # fmt: skip
+def test_bad_input_to_call_is_one_error_line_with_its_code_and_nothing_is_called(
+    args: list[str], code: int, message: str
+) -> None:
+    result = call(*args, "--server", WEATHER, "--approval", "always")
+    assert result.exit_code == code, result.output
+    assert message in the_error_line(result)
+    assert result.stdout == ""
+
+
+def test_a_tool_error_prints_its_text_on_the_error_line_and_exits_1(tmp_path: Path) -> None:
+    result = call("files", "read_file", '{"path": "missing.txt"}', "--server", f"{FILES} {tmp_path}",
+                  "--trust", "files")  # fmt: skip
+    assert result.exit_code == 1
+    line = the_error_line(result)
+    assert "read_file returned an error" in line and "'missing.txt' is not a file" in line
+
+
+def test_a_tool_error_with_json_prints_the_result_with_is_error_and_exits_1(tmp_path: Path) -> None:
+    result = call("files", "read_file", '{"path": "missing.txt"}', "--server", f"{FILES} {tmp_path}",
+                  "--trust", "files", "--json")  # fmt: skip
+    assert result.exit_code == 1
+    payload = json.loads(result.stdout)
+    assert payload["isError"] is True and payload["status"] == "tool_error"
+    assert "'missing.txt' is not a file" in payload["content"][0]["text"]
+    assert "returned an error" in the_error_line(result)
+
+
+def test_trust_for_a_server_the_call_does_not_talk_to_is_a_usage_error() -> None:
+    result = call("weather", "get_current_weather", '{"city": "Paris"}', "--server", WEATHER,
+                  "--trust", "files")  # fmt: skip
+    assert result.exit_code == 2
+    assert "--trust 'files'" in the_error_line(result)
+
+
+def test_root_must_be_an_existing_directory(tmp_path: Path) -> None:
+    result = call("weather", "get_current_weather", "{}", "--server", WEATHER,
+                  "--root", str(tmp_path / "absent"))  # fmt: skip
+    assert result.exit_code == 2
+    assert "--root" in result.output and "does not exist" in result.output

@@ -1,0 +1,379 @@
+"""The ``weavehost`` commands that talk to MCP servers without a conversation: ``call``,
+``resources`` and ``prompts``.
+
+Stage: CLI (the top), beside :mod:`weavehost.cli`, which registers these commands. Like every
+command they parse, call the library, and leave errors to :class:`~weavehost.cli.ErrorPath`: a
+:class:`~weavehost.errors.WeavehostError` is one ``Error: …`` line and its exit code.
+
+``weavehost call SERVER TOOL '{json}'`` is what a server author reaches for first: one tool,
+called directly, through exactly the path a model's call takes (the catalog's argument
+validation, the approval policy and prompt, the executor's result checks, cap and neutralising),
+with the client features a conversation has: progress (a bar on a terminal, ``progress`` lines
+with ``--json``), elicitation (the terminal asks; declined with no terminal), sampling (the local
+model, loaded only if a server asks for it) and roots (``--root``, default the current
+directory). Exit codes: 0 for a result, 1 for a tool error (``isError``) and for a call that was
+refused or did not validate, 2 for usage (an unknown server, arguments that are not a JSON
+object), 130 for Ctrl-C (the call is cancelled on the server first).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import anyio
+import click
+
+from weavehost.agent import Event
+from weavehost.agent.runs import progress_event
+from weavehost.config import APPROVAL_MODES, HostConfig, build_config, server_from_flag
+from weavehost.console import EventPrinter
+from weavehost.errors import AbortedError, ConfigError, ExecutionError, UnknownToolError
+from weavehost.mcp.catalog import Catalog
+from weavehost.mcp.executor import Executor, ToolResult
+from weavehost.mcp.features import Progress
+
+__all__ = [
+    "CallRequest",
+    "call",
+    "parse_arguments",
+    "prompts",
+    "qualified_name",
+    "resources",
+    "root_option",
+    "run_call",
+    "select_server",
+    "with_roots",
+]
+
+
+def root_option(func: Any) -> Any:
+    """``--root DIR`` (repeatable) for ``chat``, ``run`` and ``call``."""
+    return click.option(
+        "--root",
+        "roots",
+        multiple=True,
+        metavar="DIR",
+        type=click.Path(exists=True, file_okay=False, resolve_path=True),
+        help="A directory the servers may work in (MCP roots). Repeatable; replaces the "
+        "config's roots (default: the current directory).",
+    )(func)
+
+
+def with_roots(config: HostConfig, roots: Sequence[str]) -> HostConfig:
+    """``--root`` flags replace the config's roots; none keeps them (or the current directory)."""
+    return replace(config, roots=tuple(roots)) if roots else config
+
+
+def server_options(func: Any) -> Any:
+    """``--server``, ``--config`` and ``--json``, as ``weavehost tools`` has them."""
+    options = [
+        click.option("--server", "servers", multiple=True, metavar="PATH_OR_COMMAND_OR_URL",
+                     help="An MCP server: a .py file, a command line, or an http(s) URL. "
+                     "Repeatable."),
+        click.option("--config", "config_path", type=str, default=None,
+                     help="A host config (JSON)."),
+        click.option("--json", "as_json", is_flag=True, help="Print JSON."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _servers_config(config_path: str | None, servers: Sequence[str]) -> HostConfig:
+    config = build_config(config_path, servers)
+    if not config.servers:
+        raise ConfigError("no servers: pass --server PATH_OR_COMMAND_OR_URL or --config FILE")
+    return config
+
+
+# --------------------------------------------------------------------------- resources, prompts
+
+
+@click.command()
+@server_options
+def resources(servers: tuple[str, ...], config_path: str | None, as_json: bool) -> None:
+    """List the resources and resource templates of the given MCP servers.
+
+    In chat, ``@SERVER:URI`` in a message attaches a resource's text.
+    """
+    from weavehost.chat_commands import format_resources, list_resources, resources_json
+    from weavehost.mcp.servers import ServerPool
+
+    config = _servers_config(config_path, servers)
+
+    async def load() -> list[Any]:
+        async with ServerPool(config) as pool:
+            return await list_resources(pool)
+
+    found = anyio.run(load)
+    if as_json:
+        click.echo(json.dumps({"resources": resources_json(found)}, indent=2, ensure_ascii=False))
+        return
+    for line in format_resources(found):
+        click.echo(line)
+
+
+@click.command()
+@server_options
+def prompts(servers: tuple[str, ...], config_path: str | None, as_json: bool) -> None:
+    """List the prompts of the given MCP servers and their arguments (* required).
+
+    In chat, ``/prompt NAME key=value …`` sends a prompt as your message.
+    """
+    from weavehost.chat_commands import format_prompts, list_prompts, prompts_json
+    from weavehost.mcp.servers import ServerPool
+
+    config = _servers_config(config_path, servers)
+
+    async def load() -> list[Any]:
+        async with ServerPool(config) as pool:
+            return await list_prompts(pool)
+
+    found = anyio.run(load)
+    if as_json:
+        click.echo(json.dumps({"prompts": prompts_json(found)}, indent=2, ensure_ascii=False))
+        return
+    for line in format_prompts(found):
+        click.echo(line)
+
+
+# --------------------------------------------------------------------------- call
+
+
+def parse_arguments(text: str) -> dict[str, Any]:
+    """The ARGUMENTS of ``call``: a JSON object (``{}`` when omitted)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"ARGUMENTS is not JSON ({exc.msg} at character {exc.pos}): "
+                          f"{text[:80]!r}; pass an object such as '{{\"city\": \"Paris\"}}'"
+                          ) from None  # fmt: skip
+    if not isinstance(value, dict):
+        raise ConfigError(
+            f"ARGUMENTS must be a JSON object, got {type(value).__name__}: {text[:80]!r}"
+        )
+    return value
+
+
+def select_server(config: HostConfig, server: str) -> HostConfig:
+    """``config`` narrowed to the one server ``call`` talks to.
+
+    ``server`` is a server's name (from ``--server`` or the config); failing that, anything
+    ``--server`` accepts that is clearly not a bare name (a path, a command line, a URL) is
+    started as if it had been passed with ``--server``.
+    """
+    if server in config.names:
+        return replace(config, servers=(config.server(server),))
+    looks_like_flag = any(c in server for c in "/ \t") or server.endswith(".py")
+    if looks_like_flag:
+        return replace(config, servers=(server_from_flag(server, taken=config.names),))
+    known = ", ".join(config.names) or "none (pass --server or --config)"
+    raise ConfigError(f"no server named {server!r}; servers: {known}")
+
+
+def result_payload(result: ToolResult, reply: Any) -> dict[str, Any]:
+    """The ``--json`` result: the server's content blocks and structured content as it sent
+    them, the text a model would read, and whether it is an error (``isError``, or a refusal,
+    or structured content the tool's output schema rejects)."""
+    blocks = [] if reply is None else reply.content
+    return {
+        "type": "result",
+        "server": result.server,
+        "tool": result.name,
+        "status": result.status,
+        "isError": result.status != "ok",
+        "content": [b.model_dump(mode="json", by_alias=True, exclude_none=True) for b in blocks],
+        "structuredContent": None if reply is None else reply.structured_content,
+        "text": result.text,
+    }
+
+
+class RecordingCaller:
+    """The executor's :class:`~weavehost.mcp.executor.ToolCaller` for ``call``: the pool, with
+    the server's reply kept for ``--json`` (the executor keeps only its text)."""
+
+    def __init__(self, pool: Any) -> None:
+        self.pool = pool
+        self.reply: Any = None
+
+    async def call_tool(
+        self,
+        server: str,
+        tool: str,
+        arguments: Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> Any:
+        self.reply = await self.pool.call_tool(server, tool, arguments, **options)
+        return self.reply
+
+
+def qualified_name(catalog: Catalog, server: str, tool: str) -> str:
+    """The catalog's name for ``tool`` of ``server`` (as the server or the model names it)."""
+    for spec in catalog.by_server(server):
+        if tool in (spec.name, spec.qualified_name):
+            return spec.qualified_name
+    omitted = [o for o in catalog.omitted if o.server == server and o.name == tool]
+    if omitted:
+        raise UnknownToolError(f"tool {tool!r} of server {server!r} was left out: "
+                               f"{omitted[0].reason}")  # fmt: skip
+    known = ", ".join(spec.name for spec in catalog.by_server(server)) or "none"
+    raise UnknownToolError(f"server {server!r} has no tool {tool!r}; its tools: {known}")
+
+
+@dataclass(frozen=True, slots=True)
+class CallRequest:
+    """One ``weavehost call``, parsed: the config narrowed to its server, and the call."""
+
+    config: HostConfig
+    server: str
+    tool: str
+    arguments: dict[str, Any]
+    model: str | None = None
+    threads: int | None = None
+
+
+async def run_call(request: CallRequest, printer: EventPrinter) -> tuple[ToolResult, Any] | None:
+    """Start the one server (no model: a lazy one loads only if the server asks for sampling),
+    find the tool, and run the call through the executor, its progress printed as ``progress``
+    events; ``None`` if Ctrl-C interrupted it (the call is cancelled, the server told, the
+    server stopped). The terminal answers approval and elicitation; with none, both refuse."""
+    from weavehost.console import TerminalApprover, TerminalElicitor
+    from weavehost.host import Host
+
+    interactive = sys.stdin.isatty() and sys.stderr.isatty()
+    approver = TerminalApprover(interactive=interactive)
+    elicitor = TerminalElicitor(interactive=interactive)
+    host = Host(request.config, approver=approver, elicitor=elicitor, model=request.model,
+                threads=request.threads, load_model="lazy")  # fmt: skip
+    outcome: list[tuple[ToolResult, Any]] = []
+
+    async def work(scope: anyio.CancelScope) -> None:
+        async with host:
+            assert host.pool is not None and host.catalog is not None
+            name = qualified_name(host.catalog, request.server, request.tool)
+            caller = RecordingCaller(host.pool)
+            executor = Executor(caller, host.catalog, host.config, approver)
+
+            def report(update: Progress) -> None:
+                printer(progress_event(name, update))
+
+            result = await executor.run(name, request.arguments, on_progress=report)
+            outcome.append((result, caller.reply))
+        scope.cancel()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_cancel_on_sigint, tg.cancel_scope)
+            await work(tg.cancel_scope)
+    except BaseExceptionGroup as group:  # the task groups wrap the one error the call raised
+        raise _single(group) from None
+    return outcome[0] if outcome else None
+
+
+def _single(error: BaseException) -> BaseException:
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
+
+
+async def _cancel_on_sigint(scope: anyio.CancelScope) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT) as signals:
+        async for _ in signals:
+            scope.cancel()
+            return
+
+
+@click.command()
+@click.argument("server")
+@click.argument("tool")
+@click.argument("arguments", required=False, default="{}")
+@click.option(
+    "--server",
+    "servers",
+    multiple=True,
+    metavar="PATH_OR_COMMAND_OR_URL",
+    help="An MCP server: a .py file, a command line, or an http(s) URL. Repeatable.",
+)
+@click.option("--config", "config_path", type=str, default=None, help="A host config (JSON).")
+@click.option(
+    "--trust",
+    multiple=True,
+    metavar="SERVER",
+    help="Trust this server: its read-only tools run without approval.",
+)
+@click.option(
+    "--approval",
+    type=click.Choice(APPROVAL_MODES),
+    default=None,
+    help="The call, and a server's sampling request: ask (default), always, never.",
+)
+@root_option
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Seconds the call may take (default: the config's timeouts.call).",
+)
+@click.option(
+    "--model",
+    "model",
+    type=str,
+    default=None,
+    help="Path to a local GGUF file (loaded only if the server asks for sampling).",
+)
+@click.option("--threads", type=int, default=None, help="Threads for the model, if it loads.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the result as one JSON line (content, structuredContent, isError), after a "
+    "line per progress notification.",
+)
+@click.pass_context
+def call(ctx: click.Context, server: str, tool: str, arguments: str, servers: tuple[str, ...],
+         config_path: str | None, trust: tuple[str, ...], approval: str | None,
+         roots: tuple[str, ...], timeout_s: float | None, model: str | None,
+         threads: int | None, as_json: bool) -> None:  # fmt: skip
+    """Call TOOL of SERVER with ARGUMENTS (a JSON object), without a model.
+
+    SERVER is a server's name from --server or --config (or a path, command line or URL to start
+    for this call). The call is validated and approved as a model's call is; the server may send
+    progress, ask for input (on the terminal; declined without one) and ask the local model to
+    write a message (sampling: the model loads then). Exit 0 with the result, 1 for a tool error
+    or a refused or invalid call, 2 for usage, 130 for Ctrl-C.
+    """
+
+    args = parse_arguments(arguments)
+    config = with_roots(build_config(config_path, servers, approval=approval), roots)  # type: ignore[arg-type]
+    config = select_server(config, server)
+    name = config.servers[0].name
+    unknown = [t for t in trust if t != name]
+    if unknown:
+        raise ConfigError(f"--trust {unknown[0]!r}: call talks only to server {name!r}")
+    config = replace(config, trusted_servers=config.trusted_servers | frozenset(trust))
+    if timeout_s is not None:
+        config = replace(config, timeouts=replace(config.timeouts, call=timeout_s))
+    request = CallRequest(config, name, tool, args, model=model, threads=threads)
+    printer = EventPrinter(as_json=as_json, verbose=(ctx.obj or {}).get("verbose", 0))
+    try:
+        outcome = anyio.run(run_call, request, printer)
+    finally:
+        if not as_json:
+            printer(Event("done", {}))  # ends a progress bar's line
+    if outcome is None:
+        click.echo("interrupted", err=True)
+        sys.exit(AbortedError.exit_code)
+    result, reply = outcome
+    if as_json:
+        click.echo(json.dumps(result_payload(result, reply), ensure_ascii=False))
+    result.raise_for_status()  # refused, unknown, invalid, timed out, server error: Error: line
+    if result.status != "ok":
+        raise ExecutionError(f"{result.name} returned an error: {result.text}")
+    if not as_json:
+        click.echo(result.text)
