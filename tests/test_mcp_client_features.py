@@ -480,3 +480,60 @@ async def test_a_handshake_era_server_that_declares_logging_is_asked_for_info_an
             while len(heard) < 2:
                 await pool.ping("logs")  # each a round trip while the notification lands
     assert heard == [("logging/setLevel", "info"), ("notifications/roots/list_changed",)]
+
+
+# --------------------------------------------------------------------------- hostile forms
+
+
+@pytest.mark.parametrize(
+    ("schema", "named"),
+    [
+        ({"type": "object", "properties": {"who": {"type": "object", "properties": {}}}}, "'who'"),
+        (
+            {
+                "type": "object",
+                "properties": {"tags": {"type": "array", "items": {"type": "string"}}},
+            },
+            "'tags'",
+        ),
+        (
+            {"type": "object", "properties": {f"f{i}": {"type": "string"} for i in range(33)}},
+            "33 fields",
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {"x": {"type": "string", "description": "y" * 20_000}},
+            },
+            "bytes of schema",
+        ),
+        ({"type": "array"}, "not an object"),
+        ({"type": "object", "properties": {"x": "string"}}, "'x'"),
+    ],
+)
+def test_a_form_that_is_not_a_flat_set_of_primitive_fields_is_refused_naming_the_problem(
+    schema: dict, named: str
+) -> None:
+    from weavehost.mcp.wire import check_form_schema
+
+    with pytest.raises(ClientFeatureError, match=named):
+        check_form_schema("f", schema)
+
+
+def test_a_form_of_primitive_fields_and_a_multi_select_enum_is_asked() -> None:
+    from weavehost.mcp.wire import check_form_schema
+
+    check_form_schema(
+        "f",
+        {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "default": "Bo"},
+                "age": {"type": "integer"},
+                "ok": {"type": "boolean"},
+                "size": {"type": "string", "enum": ["s", "m"]},
+                "colours": {"type": "array", "items": {"enum": ["red", "blue"]}},
+            },
+            "required": ["name"],
+        },
+    )

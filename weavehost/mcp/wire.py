@@ -22,6 +22,7 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
@@ -153,9 +154,48 @@ def elicitation_request(
             url=params.url,
             elicitation_id=params.elicitation_id,
         )
-    return ElicitationRequest(
-        server=server, message=params.message, mode="form", schema=dict(params.requested_schema)
-    )
+    schema = dict(params.requested_schema)
+    check_form_schema(server, schema)
+    return ElicitationRequest(server=server, message=params.message, mode="form", schema=schema)
+
+
+# What a form may ask (MCP: a flat object of primitive fields; enums single or multi-select).
+MAX_FORM_FIELDS = 32
+MAX_FORM_BYTES = 16 * 1024
+_FIELD_TYPES = frozenset({"string", "number", "integer", "boolean"})
+
+
+def check_form_schema(server: str, schema: Mapping[str, Any]) -> None:
+    """Refuse a form no person should be asked to fill: not a flat object of primitive fields
+    (strings, numbers, integers, booleans, single- or multi-select enums), more than
+    :data:`MAX_FORM_FIELDS` fields, or more than :data:`MAX_FORM_BYTES` of schema. The
+    :class:`~weavehost.errors.ClientFeatureError` names the field and goes back to the server."""
+
+    def refuse(problem: str) -> ClientFeatureError:
+        return ClientFeatureError(f"server {server!r} asked to fill a form that {problem}")
+
+    try:
+        size = len(json.dumps(schema))
+    except (TypeError, ValueError):
+        raise refuse("is not JSON") from None
+    if size > MAX_FORM_BYTES:
+        raise refuse(f"takes {size} bytes of schema (at most {MAX_FORM_BYTES})")
+    if schema.get("type") != "object" or not isinstance(schema.get("properties", {}), Mapping):
+        raise refuse("is not an object with properties")
+    properties = schema.get("properties", {})
+    if len(properties) > MAX_FORM_FIELDS:
+        raise refuse(f"has {len(properties)} fields (at most {MAX_FORM_FIELDS})")
+    for name, prop in properties.items():
+        if not isinstance(prop, Mapping):
+            raise refuse(f"describes field {name!r} with {type(prop).__name__}, not an object")
+        kind = prop.get("type")
+        if kind == "array":
+            items = prop.get("items")
+            if isinstance(items, Mapping) and ("enum" in items or "anyOf" in items):
+                continue  # a multi-select enum
+            raise refuse(f"asks field {name!r} as an array that is not a multi-select enum")
+        if kind not in _FIELD_TYPES:
+            raise refuse(f"asks field {name!r} as {kind!r}; a form holds only primitive fields")
 
 
 def elicitation_result(reply: ElicitationReply) -> types.ElicitResult:
