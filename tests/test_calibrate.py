@@ -187,7 +187,8 @@ def test_draft_rows_maximise_expected_tokens_per_second_up_to_the_cap():
 def test_the_neutral_plan_pads_nothing_decodes_side_by_side_and_drafts_a_little():
     assert NO_PLAN.source == "none"
     assert [NO_PLAN.width_for(n) for n in range(1, 9)] == list(range(1, 9))
-    assert NO_PLAN.parallel_pays(2) and not NO_PLAN.parallel_pays(1)
+    assert not NO_PLAN.parallel_pays(2) and not NO_PLAN.parallel_pays(1)
+    assert DecodePlan({}).parallel_pays(2)  # a neutral plan asked for explicitly
     assert [NO_PLAN.draft_rows(1, accept_p=p) for p in (0.3, 0.5, 0.75, 0.95)] == [0, 1, 2, 4]
 
 

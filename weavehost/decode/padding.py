@@ -12,8 +12,8 @@ every pass, so it answers from tables precomputed there. It decides three things
 
 ``weavehost calibrate`` stores the table it measured per model file and thread count under
 :func:`weavehost.paths.cache_dir` (:func:`plan_path`), and :func:`load_plan` reads it back for an
-engine. Without one, :data:`NO_PLAN` is the neutral default: no padding, parallel values on, a
-modest draft budget.
+engine. Without one, :data:`NO_PLAN` is the default: no padding, values drafted on sequence 0
+(parallel values off until a calibration says they pay), a modest draft budget.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ __all__ = [
     "VALUE_TOKENS",
     "WRITE_BACK_EXTRA_TOKENS",
     "DecodePlan",
-    "PaddingPlan",
     "load_plan",
     "plan_path",
     "save_plan",
@@ -93,6 +92,8 @@ class DecodePlan:
     widths: Mapping[int, int] = field(default_factory=dict)
     source: str = "none"
     table: CostTable | None = None
+    # Without a table: whether values are decoded side by side (see parallel_pays).
+    parallel_without_table: bool = True
     # Precomputed by from_table: the padded cost of a pass of r rows (index r, r >= 1) ...
     _padded_s: tuple[float, ...] = field(default=(), repr=False, compare=False)
     # ... parallel_pays(n) for n < _PRECOMPUTED, and draft_rows(base) at DEFAULT_ACCEPT.
@@ -141,12 +142,14 @@ class DecodePlan:
         Side by side: ``VALUE_TOKENS`` (L) passes of ``n`` rows (padded), then one write-back
         prefill of about ``n * (L + WRITE_BACK_EXTRA_TOKENS)`` rows onto sequence 0. One after
         another: ``n * L`` one-row passes. Side by side must win by ``PARALLEL_MARGIN``. Fewer
-        than two values: ``False`` (nothing to put side by side). Without a table: ``True``.
+        than two values: ``False`` (nothing to put side by side). Without a table:
+        ``parallel_without_table`` (``False`` for :data:`NO_PLAN`, what an uncalibrated machine
+        gets).
         """
         if n_values < 2:
             return False
         if self.table is None:
-            return True
+            return self.parallel_without_table
         if n_values < len(self._parallel):
             return self._parallel[n_values]
         return self._parallel_pays(n_values)
@@ -196,11 +199,13 @@ class DecodePlan:
         return next(d for d, rate in enumerate(rates) if rate >= good_enough)
 
 
-NO_PLAN = DecodePlan({}, "none")
-
-# The name weave.py and values.py used before plans did more than padding; to be removed once
-# they import DecodePlan.
-PaddingPlan = DecodePlan
+# What a machine nobody calibrated gets: no padding, neutral drafts, and values drafted on
+# sequence 0 rather than side by side. Side by side is a bet on the machine's costs: on x86 a
+# second row costs nearly a first, and uncalibrated SmolLM2-135M on the AVX-512 development
+# machine wrote its calls in 204 ms with parallel values and 144 ms without (first 40
+# bench-200 cases; docs/benchmarks.md, run 6). `weavehost calibrate` turns them on where
+# they pay (on the paper's phone tables they do).
+NO_PLAN = DecodePlan({}, "none", parallel_without_table=False)
 
 
 # Plans read by load_plan (once per call of weave), by stored file and its mtime and size.
