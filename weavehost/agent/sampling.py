@@ -21,6 +21,10 @@ Invariants:
   lock, so the request runs as soon as the step's writing ends, and if a step ever did hold the
   lock until its tool answered, the request would fail after ``wait_s`` with a message naming
   the cause, the tool would read that error, and the step would go on.
+* **A flood is bounded.** At most :data:`MAX_WAITING_PER_SERVER` requests of one server wait
+  for the model at once; more are refused at once, so a user's step waits behind at most that
+  many answers per server. The request's text is rendered as conversation text (special-token
+  parsing off), so it cannot open a turn of its own.
 * **The agent's conversation is never corrupted.** The request is synced to the model as a
   conversation of its own, exactly as a second session on one model is
   (:meth:`~weavehost.agent.model.AgentModel.sync` keeps the longest common prefix); the agent's
@@ -138,6 +142,11 @@ def _refuse_media(request: SamplingRequest) -> None:
             )
 
 
+# A server's sampling requests that may wait for the model at once; more are refused, so a
+# flooding server holds the model for at most this many answers before a user's step.
+MAX_WAITING_PER_SERVER = 4
+
+
 class ModelSampler:
     """Answers ``sampling/createMessage`` with the agent's model. See the module docstring.
 
@@ -162,6 +171,7 @@ class ModelSampler:
         self.approved: set[str] = set()  # servers approved for sampling in this host
         # One question per server at a time: a second request waits for the first's answer.
         self._asking: dict[str, anyio.Lock] = {}
+        self._waiting: dict[str, int] = {}  # requests of each server not yet answered
 
     # ------------------------------------------------------------------ approval
 
@@ -199,6 +209,20 @@ class ModelSampler:
     # ------------------------------------------------------------------ sampling
 
     async def sample(self, request: SamplingRequest) -> SamplingReply:
+        server = request.server
+        waiting = self._waiting.get(server, 0)
+        if waiting >= MAX_WAITING_PER_SERVER:
+            raise ClientFeatureError(
+                f"server {server!r} already has {waiting} sampling requests waiting for the "
+                "model; this one is refused"
+            )
+        self._waiting[server] = waiting + 1
+        try:
+            return await self._sample_in_turn(request)
+        finally:
+            self._waiting[server] -= 1
+
+    async def _sample_in_turn(self, request: SamplingRequest) -> SamplingReply:
         _refuse_media(request)
         if request.max_tokens < 1:
             raise ClientFeatureError(f"server {request.server!r}: maxTokens must be at least 1")
