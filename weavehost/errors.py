@@ -16,6 +16,8 @@ parent's). Every command maps these in one place (:class:`weavehost.cli.ErrorPat
 
     WeavehostError                      1
     ├── ConfigError                     2  malformed config file, flag or environment
+    │   └── StubSpecError               2  a stub server spec (weavehost.testing) is invalid;
+    │                                      the message names its JSON path
     ├── ModelError                      3  choosing and loading a GGUF model
     │   ├── ModelNotFoundError          3  no model could be found; says what to install
     │   └── ModelLoadError              3  the file exists but is not a GGUF llama.cpp can load
@@ -72,6 +74,7 @@ __all__ = [
     "ServerError",
     "ServerStartError",
     "ServerTimeoutError",
+    "StubSpecError",
     "UnknownFormatError",
     "UnknownToolError",
     "WeavehostError",
@@ -91,6 +94,10 @@ class ConfigError(WeavehostError):
     """A config file, flag or environment variable is malformed; the message names it."""
 
     exit_code = 2
+
+
+class StubSpecError(ConfigError):
+    """A stub server spec is invalid; the message starts with the JSON path of the fault."""
 
 
 class ModelError(WeavehostError):
