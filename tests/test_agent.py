@@ -21,7 +21,6 @@ from pydantic import Field
 from tools import android
 from weavehost import Host
 from weavehost.agent.cache import ResultCache
-from weavehost.agent.events import Event
 from weavehost.agent.model import (
     FreeText,
     _held_back,
@@ -29,7 +28,6 @@ from weavehost.agent.model import (
     first_trigger,
     opener_position,
 )
-from weavehost.agent.scripted import ScriptedCall, ScriptedModel
 from weavehost.agent.thermal import (
     CRITICAL_PAUSE_S,
     ThermalStatus,
@@ -43,6 +41,8 @@ from weavehost.decode import ToolSchema
 from weavehost.errors import ConfigError
 from weavehost.formats import FORMATS, ToolCall
 from weavehost.mcp.executor import StaticApprover
+from weavehost.testing import Events
+from weavehost.testing.model import ScriptedCall, ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -64,13 +64,8 @@ def weather_server(log: list[dict[str, Any]], started: threading.Event) -> MCPSe
     return server
 
 
-async def collect(host: Host, prompt: str) -> list[Event]:
-    with anyio.fail_after(10):
-        return [event async for event in host.run(prompt)]
-
-
-def of(events: list[Event], kind: str) -> list[Event]:
-    return [e for e in events if e.type == kind]
+async def collect(host: Host, prompt: str) -> Events:
+    return await Events.collect(host.run(prompt), timeout=10)
 
 
 OSLO = ToolCall("get_current_weather", {"city": "Oslo"})
@@ -88,15 +83,15 @@ async def test_a_trusted_read_only_call_starts_on_the_provisional_call_and_its_r
         events = await collect(host, "Weather in Oslo?")
     assert model.holds == [True]  # the tool had started before the final call was returned
     assert log == [{"city": "Oslo", "units": "metric"}]  # run once, not again for the final call
-    assert [e["started"] for e in of(events, "provisional_call")] == [True]
-    assert of(events, "final_call")[0]["replaced"] is False
-    assert of(events, "tool_result")[0]["source"] == "provisional"
+    assert [e["started"] for e in events.of("provisional_call")] == [True]
+    assert events.of("final_call")[0]["replaced"] is False
+    assert events.of("tool_result")[0]["source"] == "provisional"
     assert model.synced[-1][-1] == {
         "role": "tool",
         "name": "get_current_weather",
         "content": "Oslo: sunny, 20 C",
     }
-    assert of(events, "done")[0]["stop"] == "answer"
+    assert events.of("done")[0]["stop"] == "answer"
 
 
 async def test_an_untrusted_servers_read_only_call_waits_for_the_final_call_and_approval() -> None:
@@ -107,10 +102,10 @@ async def test_an_untrusted_servers_read_only_call_waits_for_the_final_call_and_
     async with Host(agent_model=model, inproc={"weather": weather_server(log, started)},
                     approver=approver) as host:  # fmt: skip
         events = await collect(host, "Weather in Oslo?")
-    assert [e["started"] for e in of(events, "provisional_call")] == [False]
+    assert [e["started"] for e in events.of("provisional_call")] == [False]
     assert [r.spec.name for r in approver.seen] == ["get_current_weather"]
     assert log == [{"city": "Oslo", "units": "metric"}]
-    assert of(events, "tool_result")[0]["source"] == "final"
+    assert events.of("tool_result")[0]["source"] == "final"
 
 
 async def test_a_final_call_that_an_optional_argument_changed_replaces_the_provisional_one() -> (
@@ -125,8 +120,8 @@ async def test_a_final_call_that_an_optional_argument_changed_replaces_the_provi
     assert model.holds == [True]
     assert log[0] == {"city": "Oslo", "units": "metric"}  # the provisional run happened...
     assert log[-1] == {"city": "Oslo", "units": "imperial"}  # ...and the corrected call ran
-    assert of(events, "final_call")[0]["replaced"] is True
-    result = of(events, "tool_result")[0]
+    assert events.of("final_call")[0]["replaced"] is True
+    result = events.of("tool_result")[0]
     assert (result["source"], result["text"]) == ("final", "Oslo: sunny, 68 F")
     shown = [m["content"] for m in model.synced[-1] if m["role"] == "tool"]
     assert shown == ["Oslo: sunny, 68 F"]  # the provisional result never reached the model
@@ -149,9 +144,9 @@ async def test_a_message_sending_tool_never_starts_before_approval_and_never_run
     async with Host(agent_model=model, inproc={"android": android.build_server(device)},
                     trust=["android"], approver=Recording(answer)) as host:  # fmt: skip
         events = await collect(host, "Text Bob hi")
-    assert [e["started"] for e in of(events, "provisional_call")] == [False]
+    assert [e["started"] for e in events.of("provisional_call")] == [False]
     assert sent_at_approval == [0]
-    assert of(events, "tool_result")[0]["status"] == ("ok" if answer else "denied")
+    assert events.of("tool_result")[0]["status"] == ("ok" if answer else "denied")
     assert len(device.messages) == (1 if answer else 0)
 
 
@@ -162,12 +157,12 @@ async def test_an_identical_read_only_call_in_the_same_session_is_served_from_th
                     trust=["weather"]) as host:  # fmt: skip
         session = host.session()
         with anyio.fail_after(10):
-            first = [e async for e in session.run("Oslo?")]
-            second = [e async for e in session.run("Oslo again?")]
+            first = await Events.collect(session.run("Oslo?"))
+            second = await Events.collect(session.run("Oslo again?"))
     assert len(log) == 1
-    assert of(first, "tool_result")[0]["source"] == "final"
-    assert of(second, "tool_result")[0]["source"] == "cache"
-    assert of(second, "tool_result")[0]["text"] == "Oslo: sunny, 20 C"
+    assert first.of("tool_result")[0]["source"] == "final"
+    assert second.of("tool_result")[0]["source"] == "cache"
+    assert second.of("tool_result")[0]["text"] == "Oslo: sunny, 20 C"
 
 
 async def test_a_call_repeated_in_the_same_turn_is_not_run_again_and_the_model_must_answer() -> (
@@ -178,10 +173,10 @@ async def test_a_call_repeated_in_the_same_turn_is_not_run_again_and_the_model_m
     async with Host(agent_model=model, inproc={"weather": weather_server(log, threading.Event())},
                     trust=["weather"]) as host:  # fmt: skip
         events = await collect(host, "Oslo?")
-    assert len(log) == 1 and len(of(events, "tool_result")) == 1
+    assert len(log) == 1 and len(events.of("tool_result")) == 1
     assert model.allowed_calls == [True, True, False]
-    assert "repeated get_current_weather" in of(events, "notice")[0]["text"]
-    assert of(events, "done")[0].data == {"stop": "answer", "steps": 3}
+    assert "repeated get_current_weather" in events.of("notice")[0]["text"]
+    assert events.of("done")[0].data == {"stop": "answer", "steps": 3}
     assert sum(1 for m in model.synced[-1] if m.get("tool_calls")) == 1  # the repeat was dropped
 
 
@@ -193,8 +188,8 @@ async def test_a_turn_that_hits_the_step_bound_says_so() -> None:
                     trust=["weather"], max_steps=2) as host:  # fmt: skip
         events = await collect(host, "Weather everywhere")
     assert len(log) == 2
-    assert of(events, "done")[0].data == {"stop": "max_steps", "steps": 2}
-    assert "step bound" in of(events, "notice")[-1]["text"]
+    assert events.of("done")[0].data == {"stop": "max_steps", "steps": 2}
+    assert "step bound" in events.of("notice")[-1]["text"]
 
 
 async def test_a_call_that_failed_to_decode_runs_nothing_and_ends_the_turn() -> None:
@@ -204,9 +199,9 @@ async def test_a_call_that_failed_to_decode_runs_nothing_and_ends_the_turn() -> 
                     trust=["weather"]) as host:  # fmt: skip
         events = await collect(host, "Oslo?")
     assert log == []
-    assert of(events, "call_failed")[0]["error"] == "truncated JSON"
-    assert of(events, "done")[0]["stop"] == "call_failed"
-    assert "".join(e["text"] for e in of(events, "text")) == "Let me check. "
+    assert events.of("call_failed")[0]["error"] == "truncated JSON"
+    assert events.of("done")[0]["stop"] == "call_failed"
+    assert "".join(e["text"] for e in events.of("text")) == "Let me check. "
 
 
 async def test_a_large_catalog_offers_only_the_most_relevant_tools_and_says_so() -> None:
@@ -215,7 +210,7 @@ async def test_a_large_catalog_offers_only_the_most_relevant_tools_and_says_so()
         events = await collect(host, "Send a message to Bob")
     offered = model.offered[0]
     assert "send_message" in offered and len(offered) < 10
-    assert "most relevant" in of(events, "notice")[0]["text"]
+    assert "most relevant" in events.of("notice")[0]["text"]
 
 
 # --------------------------------------------------------------------------- tool choice, answer bound
@@ -245,10 +240,10 @@ async def test_tool_choice_none_never_lets_a_call_begin_and_still_describes_the_
     async with Host(agent_model=model, inproc={"weather": weather_server(log, threading.Event())},
                     trust=["weather"], tool_choice="none") as host:  # fmt: skip
         events = await collect(host, "Weather in Oslo?")
-    assert log == [] and of(events, "final_call") == []
+    assert log == [] and events.of("final_call") == []
     assert model.allowed_calls == [False]
     assert model.offered[0] == ["get_current_weather"]  # described in the prompt all the same
-    assert of(events, "done")[0].data == {"stop": "answer", "steps": 1}
+    assert events.of("done")[0].data == {"stop": "answer", "steps": 1}
 
 
 async def test_tool_choice_naming_a_tool_writes_the_first_call_with_only_that_tool_offered() -> (
@@ -264,7 +259,7 @@ async def test_tool_choice_naming_a_tool_writes_the_first_call_with_only_that_to
     assert len(model.offered[0]) > 1  # the prompt still shows the other tools
     assert model.allowed_calls == [True, True]  # the first step wrote no free text; then auto
     assert log == [{"city": "Oslo", "units": "metric"}]
-    assert of(events, "done")[0].data == {"stop": "answer", "steps": 2}
+    assert events.of("done")[0].data == {"stop": "answer", "steps": 2}
 
 
 async def test_a_tool_choice_that_names_no_tool_is_a_config_error_naming_the_known_tools() -> None:
@@ -282,8 +277,8 @@ async def test_an_answer_cut_by_its_token_bound_ends_the_turn_with_a_notice() ->
     async with Host(agent_model=model, inproc={"weather": weather_server([], threading.Event())},
                     max_answer_tokens=7) as host:  # fmt: skip
         events = await collect(host, "Oslo?")
-    assert "bound of 7 tokens" in of(events, "notice")[0]["text"]
-    assert of(events, "done")[0].data == {"stop": "answer", "steps": 1}
+    assert "bound of 7 tokens" in events.of("notice")[0]["text"]
+    assert events.of("done")[0].data == {"stop": "answer", "steps": 1}
 
 
 async def test_an_answer_that_ends_by_itself_has_no_notice() -> None:
@@ -291,7 +286,7 @@ async def test_an_answer_that_ends_by_itself_has_no_notice() -> None:
     async with Host(agent_model=model, inproc={"weather": weather_server([], threading.Event())},
                     max_answer_tokens=7) as host:  # fmt: skip
         events = await collect(host, "Oslo?")
-    assert of(events, "notice") == []
+    assert events.of("notice") == []
 
 
 # --------------------------------------------------------------------------- pure parts
@@ -439,7 +434,7 @@ async def test_a_hot_phone_runs_the_model_on_fewer_threads_and_a_cool_one_gets_t
     async with Host(agent_model=model) as host:
         session = host.session()
         with anyio.fail_after(10):
-            [e async for e in session.run("one")]
+            await Events.collect(session.run("one"))
             assert model.thread_changes == [2]  # MODERATE: half the threads
-            [e async for e in session.run("two")]
+            await Events.collect(session.run("two"))
     assert model.thread_changes == [2, 4]  # cool again: every thread back

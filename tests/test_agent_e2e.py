@@ -16,13 +16,13 @@ import anyio
 import pytest
 
 from weavehost import Host
-from weavehost.agent.events import Event
 from weavehost.agent.model import EngineModel
 from weavehost.decode import get_strategy
 from weavehost.engine import Engine
 from weavehost.formats import detect_format
 from weavehost.gguf import read_metadata
 from weavehost.mcp.executor import StaticApprover
+from weavehost.testing import Events
 
 pytestmark = pytest.mark.anyio
 
@@ -51,24 +51,20 @@ def model(one_thread_engine: Engine, embedded_model_path: Path) -> EngineModel:
     )
 
 
-def of(events: list[Event], kind: str) -> list[Event]:
-    return [e for e in events if e.type == kind]
-
-
 async def test_a_one_shot_weather_question_makes_a_validated_call_and_ends_with_an_answer(
     model: EngineModel,
 ) -> None:
     async with Host(servers=[WEATHER], trust=["weather"], agent_model=model, max_steps=4,
                     tool_choice="required") as host:  # fmt: skip
         with anyio.fail_after(BOUND_S):
-            events = [e async for e in host.run(QUESTION)]
-    final = of(events, "final_call")[0]
+            events = await Events.collect(host.run(QUESTION))
+    final = events.of("final_call")[0]
     assert final["name"] == "get_current_weather" and final["arguments"]["city"] == "Paris"
-    result = of(events, "tool_result")[0]
+    result = events.of("tool_result")[0]
     assert result["status"] == "ok" and result["text"].startswith("Paris:")
-    assert of(events, "done")[0]["stop"] == "answer"
+    assert events.of("done")[0]["stop"] == "answer"
     after = events[events.index(result) :]
-    assert "".join(e["text"] for e in of(after, "text")).strip()  # an answer after the result
+    assert "".join(e["text"] for e in after.of("text")).strip()  # an answer after the result
 
 
 @pytest.mark.parametrize("trusted", [True, False], ids=["trusted", "untrusted"])
@@ -79,12 +75,12 @@ async def test_the_weather_call_runs_provisionally_on_the_real_model_only_when_i
     async with Host(servers=[WEATHER], trust=["weather"] if trusted else [], approver=approver,
                     agent_model=model, max_steps=1, tool_choice="required") as host:  # fmt: skip
         with anyio.fail_after(BOUND_S):
-            events = [e async for e in host.run(QUESTION)]
-    provisional = of(events, "provisional_call")[0]
-    final = of(events, "final_call")[0]
+            events = await Events.collect(host.run(QUESTION))
+    provisional = events.of("provisional_call")[0]
+    final = events.of("final_call")[0]
     assert provisional["started"] is trusted
     assert events.index(provisional) < events.index(final)  # provisional, then final
-    result = of(events, "tool_result")[0]
+    result = events.of("tool_result")[0]
     assert result["status"] == "ok"
     assert result["source"] == ("provisional" if trusted else "final")
     assert len(approver.seen) == (0 if trusted else 1)
@@ -96,11 +92,11 @@ async def test_a_second_turn_prefills_only_its_new_tokens(model: EngineModel) ->
                     tool_choice="required") as host:  # fmt: skip
         session = host.session()
         with anyio.fail_after(BOUND_S):
-            [e async for e in session.run(QUESTION)]
+            await Events.collect(session.run(QUESTION))
             held_after_first = len(model.held)
             before = engine.stats.snapshot()
-            second = [e async for e in session.run("And in Oslo?")]
-    step = of(second, "timings")[0]
+            second = await Events.collect(session.run("And in Oslo?"))
+    step = second.of("timings")[0]
     assert step["prompt_tokens"] > held_after_first
     assert step["reused_tokens"] == held_after_first  # nothing resident was read again
     assert step["prefilled_tokens"] == step["prompt_tokens"] - held_after_first

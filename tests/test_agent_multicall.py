@@ -15,7 +15,6 @@ import threading
 from pathlib import Path
 from typing import Annotated, Any
 
-import anyio
 import pytest
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
@@ -24,14 +23,14 @@ from pydantic import Field
 from tests.schemas import CURRENT_WEATHER
 from tools import android
 from weavehost import Host
-from weavehost.agent.events import Event
 from weavehost.agent.model import EngineModel
-from weavehost.agent.scripted import ScriptedCall, ScriptedModel
 from weavehost.agent.session import MAX_CALLS_PER_STEP
 from weavehost.decode import get_strategy
 from weavehost.formats import FORMATS, ToolCall
 from weavehost.formats.several import render_calls
 from weavehost.mcp.executor import StaticApprover
+from weavehost.testing import Events
+from weavehost.testing.model import ScriptedCall, ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -54,13 +53,8 @@ def weather_server(log: list[str], started: dict[str, threading.Event]) -> MCPSe
     return server
 
 
-def of(events: list[Event], kind: str) -> list[Event]:
-    return [e for e in events if e.type == kind]
-
-
-async def collect(host: Host, prompt: str) -> list[Event]:
-    with anyio.fail_after(10):
-        return [event async for event in host.run(prompt)]
+async def collect(host: Host, prompt: str) -> Events:
+    return await Events.collect(host.run(prompt), timeout=10)
 
 
 async def test_two_trusted_read_only_calls_of_one_reply_both_start_before_the_second_is_final_and_their_results_come_back_in_order() -> (
@@ -91,15 +85,15 @@ async def test_two_trusted_read_only_calls_of_one_reply_both_start_before_the_se
         ("tool_result", "Paris"),
         ("tool_result", "Oslo"),
     ]
-    assert [e["source"] for e in of(events, "tool_result")] == ["provisional", "provisional"]
-    assert [e["started"] for e in of(events, "provisional_call")] == [True, True]
+    assert [e["source"] for e in events.of("tool_result")] == ["provisional", "provisional"]
+    assert [e["started"] for e in events.of("provisional_call")] == [True, True]
     shown = model.synced[-1]
     assert shown[-3]["tool_calls"] == [
         {"name": "get_current_weather", "arguments": {"city": "Paris"}},
         {"name": "get_current_weather", "arguments": {"city": "Oslo"}},
     ]
     assert [m["content"] for m in shown[-2:]] == ["Paris: sunny", "Oslo: sunny"]
-    assert of(events, "done")[0].data == {"stop": "answer", "steps": 2}
+    assert events.of("done")[0].data == {"stop": "answer", "steps": 2}
 
 
 async def test_a_second_call_that_is_not_read_only_waits_for_its_approval_after_the_first_runs() -> (
@@ -123,12 +117,12 @@ async def test_a_second_call_that_is_not_read_only_waits_for_its_approval_after_
     async with Host(agent_model=model, inproc=inproc, trust=["weather", "android"],
                     approver=Recording(True)) as host:  # fmt: skip
         events = await collect(host, "Weather in Oslo, then text it to Bob")
-    assert [e["started"] for e in of(events, "provisional_call")] == [True, False]
+    assert [e["started"] for e in events.of("provisional_call")] == [True, False]
     # Asked once, for the message only, after the weather had run and before anything was sent.
     assert seen_at_approval == [("send_message", ["Oslo"], 0)]
     assert len(device.messages) == 1
-    assert [e["name"] for e in of(events, "tool_result")] == ["get_current_weather", "send_message"]
-    assert [e["status"] for e in of(events, "tool_result")] == ["ok", "ok"]
+    assert [e["name"] for e in events.of("tool_result")] == ["get_current_weather", "send_message"]
+    assert [e["status"] for e in events.of("tool_result")] == ["ok", "ok"]
 
 
 async def test_a_call_repeated_within_one_reply_is_dropped_and_the_others_run() -> None:
@@ -139,8 +133,8 @@ async def test_a_call_repeated_within_one_reply_is_dropped_and_the_others_run() 
                     trust=["weather"]) as host:  # fmt: skip
         events = await collect(host, "Oslo and Paris?")
     assert log == ["Oslo", "Paris"]
-    assert len(of(events, "final_call")) == 3
-    assert "repeated get_current_weather" in of(events, "notice")[0]["text"]
+    assert len(events.of("final_call")) == 3
+    assert "repeated get_current_weather" in events.of("notice")[0]["text"]
     calls = [m["tool_calls"] for m in model.synced[-1] if m.get("tool_calls")]
     assert [[c["arguments"]["city"] for c in cs] for cs in calls] == [["Oslo", "Paris"]]
 
@@ -155,7 +149,7 @@ async def test_a_reply_holds_at_most_the_named_number_of_calls() -> None:
         events = await collect(host, "Everywhere?")
     assert model.written == [MAX_CALLS_PER_STEP]
     assert log == cities[:MAX_CALLS_PER_STEP]
-    assert len(of(events, "tool_result")) == MAX_CALLS_PER_STEP
+    assert len(events.of("tool_result")) == MAX_CALLS_PER_STEP
 
 
 async def test_a_later_call_that_fails_to_decode_keeps_the_calls_before_it() -> None:
@@ -166,8 +160,8 @@ async def test_a_later_call_that_fails_to_decode_keeps_the_calls_before_it() -> 
                     trust=["weather"]) as host:  # fmt: skip
         events = await collect(host, "Oslo?")
     assert log == ["Oslo"]
-    assert not of(events, "call_failed")
-    assert of(events, "done")[0]["stop"] == "answer"
+    assert not events.of("call_failed")
+    assert events.of("done")[0]["stop"] == "answer"
 
 
 # ------------------------------------------------------------------ real models
@@ -230,9 +224,9 @@ async def test_qwen_asked_the_weather_in_paris_and_in_oslo_writes_two_calls_in_o
     qwen_gguf: Path,
 ):
     events, first_step = await _paris_and_oslo(qwen_gguf, "auto")
-    cities = [e["arguments"].get("city") for e in of(first_step, "final_call")]
+    cities = [e["arguments"].get("city") for e in first_step.of("final_call")]
     assert cities == ["Paris", "Oslo"], [e.to_json() for e in events]
-    results = of(first_step, "tool_result")
+    results = first_step.of("tool_result")
     assert [r["arguments"].get("city") for r in results] == ["Paris", "Oslo"]
     assert [r["status"] for r in results] == ["ok", "ok"]
 
@@ -242,25 +236,25 @@ async def test_qwen_made_to_call_asked_the_weather_in_paris_and_in_oslo_calls_fo
     qwen_gguf: Path,
 ):
     events, first_step = await _paris_and_oslo(qwen_gguf, "required")
-    calls = of(first_step, "final_call")
+    calls = first_step.of("final_call")
     assert len(calls) >= 2, [e.to_json() for e in events]
     assert {"Paris", "Oslo"} <= {c["arguments"].get("city") for c in calls}
-    results = of(first_step, "tool_result")
+    results = first_step.of("tool_result")
     assert len(results) == len(calls)
     assert all(r["status"] == "ok" for r in results)
 
 
-async def _paris_and_oslo(qwen_gguf: Path, tool_choice: str) -> tuple[list, list]:
+async def _paris_and_oslo(qwen_gguf: Path, tool_choice: str) -> tuple[Events, Events]:
     """Every event of the turn "What is the weather in Paris and in Oslo?" on Qwen with the
     weather server, and those of its first step."""
     async with Host(servers=[str(ROOT / "tools" / "weather.py")], trust=["weather"],
                     model=str(qwen_gguf), tool_choice=tool_choice, prompt_cache=False,
                     threads=2) as host:  # fmt: skip
-        with anyio.fail_after(QWEN_TURN_BOUND_S):
-            events = [e async for e in host.run("What is the weather in Paris and in Oslo?")]
+        prompt = "What is the weather in Paris and in Oslo?"
+        events = await Events.collect(host.run(prompt), timeout=QWEN_TURN_BOUND_S)
     first_step = []
     for event in events:
         if event.type == "step" and first_step:
             break
         first_step.append(event)
-    return events, first_step
+    return events, Events(first_step)

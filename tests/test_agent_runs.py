@@ -21,12 +21,13 @@ from pydantic import Field
 from weavehost import Host
 from weavehost.agent.events import Event
 from weavehost.agent.lock import ModelLock
-from weavehost.agent.scripted import ScriptedCall, ScriptedModel
 from weavehost.agent.session import Session, run_bound
 from weavehost.config import Timeouts
 from weavehost.formats import ToolCall
 from weavehost.mcp.executor import REFRESH_WAIT_MARGIN
 from weavehost.mcp.servers import RESTART_BACKOFF_MAX
+from weavehost.testing import Events
+from weavehost.testing.model import ScriptedCall, ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -48,10 +49,6 @@ def stuck_server(started: anyio.Event) -> MCPServer:
     return server
 
 
-def of(events: list[Event], kind: str) -> list[Event]:
-    return [e for e in events if e.type == kind]
-
-
 @pytest.mark.parametrize("provisional", [True, False], ids=["provisional-run", "final-run"])
 async def test_a_trusted_read_only_call_that_outlives_its_bound_becomes_a_timeout_result_the_model_reads(
     provisional: bool,
@@ -71,7 +68,8 @@ async def test_a_trusted_read_only_call_that_outlives_its_bound_becomes_a_timeou
             await session.turn("Look a up", events.append)  # ends normally: nothing escapes
         assert started.is_set()  # the tool did start, and was stopped at the bound
         assert len(session.cache) == 0  # a timed-out run is not cached: the next call tries again
-    (result,) = of(events, "tool_result")
+    turn = Events(events)
+    (result,) = turn.of("tool_result")
     assert result["status"] == "timeout"
     assert result["source"] == ("provisional" if provisional else "final")
     assert (
@@ -79,7 +77,7 @@ async def test_a_trusted_read_only_call_that_outlives_its_bound_becomes_a_timeou
         == f"lookup did not finish within {RUN_BOUND_S:g} s and was stopped; its result is unknown"
     )
     assert model.synced[-1][-1] == {"role": "tool", "name": "lookup", "content": result["text"]}
-    assert of(events, "done")[0].data == {"stop": "answer", "steps": 2}
+    assert turn.of("done")[0].data == {"stop": "answer", "steps": 2}
 
 
 def test_the_default_run_bound_outlasts_a_run_that_waits_for_a_relisting_a_restart_and_a_startup_before_its_call() -> (
@@ -152,8 +150,8 @@ async def test_every_model_call_of_a_turn_including_offering_tools_runs_on_a_wor
     model = ThreadRecordingModel(["Hello."])
     async with Host(agent_model=model, inproc={"slow": stuck_server(anyio.Event())}) as host:
         with anyio.fail_after(10):
-            events = [e async for e in host.run("Hi")]
-    assert of(events, "done")[0]["stop"] == "answer"
+            events = await Events.collect(host.run("Hi"))
+    assert events.of("done")[0]["stop"] == "answer"
     assert {name for name, _ in model.on_loop} >= {
         "count_tokens",
         "prompt_tokens",

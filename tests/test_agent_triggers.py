@@ -12,17 +12,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import anyio
 import pytest
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 
 from tests.schemas import CURRENT_WEATHER
 from weavehost import Host
-from weavehost.agent.events import Event
 from weavehost.agent.model import EngineModel
 from weavehost.decode import STRATEGIES, get_strategy
 from weavehost.formats import FORMATS, ToolCall
+from weavehost.testing import Events
 
 TIME_SERVER = Path(__file__).parent / "host_fixtures" / "time_server.py"
 # Made by ``python -m weavehost.bench.assets`` (CI fetches it; the tests' own cache is empty).
@@ -40,10 +39,6 @@ BARE_LIST_HISTORY = [
     },
     {"role": "user", "content": "Weather in Paris?"},
 ]
-
-
-def of(events: list[Event], kind: str) -> list[Event]:
-    return [e for e in events if e.type == kind]
 
 
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
@@ -80,11 +75,11 @@ async def test_a_call_begun_as_a_bare_list_runs_and_the_next_step_shows_it_in_th
                     max_steps=2, threads=2) as host:  # fmt: skip
         session = host.session()
         session.messages.extend(BARE_LIST_HISTORY[:2])
-        with anyio.fail_after(SMOL_TURN_BOUND_S):
-            events = [event async for event in session.run("Weather in Paris?")]
+        prompt = "Weather in Paris?"
+        events = await Events.collect(session.run(prompt), timeout=SMOL_TURN_BOUND_S)
         held = host.model.engine.detokenize(host.model.held)  # type: ignore[union-attr]
-    assert of(events, "final_call")[0]["arguments"] == {"city": "Paris"}
-    assert of(events, "tool_result")[0]["text"] == "Paris: sunny, 20 C"
+    assert events.of("final_call")[0]["arguments"] == {"city": "Paris"}
+    assert events.of("tool_result")[0]["text"] == "Paris: sunny, 20 C"
     # The history re-renders the call as SmolLM2's own format writes it.
     assert (
         '<tool_call>[{"name": "get_current_weather", "arguments": {"city": "Paris"}}]</tool_call>'
@@ -99,18 +94,18 @@ async def test_qwen_asked_the_time_in_tokyo_with_auto_runs_get_current_time_and_
 ):
     async with Host(servers=[str(TIME_SERVER)], trust=["time_server"], model=str(qwen_gguf),
                     tool_choice="auto", prompt_cache=False, threads=2) as host:  # fmt: skip
-        with anyio.fail_after(QWEN_TURN_BOUND_S):
-            events = [event async for event in host.run("What time is it in Tokyo right now?")]
-    calls = of(events, "final_call")
+        prompt = "What time is it in Tokyo right now?"
+        events = await Events.collect(host.run(prompt), timeout=QWEN_TURN_BOUND_S)
+    calls = events.of("final_call")
     assert calls and (calls[0]["name"], calls[0]["arguments"]) == (
         "get_current_time",
         {"timezone": "Asia/Tokyo"},
     )
-    result = of(events, "tool_result")[0]
+    result = events.of("tool_result")[0]
     assert result["status"] == "ok"
     clock = json.loads(result["text"])["datetime"][11:16]  # HH:MM in Tokyo
     last_result = max(i for i, e in enumerate(events) if e.type == "tool_result")
     answer = "".join(e["text"] for e in events[last_result:] if e.type == "text")
     assert clock in answer
     assert "<tool_call>" not in answer and '"name"' not in answer and '"arguments"' not in answer
-    assert of(events, "done")[0]["stop"] == "answer"
+    assert events.of("done")[0]["stop"] == "answer"

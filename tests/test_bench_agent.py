@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from weavehost.agent import Event, ScriptedCall, ScriptedModel
+from weavehost.agent import Event
 from weavehost.bench.agent import (
     AgentBenchConfig,
     parse_agent_strategies,
@@ -25,6 +25,7 @@ from weavehost.bench.agent_tasks import SHIPPED_TASKS, AgentTask, AgentTurn, loa
 from weavehost.cli import main
 from weavehost.errors import BenchError
 from weavehost.formats import ToolCall
+from weavehost.testing.model import ScriptedCall, ScriptedModel
 
 PARIS = ToolCall("get_current_weather", {"city": "Paris"})
 PARIS_CALL = {"name": PARIS.name, "arguments": dict(PARIS.arguments)}

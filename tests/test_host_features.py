@@ -19,13 +19,13 @@ import anyio
 import pytest
 
 from tests.host_fixtures.features_server import build
-from weavehost.agent import ScriptedModel
 from weavehost.agent.elicitors import ScriptedElicitor
 from weavehost.agent.events import Event
 from weavehost.config import HostConfig
 from weavehost.console import EventPrinter, progress_text
 from weavehost.host import Host
 from weavehost.mcp.executor import StaticApprover
+from weavehost.testing import Events, ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -38,8 +38,8 @@ def host(**kw: Any) -> Host:
     return Host(config, inproc={"f": build()}, **kw)
 
 
-async def call(h: Host, name: str, arguments: dict[str, Any]) -> list[Event]:
-    return [event async for event in h.call(name, arguments)]
+async def call(h: Host, name: str, arguments: dict[str, Any]) -> Events:
+    return await Events.collect(h.call(name, arguments))
 
 
 def result(events: list[Event]) -> Event:

@@ -31,6 +31,7 @@ from weavehost.errors import ServerDiedError
 from weavehost.mcp.catalog import Catalog
 from weavehost.mcp.executor import Executor
 from weavehost.mcp.servers import MAX_CONSECUTIVE_RESTARTS, ServerPool
+from weavehost.testing.assertions import child_processes
 
 RAW = str(Path(__file__).parent / "host_fixtures" / "raw_server.py")
 FAST = Timeouts(startup=20, list_tools=20, call=10, ping=5, shutdown_grace=0.5, kill_grace=0.5)
@@ -54,18 +55,8 @@ def open_fds() -> int:
 
 
 def child_pids() -> list[int]:
-    """Children of this process, zombies included (an unreaped child is a leak too)."""
-    me, found = os.getpid(), []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                with open(f"/proc/{entry.name}/stat", "rb") as fh:
-                    fields = fh.read().rsplit(b")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == me:
-                found.append(int(entry.name))
-    return found
+    """Processes this one started, zombies included (an unreaped child is a leak too)."""
+    return [p.pid for p in child_processes()]
 
 
 def tasks() -> int:

@@ -34,12 +34,13 @@ import weavehost.engine.native as native_module
 from weavehost import Host
 from weavehost.agent.events import Event
 from weavehost.agent.model import AgentModel, EngineModel
-from weavehost.agent.scripted import ScriptedCall, ScriptedModel
 from weavehost.agent.session import Session
 from weavehost.decode import ToolSchema, get_strategy
 from weavehost.engine import Engine
 from weavehost.formats import FORMATS, ToolCall, detect_format, tool_to_openai
 from weavehost.gguf import read_metadata
+from weavehost.testing import Events
+from weavehost.testing.model import ScriptedCall, ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -80,15 +81,11 @@ def roomy_engine(embedded_model_path: Path) -> Iterator[Engine]:
         yield engine
 
 
-def of(events: list[Event], kind: str) -> list[Event]:
-    return [e for e in events if e.type == kind]
-
-
-async def run_turn(session: Session, prompt: str) -> list[Event]:
+async def run_turn(session: Session, prompt: str) -> Events:
     events: list[Event] = []
     with anyio.fail_after(BOUND_S):
         await session.turn(prompt, events.append)
-    return events
+    return Events(events)
 
 
 def session_of(host: Host, **options: Any) -> Session:
@@ -118,14 +115,14 @@ async def test_a_tool_result_longer_than_a_512_token_context_is_cut_to_fit_and_t
         model, log, max_steps=2, tool_choice="required", free_tokens=24
     ) as session:
         events = await run_turn(session, "Read page 3 of the manual.")
-        assert not of(events, "error"), of(events, "error")
-        assert of(events, "tool_result")[0]["text"] == PAGE  # the transcript keeps it whole
+        assert not events.of("error"), events.of("error")
+        assert events.of("tool_result")[0]["text"] == PAGE  # the transcript keeps it whole
         assert [m["content"] for m in session.messages if m["role"] == "tool"] == [PAGE]
         shown = [m for m in session.shown if m["role"] == "tool"][0]["content"]
         assert shown.startswith(PAGE[:40]) and "characters cut to fit the context" in shown
-        assert any("was cut to" in e["text"] for e in of(events, "notice"))
-        assert of(events, "done")[0]["stop"] in ("answer", "max_steps")
-        assert all(t["prompt_tokens"] < 512 for t in of(events, "timings"))
+        assert any("was cut to" in e["text"] for e in events.of("notice"))
+        assert events.of("done")[0]["stop"] in ("answer", "max_steps")
+        assert all(t["prompt_tokens"] < 512 for t in events.of("timings"))
         assert small_engine.seq_len(0) <= 512
     assert log == [{"page": 3}]
 
@@ -159,11 +156,11 @@ async def test_llama_decode_returning_1_resets_the_kv_cache_and_the_step_is_trie
         monkeypatch.setattr(native_module.llama_cpp, "llama_decode", failing)
         events = await run_turn(session, "Read page 3 of the manual.")
     assert failing.failed == 1
-    notice = [e["text"] for e in of(events, "notice")]
+    notice = [e["text"] for e in events.of("notice")]
     assert any("KV cache was reset" in text for text in notice)
-    assert not of(events, "error")
-    assert of(events, "tool_result")[0]["status"] == "ok"
-    timings = of(events, "timings")[0]
+    assert not events.of("error")
+    assert events.of("tool_result")[0]["status"] == "ok"
+    timings = events.of("timings")[0]
     assert timings["reused_tokens"] == 0  # the retry prefilled the whole conversation again
 
 
@@ -176,13 +173,13 @@ async def test_llama_decode_failing_twice_ends_the_turn_with_an_error_and_the_ne
         failing = FailingDecode(times=2)
         monkeypatch.setattr(native_module.llama_cpp, "llama_decode", failing)
         events = await run_turn(session, "Read page 3 of the manual.")
-        error = of(events, "error")[0]
+        error = events.of("error")[0]
         assert error["kind"] == "KVCacheFullError" and "no room" in error["error"]
-        assert of(events, "done")[0]["stop"] == "error"
+        assert events.of("done")[0]["stop"] == "error"
         assert log == []  # nothing ran
         after = await run_turn(session, "Read page 4 of the manual.")
-    assert not of(after, "error")
-    assert of(after, "tool_result")[0]["status"] == "ok" and log == [{"page": 4}]
+    assert not after.of("error")
+    assert after.of("tool_result")[0]["status"] == "ok" and log == [{"page": 4}]
 
 
 # --------------------------------------------------------------------------- row 20
@@ -198,9 +195,9 @@ async def test_a_call_cut_at_its_token_budget_mid_json_starts_nothing_not_even_p
         model, log, max_steps=1, tool_choice="required", call_tokens=2
     ) as session:
         events = await run_turn(session, "Read page 3456 of the manual.")  # digit by digit
-    assert of(events, "call_failed") and of(events, "done")[0]["stop"] == "call_failed"
-    assert not [e for e in of(events, "provisional_call") if e["started"]]
-    assert not of(events, "tool_result") and log == []
+    assert events.of("call_failed") and events.of("done")[0]["stop"] == "call_failed"
+    assert not [e for e in events.of("provisional_call") if e["started"]]
+    assert not events.of("tool_result") and log == []
     assert roomy_engine.seq_len(0) == len(model.held)  # the cache holds what the model knows
 
 
@@ -211,9 +208,9 @@ async def test_a_call_to_an_unknown_tool_starts_nothing_and_is_reported_to_the_m
     async with Host(inproc={"docs": docs_server(log)}, trust=["docs"], agent_model=model,
                     max_steps=2) as host:  # fmt: skip
         with anyio.fail_after(10):
-            events = [e async for e in host.run("Wipe the disk.")]
-    assert not of(events, "provisional_call")[0]["started"]
-    result = of(events, "tool_result")[0]
+            events = await Events.collect(host.run("Wipe the disk."))
+    assert not events.of("provisional_call")[0]["started"]
+    result = events.of("tool_result")[0]
     assert result["status"] == "unknown_tool" and log == []
     told = [m["content"] for m in model.synced[-1] if m["role"] == "tool"]
     assert told == [result["text"]] and "format_disk" in told[0]
@@ -234,9 +231,9 @@ async def test_invalid_arguments_reach_no_server_and_the_model_reads_why_and_may
     async with Host(inproc={"docs": docs_server(log)}, trust=["docs"], agent_model=model,
                     max_steps=3) as host:  # fmt: skip
         with anyio.fail_after(10):
-            events = [e async for e in host.run("Read page three.")]
-    assert [e["started"] for e in of(events, "provisional_call")] == [False, True]
-    assert [e["status"] for e in of(events, "tool_result")] == ["invalid_arguments", "ok"]
+            events = await Events.collect(host.run("Read page three."))
+    assert [e["started"] for e in events.of("provisional_call")] == [False, True]
+    assert [e["status"] for e in events.of("tool_result")] == ["invalid_arguments", "ok"]
     assert log == [{"page": 3}]  # the invalid call never reached the server
     told = [m["content"] for m in model.synced[1] if m["role"] == "tool"]
     assert len(told) == 1 and "page" in told[0] and "three" in told[0]

@@ -30,6 +30,7 @@ from weavehost.mcp.catalog import Catalog
 from weavehost.mcp.executor import Executor
 from weavehost.mcp.servers import ServerPool
 from weavehost.mcp.transport import group_alive
+from weavehost.testing.assertions import process_running
 
 RAW = str(Path(__file__).parent / "host_fixtures" / "raw_server.py")
 FAST = Timeouts(startup=10, list_tools=5, call=5, ping=5, shutdown_grace=0.5, kill_grace=0.5)
@@ -66,14 +67,6 @@ def recorded(path: Path, method: str) -> list[dict]:
     return [m for m in map(json.loads, path.read_text().splitlines()) if m.get("method") == method]
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except FileNotFoundError:
-        return False
-
-
 @pytest.mark.anyio
 async def test_the_pool_speaks_the_era_the_server_offers_and_reports_the_negotiated_version(
     era: str,
@@ -102,7 +95,7 @@ async def test_a_server_that_crashes_mid_call_fails_the_call_at_once_and_the_oth
             # A healthy run fails within milliseconds (the transport watches the process); under
             # the call timeout means the exit failed the call, not a wait for EOF or the clock.
             assert anyio.current_time() - started < FAST.call
-            while pid_alive(pid):  # the runner reaps it; bounded by fail_after
+            while process_running(pid):  # the runner reaps it; bounded by fail_after
                 await anyio.lowlevel.checkpoint()
             reply = await pool.call_tool("b", "echo", {"text": "still here"})
             assert json.loads(reply.content[0].text)["server"] == "b"
@@ -172,9 +165,9 @@ async def test_a_stubborn_server_and_its_children_are_killed_with_no_orphans(
             pgid = pool.status()["stubborn"].pid
             await pool.ping("stubborn")
             children = [int(p) for p in pidfile.read_text().split()]
-            assert pgid is not None and all(pid_alive(c) for c in children)
+            assert pgid is not None and all(process_running(c) for c in children)
     assert not group_alive(pgid)
-    assert not any(pid_alive(c) for c in children)
+    assert not any(process_running(c) for c in children)
 
 
 @pytest.mark.anyio

@@ -11,7 +11,6 @@ It joins the decoder (a strategy writes each call) and the MCP side (the executo
 - :mod:`~weavehost.agent.model` — the model seam and the engine-backed model;
 - :mod:`~weavehost.agent.sampling` — :class:`ModelSampler`, servers' sampling answered by the model;
 - :mod:`~weavehost.agent.elicitors` — elicitors that decline, or answer from a script;
-- :mod:`~weavehost.agent.scripted` — a scripted model for tests;
 - :mod:`~weavehost.agent.context` — what of a long conversation the model is shown;
 - :mod:`~weavehost.agent.thermal` — threads and pacing on a hot phone.
 """
@@ -30,7 +29,6 @@ if TYPE_CHECKING:
     from weavehost.agent.lock import ModelLock
     from weavehost.agent.model import AgentModel, EngineModel
     from weavehost.agent.sampling import ModelSampler
-    from weavehost.agent.scripted import ScriptedCall, ScriptedModel
     from weavehost.agent.session import Session
 
 __all__ = [
@@ -43,9 +41,7 @@ __all__ = [
     "ModelLock",
     "ModelSampler",
     "ResultCache",
-    "ScriptedCall",
     "ScriptedElicitor",
-    "ScriptedModel",
     "Session",
     "ToolChoice",
 ]
@@ -60,9 +56,7 @@ _LAZY = {
     "ModelLock": "lock",
     "ModelSampler": "sampling",
     "ResultCache": "cache",
-    "ScriptedCall": "scripted",
     "ScriptedElicitor": "elicitors",
-    "ScriptedModel": "scripted",
     "Session": "session",
 }
 

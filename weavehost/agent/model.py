@@ -15,7 +15,8 @@ itself; it asks an :class:`AgentModel` to
 
 Every method but ``abort``/``clear_abort`` is blocking and is called from a worker thread, one
 at a time, by a task holding the model's :class:`~weavehost.agent.lock.ModelLock`. A scripted
-stand-in for tests is :mod:`weavehost.agent.scripted`. Invariants of :class:`EngineModel`:
+stand-in for tests is the test kit's :mod:`weavehost.testing.model`. Invariants of
+:class:`EngineModel`:
 
 * Sequence 0 always holds ``self.held``: the rendered conversation so far, then what the model
   wrote after it. :meth:`sync` renders the whole conversation, keeps the longest common prefix

@@ -1,12 +1,26 @@
-"""A scripted model for the agent loop's tests: a queue of replies instead of weights.
+"""The scripted model: the calls and answers a test gives it, instead of weights.
 
-Stage: agent (the test double behind the :class:`~weavehost.agent.model.AgentModel` seam). It
-makes the loop's control flow testable without a GGUF file, as ``llm``'s ``MockModel`` does.
+Stage: agent (the test double behind the :class:`~weavehost.agent.model.AgentModel` seam),
+published by the test kit (:mod:`weavehost.testing`). A test writes the model's part of the
+conversation as a list of steps and the host runs it through the same agent loop, executor,
+approvals and events as a real model, so a test of a server or of an app's integration needs no
+GGUF file and is deterministic (as ``llm``'s ``MockModel`` does for its tool loop)::
+
+    ScriptedModel([
+        call("get_forecast", city="Oslo"),                      # one call
+        [call("get_forecast", city="Oslo"), call("get_time")],   # several calls in one reply
+        "It is sunny in Oslo.",                                  # the answer
+    ])
 
 Invariants: replies come in the order given (a ``str`` answers, a :class:`ScriptedCall` opens a
-call, a list of them is one reply with several calls); every sync, offer, free decode, hold and
-thread change is recorded for the test to read; :meth:`ScriptedModel.abort` is honoured at every
-call, as the engine honours it between passes.
+call, a list of them is one reply with several calls); when the script runs dry the model
+answers :data:`SCRIPT_DONE`. A scripted call is handed to the loop as written, as a model's
+decoded call: one naming an unknown tool or carrying bad arguments is refused by the executor
+(a ``tool_result`` with status ``unknown_tool`` or ``invalid_arguments``) and never reaches a
+server. Every sync, offer, free decode, hold and thread change is recorded for the test to read;
+:meth:`ScriptedModel.abort` is honoured at every call, as the engine honours it between passes.
+A bad script (a step that is neither text, a call nor a list of calls) is a
+:class:`~weavehost.errors.ConfigError` naming the step.
 """
 
 from __future__ import annotations
@@ -29,10 +43,12 @@ from weavehost.agent.model import (
 )
 from weavehost.decode import MAX_CALLS, CallResult, ToolSchema
 from weavehost.engine import EngineStats
-from weavehost.errors import AbortedError
+from weavehost.errors import AbortedError, ConfigError
 from weavehost.formats import ToolCall, tool_to_openai
 
-__all__ = ["ScriptedCall", "ScriptedModel"]
+__all__ = ["SCRIPT_DONE", "ScriptedCall", "ScriptedModel", "Step", "call"]
+
+SCRIPT_DONE = "(no more scripted replies)"  # the answer once the script has run dry
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,15 +67,41 @@ class ScriptedCall:
     error: str | None = None
 
 
+Step = str | ScriptedCall | list[ScriptedCall]
+"""One reply of the script: answer text, one call, or several calls in one reply."""
+
+
+def call(tool: str, /, **arguments: Any) -> ScriptedCall:
+    """A scripted call of ``tool`` with ``arguments``, written as a model writes one: the call
+    is announced provisionally, then final, with the same arguments (so a trusted read-only tool
+    starts early, as it does under a real model). An argument whose name is not a Python
+    identifier goes in a dict: ``call("search", **{"max-results": 3})``."""
+    written = ToolCall(tool, arguments)
+    return ScriptedCall(final=written, provisional=written)
+
+
+def _checked_step(index: int, step: Any) -> Step:
+    """``step`` as a reply, or a :class:`ConfigError` naming it (steps count from 1)."""
+    if isinstance(step, str | ScriptedCall):
+        return step
+    if isinstance(step, list | tuple) and step and all(isinstance(c, ScriptedCall) for c in step):
+        return list(step)
+    raise ConfigError(
+        f"scripted model, step {index + 1}: expected answer text, call(...) or a non-empty "
+        f"list of call(...), got {step!r}"
+    )
+
+
 @dataclass
 class ScriptedModel:
-    """A model with a queue of replies (``str`` answers or :class:`ScriptedCall` s).
+    """A model with a queue of replies: ``str`` answers, :func:`call` s (or
+    :class:`ScriptedCall` s), or a list of calls for a reply that makes several.
 
     Records every conversation it was synced to (``synced``) and the tools offered each time.
-    When the queue runs dry it answers ``"(no more scripted replies)"``.
+    When the queue runs dry it answers :data:`SCRIPT_DONE`.
     """
 
-    replies: list[str | ScriptedCall | list[ScriptedCall]]
+    replies: Sequence[Step]
     n_ctx: int = 4096
     hold_timeout_s: float = 5.0
     synced: list[list[dict[str, Any]]] = field(default_factory=list)
@@ -70,13 +112,20 @@ class ScriptedModel:
     resets: int = 0  # times the loop reset the model's KV cache after a decode failure
     threads: int = 4
     thread_changes: list[int] = field(default_factory=list)  # every set_threads, in order
-    _queue: deque[str | ScriptedCall | list[ScriptedCall]] = field(init=False)
+    _queue: deque[Step] = field(init=False)
     _pending: deque[ScriptedCall] = field(default_factory=deque, init=False)  # this reply's
     written: list[int] = field(default_factory=list)  # calls written in each reply with calls
     _abort: threading.Event = field(default_factory=threading.Event, init=False)
 
     def __post_init__(self) -> None:
-        self._queue = deque(self.replies)
+        if isinstance(self.replies, str | ScriptedCall):
+            raise ConfigError("scripted model: pass a list of steps, not a single step")
+        self._queue = deque(_checked_step(i, step) for i, step in enumerate(self.replies))
+
+    @property
+    def remaining(self) -> int:
+        """Replies of the script not yet given (a test can check the script was used up)."""
+        return len(self._queue)
 
     def count_tokens(self, text: str) -> int:
         return len(text) // 4 + 1
@@ -128,7 +177,7 @@ class ScriptedModel:
         self._check()
         self.allowed_calls.append(allow_call)
         self.samplings.append(sampling)
-        reply = self._queue.popleft() if self._queue else "(no more scripted replies)"
+        reply = self._queue.popleft() if self._queue else SCRIPT_DONE
         calls = [reply] if isinstance(reply, ScriptedCall) else reply
         if not isinstance(calls, str) and not allow_call:
             calls = calls[0].text or "(a call was not allowed)"
