@@ -397,8 +397,10 @@ def _register_commands() -> None:
     from weavehost.bench.agent_cli import bench_agent
     from weavehost.bench.cli import bench
     from weavehost.mcp_cli import call, prompts, resources
+    from weavehost.testing.check_cli import check
+    from weavehost.testing.stub_cli import stub
 
-    for command in (call, resources, prompts, auth, bench, bench_agent):
+    for command in (call, resources, prompts, auth, bench, bench_agent, stub, check):
         main.add_command(command)
 
 
