@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import resource
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
 
+from tests import raw_eras
+from tests.raw_eras import raw
 from weavehost.config import HostConfig, ServerConfig, Timeouts
 from weavehost.errors import (
     MessageTooLargeError,
@@ -32,29 +33,10 @@ from weavehost.mcp.servers import ServerPool
 from weavehost.mcp.transport import group_alive
 from weavehost.testing.assertions import process_running
 
-RAW = str(Path(__file__).parent / "host_fixtures" / "raw_server.py")
 FAST = Timeouts(startup=10, list_tools=5, call=5, ping=5, shutdown_grace=0.5, kill_grace=0.5)
 
 
-# Every test here runs in both protocol eras: the raw server refuses server/discover, so the
-# pool falls back to the initialize handshake, or (--modern) answers it, so the pool speaks
-# 2026-07-28 to it, every request carrying its envelope.
-ERAS = {"handshake": (), "2026-07-28": ("--modern",)}
-era_args: tuple[str, ...] = ()
-
-
-@pytest.fixture(autouse=True, params=list(ERAS))
-def era(request: pytest.FixtureRequest) -> Iterator[str]:
-    global era_args
-    era_args = ERAS[request.param]
-    yield request.param
-    era_args = ()
-
-
-def raw(name: str, *args: str) -> ServerConfig:
-    return ServerConfig(
-        name=name, command=sys.executable, args=(RAW, "--name", name, *era_args, *args)
-    )
+era = raw_eras.era  # an autouse fixture: every test here runs in both protocol eras
 
 
 def config(*servers: ServerConfig, trusted: tuple[str, ...] = ()) -> HostConfig:

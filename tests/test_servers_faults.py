@@ -15,15 +15,15 @@ Every server here is the raw fixture (tests/host_fixtures/raw_server.py) over re
 from __future__ import annotations
 
 import json
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
+from tests import raw_eras
+from tests.raw_eras import raw
 from weavehost.config import HostConfig, Limits, ServerConfig, Timeouts
 from weavehost.errors import ServerTimeoutError
 from weavehost.mcp.catalog import Catalog
@@ -31,7 +31,6 @@ from weavehost.mcp.executor import ApprovalRequest, Executor, StaticApprover
 from weavehost.mcp.features import Progress
 from weavehost.mcp.servers import TIMEOUT_BACKSTOP, ServerPool
 
-RAW = str(Path(__file__).parent / "host_fixtures" / "raw_server.py")
 SCHEDULING_SLACK_S = 3.0  # a busy 2-core machine may run the event loop late by this much
 FAST = Timeouts(startup=10, list_tools=10, call=5, ping=5, shutdown_grace=0.5, kill_grace=0.5)
 # The Invariant Labs tool-poisoning proof of concept, as a server would send it.
@@ -45,25 +44,7 @@ POISON = (
 )
 
 
-# Every test here runs in both protocol eras: the raw server refuses server/discover, so the
-# pool falls back to the initialize handshake, or (--modern) answers it, so the pool speaks
-# 2026-07-28 to it, every request carrying its envelope.
-ERAS = {"handshake": (), "2026-07-28": ("--modern",)}
-era_args: tuple[str, ...] = ()
-
-
-@pytest.fixture(autouse=True, params=list(ERAS))
-def era(request: pytest.FixtureRequest) -> Iterator[str]:
-    global era_args
-    era_args = ERAS[request.param]
-    yield request.param
-    era_args = ()
-
-
-def raw(name: str, *args: str) -> ServerConfig:
-    return ServerConfig(
-        name=name, command=sys.executable, args=(RAW, "--name", name, *era_args, *args)
-    )
+era = raw_eras.era  # an autouse fixture: every test here runs in both protocol eras
 
 
 def config(*servers: ServerConfig, trusted: tuple[str, ...] = (), **kw: Any) -> HostConfig:

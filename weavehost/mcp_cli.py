@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -102,20 +102,9 @@ def resources(servers: tuple[str, ...], config_path: str | None, as_json: bool) 
     In chat, ``@SERVER:URI`` in a message attaches a resource's text.
     """
     from weavehost.chat_commands import format_resources, list_resources, resources_json
-    from weavehost.mcp.servers import ServerPool
 
     config = _servers_config(config_path, servers)
-
-    async def load() -> list[Any]:
-        async with ServerPool(config) as pool:
-            return await list_resources(pool)
-
-    found = anyio.run(load)
-    if as_json:
-        click.echo(json.dumps({"resources": resources_json(found)}, indent=2, ensure_ascii=False))
-        return
-    for line in format_resources(found):
-        click.echo(line)
+    _show(config, list_resources, "resources", resources_json, format_resources, as_json)
 
 
 @click.command()
@@ -126,19 +115,32 @@ def prompts(servers: tuple[str, ...], config_path: str | None, as_json: bool) ->
     In chat, ``/prompt NAME key=value …`` sends a prompt as your message.
     """
     from weavehost.chat_commands import format_prompts, list_prompts, prompts_json
-    from weavehost.mcp.servers import ServerPool
 
     config = _servers_config(config_path, servers)
+    _show(config, list_prompts, "prompts", prompts_json, format_prompts, as_json)
+
+
+def _show(
+    config: Any,
+    lister: Callable[[Any], Awaitable[list[Any]]],
+    key: str,
+    to_json: Callable[[list[Any]], Any],
+    to_lines: Callable[[list[Any]], Iterable[str]],
+    as_json: bool,
+) -> None:
+    """What ``lister`` finds on the configured servers: ``{key: [...]}`` with ``--json``, else
+    one line each."""
+    from weavehost.mcp.servers import ServerPool
 
     async def load() -> list[Any]:
         async with ServerPool(config) as pool:
-            return await list_prompts(pool)
+            return await lister(pool)
 
     found = anyio.run(load)
     if as_json:
-        click.echo(json.dumps({"prompts": prompts_json(found)}, indent=2, ensure_ascii=False))
+        click.echo(json.dumps({key: to_json(found)}, indent=2, ensure_ascii=False))
         return
-    for line in format_prompts(found):
+    for line in to_lines(found):
         click.echo(line)
 
 
