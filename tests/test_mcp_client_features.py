@@ -25,12 +25,12 @@ import pytest
 from mcp.server import Server
 
 from tests.host_fixtures.features_server import build
+from weavehost.agent.elicitors import ScriptedElicitor
 from weavehost.config import HostConfig, ServerConfig, Timeouts
 from weavehost.errors import ClientFeatureError, ServerError
 from weavehost.mcp.features import (
     ClientFeatures,
     ElicitationReply,
-    ElicitationRequest,
     LogMessage,
     Progress,
     PromptArgument,
@@ -68,18 +68,6 @@ class RecordingSampler:
     seen: list[SamplingRequest] = field(default_factory=list)
 
     async def sample(self, request: SamplingRequest) -> SamplingReply:
-        self.seen.append(request)
-        if isinstance(self.reply, Exception):
-            raise self.reply
-        return self.reply
-
-
-@dataclass
-class ScriptedElicitor:
-    reply: ElicitationReply | Exception
-    seen: list[ElicitationRequest] = field(default_factory=list)
-
-    async def elicit(self, request: ElicitationRequest) -> ElicitationReply:
         self.seen.append(request)
         if isinstance(self.reply, Exception):
             raise self.reply
@@ -124,9 +112,7 @@ async def test_sampling_and_elicitation_are_declared_only_when_offered_and_roots
 ) -> None:
     async with features_pool("in-process", era) as pool:
         bare = json.loads(await text_of(pool, "client_capabilities"))
-    offered = ClientFeatures(
-        sampler=RecordingSampler(HI), elicitor=ScriptedElicitor(ElicitationReply("decline"))
-    )
+    offered = ClientFeatures(sampler=RecordingSampler(HI), elicitor=ScriptedElicitor())
     async with features_pool("in-process", era, offered) as pool:
         full = json.loads(await text_of(pool, "client_capabilities"))
         declared_by_server = pool.capabilities("f")
@@ -247,7 +233,7 @@ async def test_a_sampler_that_refuses_or_fails_is_an_error_for_that_call_and_nev
 async def test_a_form_elicitation_shows_the_schema_and_returns_accept_decline_or_cancel(
     wire: str, era: str, reply: ElicitationReply, answer: str
 ) -> None:
-    elicitor = ScriptedElicitor(reply)
+    elicitor = ScriptedElicitor([reply])
     async with features_pool(wire, era, ClientFeatures(elicitor=elicitor)) as pool:
         said = await text_of(pool, "ask_user")
     assert said == answer
@@ -263,7 +249,7 @@ async def test_a_form_elicitation_shows_the_schema_and_returns_accept_decline_or
 async def test_a_url_elicitation_shows_the_url_and_returns_the_choice(
     era: str, action: str
 ) -> None:
-    elicitor = ScriptedElicitor(ElicitationReply(action))  # type: ignore[arg-type]
+    elicitor = ScriptedElicitor([action])
     async with features_pool("in-process", era, ClientFeatures(elicitor=elicitor)) as pool:
         said = await text_of(pool, "visit", {"url": "https://example.com/sign-in"})
     assert said == f"url elicitation: {action}"
@@ -278,11 +264,10 @@ async def test_a_url_elicitation_shows_the_url_and_returns_the_choice(
 async def test_an_elicitor_that_fails_is_an_error_for_that_call_and_the_session_goes_on(
     era: str,
 ) -> None:
-    elicitor = ScriptedElicitor(ClientFeatureError("no terminal to ask on"))
+    elicitor = ScriptedElicitor([ClientFeatureError("no terminal to ask on"), {"name": "Bo"}])
     async with features_pool("in-process", era, ClientFeatures(elicitor=elicitor)) as pool:
         with pytest.raises(ServerError, match="no terminal to ask on"):
             await pool.call_tool("f", "ask_user", {})
-        elicitor.reply = ElicitationReply("accept", {"name": "Bo"})
         after = await text_of(pool, "ask_user")
     assert after == "hello Bo, 30"
 

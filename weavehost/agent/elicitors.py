@@ -37,19 +37,24 @@ class DecliningElicitor:
 @dataclass
 class ScriptedElicitor:
     """Answers from ``replies`` in order: an :class:`ElicitationReply`, a mapping (accepted as
-    the form's content), or ``"decline"``/``"cancel"``. Every request is kept in ``seen``."""
+    the form's content), ``"decline"``/``"cancel"``, or an exception (raised: an elicitor that
+    fails). Past the end of the list, it declines. Every request is kept in ``seen``."""
 
-    replies: Iterable[ElicitationReply | Mapping[str, Any] | str] = ()
+    replies: Iterable[ElicitationReply | Mapping[str, Any] | str | Exception] = ()
     seen: list[ElicitationRequest] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self._queue: deque[ElicitationReply | Mapping[str, Any] | str] = deque(self.replies)
+        self._queue: deque[ElicitationReply | Mapping[str, Any] | str | Exception] = deque(
+            self.replies
+        )
 
     async def elicit(self, request: ElicitationRequest) -> ElicitationReply:
         self.seen.append(request)
         if not self._queue:
             return ElicitationReply("decline")
         reply = self._queue.popleft()
+        if isinstance(reply, Exception):
+            raise reply
         if isinstance(reply, ElicitationReply):
             return reply
         if isinstance(reply, str):
