@@ -63,31 +63,34 @@ class Constraint:
         raw = np.frombuffer(self.matcher.compute_bitmask(), dtype=np.uint8)
         return np.unpackbits(raw, bitorder="little")[: self.n_vocab].astype(bool)
 
-    def best(self, logits: np.ndarray) -> int | None:
-        """The allowed token with the highest logit (greedy), or None if nothing is allowed."""
-        mask = self.allowed()
+    def best(self, logits: np.ndarray, mask: np.ndarray | None = None) -> int | None:
+        """The allowed token with the highest logit (greedy), or None if nothing is allowed.
+        ``mask``: :meth:`allowed` of the current state, when the caller has it already."""
+        mask = self.allowed() if mask is None else mask
         if not mask.any():
             return None
         return int(np.where(mask, logits[: self.n_vocab], -np.inf).argmax())
 
-    def certain(self, tokens: Sequence[int]) -> list[bool]:
-        """For each of ``tokens`` in turn (each accepted by the grammar after those before it):
-        whether it is the only token the grammar allows at its place, so that the masked argmax
-        of any logits there is that token and no logits need be read for it. Nothing is
-        consumed."""
-        out: list[bool] = []
-        consumed = 0
+    def masks_along(self, tokens: Sequence[int]) -> list[np.ndarray]:
+        """:meth:`allowed` before each of ``tokens`` in turn, as far as the grammar accepts
+        them (nothing is consumed). A mask with one token set means that token is the masked
+        argmax of any logits there: no logits need be read for it."""
+        out: list[np.ndarray] = []
         try:
             for token in tokens:
-                raw = np.frombuffer(self.matcher.compute_bitmask(), dtype=np.uint8)
-                only = int(np.unpackbits(raw, bitorder="little")[: self.n_vocab].sum()) == 1
+                mask = self.allowed()
                 if not self.matcher.consume_token(token):
                     break
-                consumed += 1
-                out.append(only)
+                out.append(mask)
         finally:
-            self.rollback(consumed)
-        return out + [False] * (len(tokens) - len(out))
+            self.rollback(len(out))
+        return out
+
+    def certain(self, tokens: Sequence[int]) -> list[bool]:
+        """For each of ``tokens``: whether it is the only token the grammar allows at its place
+        (see :meth:`masks_along`); ``False`` past what the grammar accepts."""
+        masks = self.masks_along(tokens)
+        return [int(m.sum()) == 1 for m in masks] + [False] * (len(tokens) - len(masks))
 
     def consume(self, token: int) -> bool:
         return bool(self.matcher.consume_token(token))

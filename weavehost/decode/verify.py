@@ -147,8 +147,10 @@ def verified_decode(
             proposal, looked_from = _proposal(
                 engine, constraint, explicit, drafter, text, room, len(queue), draft_rows
             )
-        # A drafted token the grammar alone allows needs no logits on the row before it.
-        certain = constraint.certain(proposal)
+        # The mask before each drafted token, computed once and used again to verify it; a
+        # drafted token the mask alone allows needs no logits on the row before it.
+        masks = constraint.masks_along(proposal)
+        certain = [int(m.sum()) == 1 for m in masks] + [False] * (len(proposal) - len(masks))
         before = len(queue) - 1  # proposal[i] is verified by the logits after row before + i
         wanted = [False] * (len(queue) + len(proposal))
         wanted[-1] = True  # the next token's
@@ -167,7 +169,11 @@ def verified_decode(
         looked_up += len(proposal) - looked_from
         kept = 0
         for index, token in enumerate(proposal):
-            choice = token if certain[index] else constraint.best(after[before + index])
+            if certain[index]:
+                choice: int | None = token
+            else:
+                mask = masks[index] if index < len(masks) else None
+                choice = constraint.best(after[before + index], mask)
             if choice != token:
                 if choice is None:
                     error = "no token allowed"
