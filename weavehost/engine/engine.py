@@ -16,7 +16,10 @@ Stage: engine. Every decoding strategy runs on this class, so they compare fairl
   :class:`ContextOverflowError` before decoding; no KV slot raises :class:`KVCacheFullError`; an
   abort raises :class:`AbortedError`; the sequence lengths stay true to the KV cache afterwards.
 - **Special tokens are parsed only where asked** (``special=True``); user text and tool output
-  are tokenized as plain text.
+  are tokenized as plain text, so no control token (``<|im_end|>``, ``<|im_start|>``…) can
+  appear in them. One exception is llama.cpp's, not ours: a *user-defined* added token (Qwen's
+  ``<tool_call>``, ``</tool_call>``) is matched wherever its text occurs, ``special`` or not;
+  :func:`weavehost.decode.several.plain_tokens` writes such text in ordinary tokens.
 - **A saved sequence is checked before llama.cpp reads it.** :meth:`Engine.save_sequence`
   writes a sequence's KV state with its tokens and the engine's :attr:`Engine.identity` (model
   file, context size, llama.cpp build), atomically (:mod:`weavehost.engine.saved`).
