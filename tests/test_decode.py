@@ -15,7 +15,7 @@ from weavehost.decode import STRATEGIES, CallRequest, ToolSchema, run_case
 from weavehost.decode.constraint import constraints_for
 from weavehost.decode.padding import DecodePlan
 from weavehost.decode.values import ValueTask, decode_values, prefill_skeleton
-from weavehost.decode.weave import WeaveStrategy
+from weavehost.decode.weave import ABLATIONS, WeaveStrategy
 from weavehost.formats import FORMATS, ToolCall, tool_to_openai
 
 THERMOSTAT = ToolSchema(
@@ -308,8 +308,8 @@ def test_a_number_is_not_cut_while_it_can_still_grow():
     assert fmt.value_end(" true") == 5
 
 
-def test_strategies_are_listed_in_one_dict():
-    assert list(STRATEGIES) == ["serial", "constrained", "jump_forward", "weave"]
+def test_strategies_are_listed_in_one_dict_the_whole_decoders_then_weaves_ablations():
+    assert list(STRATEGIES) == ["serial", "constrained", "jump_forward", "weave", *ABLATIONS]
 
 
 @pytest.mark.parametrize("strategy", ["constrained", "jump_forward", "weave"])

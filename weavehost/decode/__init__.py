@@ -1,7 +1,8 @@
 """Decoding strategies behind one interface, and :func:`run_case` to run one on one request.
 
 ``STRATEGIES`` lists them in one literal dict: ``serial`` (no grammar), ``constrained``,
-``jump_forward`` and ``weave`` (SchemaWeaver). All run greedily on the same engine. Several
+``jump_forward`` and ``weave`` (SchemaWeaver), and ``weave``'s ablations (``weave:no_drafts``,
+…: :data:`~weavehost.decode.weave.ABLATIONS`). All run greedily on the same engine. Several
 calls in one reply are written by one driver, :func:`~weavehost.decode.several.write_calls`,
 for the agent and :func:`run_case` alike.
 """
@@ -18,7 +19,7 @@ from weavehost.decode.drafts import DraftSource
 from weavehost.decode.guided import ConstrainedStrategy, JumpForwardStrategy
 from weavehost.decode.serial import SerialStrategy
 from weavehost.decode.several import MAX_CALLS, Reply, write_calls
-from weavehost.decode.weave import WeaveStrategy
+from weavehost.decode.weave import ABLATIONS, WeaveStrategy
 from weavehost.engine import Engine
 from weavehost.errors import ConfigError
 from weavehost.formats.base import ModelFormat, tool_to_openai
@@ -43,6 +44,8 @@ STRATEGIES: dict[str, DecodeStrategy] = {
     "constrained": ConstrainedStrategy(),
     "jump_forward": JumpForwardStrategy(),
     "weave": WeaveStrategy(),
+    # weave with one component off each (weave:no_drafts, …), for measuring each one's share.
+    **{name: WeaveStrategy(options=options) for name, options in ABLATIONS.items()},
 }
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -101,17 +101,20 @@ class DecodePlan:
     _drafts: tuple[int, ...] = field(default=(), repr=False, compare=False)
 
     @classmethod
-    def from_table(cls, table: CostTable, *, source: str | None = None) -> DecodePlan:
-        """The plan for ``table``; ``source`` defaults to ``"cost model <table.source>"``."""
+    def from_table(
+        cls, table: CostTable, *, source: str | None = None, padding: bool = True
+    ) -> DecodePlan:
+        """The plan for ``table``; ``source`` defaults to ``"cost model <table.source>"``.
+        ``padding=False``: no pass is padded."""
         measured = sorted(table.pass_s)
         widths: dict[int, int] = {}
-        for n in measured:
+        for n in measured if padding else ():
             best = min((w for w in measured if w >= n), key=lambda w: table.pass_s[w])
             if best != n and table.pass_s[best] < table.pass_s[n] * (1 - PADDING_MARGIN):
                 widths[n] = best
         # Unmeasured counts: the cheapest measured width above (interpolated costs are never
         # below both neighbours, so only measured widths can win).
-        for n in range(1, measured[-1]):
+        for n in range(1, measured[-1]) if padding else ():
             if n not in table.pass_s:
                 best = min((w for w in measured if w > n), key=lambda w: table.pass_s[w])
                 if table.pass_s[best] < table.pass_cost(n) * (1 - PADDING_MARGIN):
@@ -124,6 +127,15 @@ class DecodePlan:
         drafts = tuple(plan._draft_rows(b, DEFAULT_ACCEPT) for b in range(_PRECOMPUTED))
         object.__setattr__(plan, "_parallel", parallel)
         object.__setattr__(plan, "_drafts", drafts)
+        return plan
+
+    def without_padding(self) -> DecodePlan:
+        """The same plan with every pass as wide as its rows (the ``weave:no_padding``
+        ablation): its decisions (parallel values, draft rows) are made again on the unpadded
+        costs."""
+        if self.table is None:
+            return replace(self, widths={})
+        plan = DecodePlan.from_table(self.table, source=f"{self.source}, no padding", padding=False)
         return plan
 
     def width_for(self, rows: int) -> int:

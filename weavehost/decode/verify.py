@@ -87,6 +87,7 @@ def verified_decode(
     draft_rows: Callable[[int], int] = lambda base_rows: 0,
     stop: Callable[[bytes], bool] | None = None,
     watch: Callable[[bytes], None] | None = None,
+    forced: bool = True,
 ) -> VerifiedOutcome:
     """Greedy decoding of ``seq`` under ``constraint``, drafts verified in each pass.
 
@@ -96,6 +97,8 @@ def verified_decode(
     an explicit proposal for the tokens that follow; ``drafter`` proposes more as the text
     grows. ``stop`` is checked on the written text after each token and ends the run there;
     ``watch`` is shown the written text after each token (the token is verified by then).
+    ``forced=False`` drafts no grammar-forced tokens (the ``weave:no_forced`` ablation): they
+    are then decoded like any other token, one pass each unless another draft carries them.
     """
     tokens: list[int] = []
     text = b""
@@ -145,7 +148,7 @@ def verified_decode(
         if not halted:
             room = max(0, max_tokens - len(tokens))
             proposal, looked_from = _proposal(
-                engine, constraint, explicit, drafter, text, room, len(queue), draft_rows
+                engine, constraint, explicit, drafter, text, room, len(queue), draft_rows, forced
             )
         # The mask before each drafted token, computed once and used again to verify it; a
         # drafted token the mask alone allows needs no logits on the row before it.
@@ -194,8 +197,10 @@ def verified_decode(
             if halted:
                 break
         if kept < len(proposal):
-            # Only the verified rows stay; the first rejected one and all after it go.
-            engine.drop(seq, start + before + 1 + kept, next_logits=after[before + kept])
+            # Only the verified rows stay; the first rejected one and all after it go. A run
+            # stopped inside certain tokens read no logits after its last kept row: the
+            # sequence then has no next-token logits (the caller reads its last token again).
+            engine.drop(seq, start + before + 1 + kept, next_logits=after.get(before + kept))
         if from_explicit and kept == len(proposal):
             explicit = explicit[kept:]
         accepted += kept
@@ -229,6 +234,7 @@ def _proposal(
     room: int,
     pending: int,
     draft_rows: Callable[[int], int],
+    forced: bool = True,
 ) -> tuple[list[int], int]:
     """The draft for the next pass and where the drafter's part of it starts: the rest of the
     explicit draft (whole), else the forced tokens and then the drafter's, the drafter's
@@ -238,7 +244,7 @@ def _proposal(
         proposal = explicit[:room]
         looked_from = len(proposal)
     else:
-        proposal = constraint.forced()[:room]
+        proposal = constraint.forced()[:room] if forced else []
         looked_from = len(proposal)
         base = pending + len(proposal)
         cap = 0 if drafter is None else min(draft_rows(base), room - len(proposal))

@@ -44,7 +44,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from weavehost.decode.base import CallAttempt, CallRequest, CallResult, ToolSchema
 from weavehost.decode.constraint import Constraint, constraints_for
@@ -58,8 +58,10 @@ from weavehost.formats.base import ModelFormat, ToolCall
 
 __all__ = [
     "VALUE_TOKEN_CAP",
+    "ABLATIONS",
     "LookupAcceptance",
     "WeaveCall",
+    "WeaveOptions",
     "WeaveStrategy",
     "tokenize_call_text",
 ]
@@ -125,15 +127,91 @@ class LookupAcceptance:
         self.drafted += drafted
 
 
-class WeaveStrategy:
-    name = "weave"
+@dataclass(frozen=True, slots=True)
+class WeaveOptions:
+    """Which of ``weave``'s components are on. Each one turned off is an ablation, a strategy
+    of its own (``weave:no_drafts``, …; :data:`ABLATIONS`), so ``weavehost bench`` measures
+    each component's share of the speedup in the same run as the whole. Every variant is still
+    verified, so still lossless; only its speed changes.
 
-    def __init__(self, plan: DecodePlan | None = None) -> None:
+    - ``selector``: the tool is settled as soon as one head is consistent with the text, and the
+      rest of the head comes with the skeleton; off: the whole head is decoded first.
+    - ``forced``: the tokens the grammar alone allows are drafted and read many per pass; off:
+      one pass per token where no other draft is pending, as ``constrained`` decodes.
+    - ``drafts``: prompt-lookup drafts from the conversation; off: none.
+    - ``padding``: passes padded to the cheapest measured width; off: every pass as wide as its
+      rows.
+    - ``provisional``: the provisional call (``on_provisional``, and ``tool_latency_s`` counted to
+      it when the final call equals it); off: the tool starts on the final call.
+    - ``values``: ``"plan"`` (side by side when the decode plan says it pays), ``"serial"``
+      (always drafted on sequence 0) or ``"parallel"`` (always side by side).
+    """
+
+    selector: bool = True
+    forced: bool = True
+    drafts: bool = True
+    padding: bool = True
+    provisional: bool = True
+    values: str = "plan"
+
+    def __post_init__(self) -> None:
+        if self.values not in ("plan", "serial", "parallel"):
+            raise ValueError(f"values is plan, serial or parallel, not {self.values!r}")
+
+    @property
+    def name(self) -> str:
+        """``weave`` for the whole, ``weave:no_x+serial_values`` for a variant."""
+        off = [
+            f"no_{f.name}" for f in fields(self) if f.name != "values" and not getattr(self, f.name)
+        ]
+        if self.values != "plan":
+            off.append(f"{self.values}_values")
+        return "weave:" + "+".join(off) if off else "weave"
+
+
+# The ablations ``weavehost bench`` offers by name: one component off each.
+ABLATIONS: dict[str, WeaveOptions] = {
+    options.name: options
+    for options in (
+        WeaveOptions(selector=False),
+        WeaveOptions(forced=False),
+        WeaveOptions(drafts=False),
+        WeaveOptions(padding=False),
+        WeaveOptions(provisional=False),
+        WeaveOptions(values="serial"),
+        WeaveOptions(values="parallel"),
+    )
+}
+
+
+class WeaveStrategy:
+    """``weave`` with its :class:`WeaveOptions` (all on by default) and, optionally, a fixed
+    decode plan (``None``: the engine's calibrated plan, read per call)."""
+
+    def __init__(self, plan: DecodePlan | None = None, options: WeaveOptions | None = None) -> None:
         self._plan = plan
+        self.options = options if options is not None else WeaveOptions()
+        self.name = self.options.name
         self.lookup = LookupAcceptance()
+        self._unpadded: dict[int, tuple[DecodePlan, DecodePlan]] = {}
+
+    def with_plan(self, plan: DecodePlan) -> WeaveStrategy:
+        """The same variant with a fixed decode plan (``bench --cost-model``)."""
+        return WeaveStrategy(plan=plan, options=self.options)
 
     def run(self, request: CallRequest) -> CallResult:
-        return WeaveCall(request, plan=self._plan, lookup=self.lookup).run()
+        plan = self._plan if self._plan is not None else load_plan(request.engine)
+        if not self.options.padding:
+            plan = self._without_padding(plan)
+        return WeaveCall(request, plan=plan, lookup=self.lookup, options=self.options).run()
+
+    def _without_padding(self, plan: DecodePlan) -> DecodePlan:
+        """``plan`` with no padding, made once per plan."""
+        cached = self._unpadded.get(id(plan))
+        if cached is None or cached[0] is not plan:
+            cached = (plan, plan.without_padding())
+            self._unpadded[id(plan)] = cached
+        return cached[1]
 
 
 class WeaveCall:
@@ -151,14 +229,16 @@ class WeaveCall:
         *,
         plan: DecodePlan | None = None,
         lookup: LookupAcceptance | None = None,
+        options: WeaveOptions | None = None,
     ) -> None:
         self.request = request
+        self.options = options if options is not None else WeaveOptions()
         self.lookup = lookup if lookup is not None else LookupAcceptance()
         self.engine, self.fmt = request.engine, request.format
         # ``None``: the engine's calibrated plan (or the neutral one).
         self.plan = plan if plan is not None else load_plan(self.engine)
         self.factory = constraints_for(self.engine)  # once per engine, not a call's cost
-        self.attempt = CallAttempt.start(WeaveStrategy.name, self.engine)
+        self.attempt = CallAttempt.start(self.options.name, self.engine)
         self.grammars = self.factory.grammars(self.fmt)
         # Set by select: the tool, its head, the part of the head sequence 0 holds, and the
         # whole-call constraint having consumed exactly that part.
@@ -206,7 +286,15 @@ class WeaveCall:
             )
         except ConstraintError as exc:
             return self.fall_back(str(exc))
-        selected = _select(self.engine, self.fmt, self.request, self.whole, self._drafter())
+        selected = _select(
+            self.engine,
+            self.fmt,
+            self.request,
+            self.whole,
+            self._drafter(),
+            settle_early=self.options.selector,
+            forced=self.options.forced,
+        )
         if isinstance(selected, str):
             return self.attempt.failed(selected)
         self.tool, self.head_written, self.head_tokens = selected
@@ -222,7 +310,7 @@ class WeaveCall:
         engine, fmt, tool = self.engine, self.fmt, self._tool()
         required = list(tool.required)
         props = tool.parameters.get("properties", {})
-        if not required or not self.plan.parallel_pays(len(required)):
+        if not required or not self._parallel(len(required)):
             return None
         if len(required) + 1 > engine.n_seq_max:
             logger.info(
@@ -284,6 +372,8 @@ class WeaveCall:
         except FormatError as exc:
             logger.info("no provisional call: the assembled call does not parse: %s", exc)
             return None
+        if not self.options.provisional:
+            return None
         self.provisional_call = call
         self.provisional_at = time.perf_counter()
         if self.request.on_provisional is not None:
@@ -323,7 +413,8 @@ class WeaveCall:
             drafter=self._drafter(),
             draft_rows=lambda base: self.plan.draft_rows(base, accept_p=self.lookup.rate),
             max_tokens=max(1, self.request.max_tokens - len(self.head_tokens)),
-            watch=None if self.provisional_call or not self._tool().optional else self._watch,
+            watch=self._watch if self._watches() else None,
+            forced=self.options.forced,
         )
         self.verified = outcome
         self.lookup.add(outcome.looked_up_accepted, outcome.looked_up)
@@ -389,10 +480,25 @@ class WeaveCall:
                 if self.request.on_provisional is not None:
                     self.request.on_provisional(call)
 
+    def _parallel(self, n_values: int) -> bool:
+        """Whether ``n_values`` required values are decoded side by side (stage 2)."""
+        if self.options.values != "plan":
+            return n_values >= 1 and self.options.values == "parallel"
+        return self.plan.parallel_pays(n_values)
+
+    def _watches(self) -> bool:
+        """Whether write-back looks for the provisional call in the verified text: when no
+        provisional call was made from parallel values and optional arguments follow."""
+        return (
+            self.options.provisional
+            and self.provisional_call is None
+            and bool(self._tool().optional)
+        )
+
     def _drafter(self) -> Drafter | None:
         """Prompt-lookup drafts over the conversation for text written after the head."""
         source = self.request.drafts
-        if source is None:
+        if source is None or not self.options.drafts:
             return None
         engine = self.engine
 
@@ -423,24 +529,37 @@ def _select(
     request: CallRequest,
     whole: Constraint,
     drafter: Drafter | None,
+    *,
+    settle_early: bool = True,
+    forced: bool = True,
 ) -> tuple[ToolSchema, str, list[int]] | str:
     """Pick the tool: returns (tool, head text on seq 0, its tokens) or an error string.
 
+    With ``settle_early`` it stops as soon as one head is consistent with the text (no passes
+    at all when one tool is offered); without, it decodes the whole head.
     ``whole`` ends having consumed exactly the returned tokens."""
     tools: Sequence[ToolSchema] = request.tools
     heads = {tool.name: fmt.layout.head_for(tool.name) for tool in tools}
-    if len(tools) == 1:
+    if len(tools) == 1 and settle_early:
         return tools[0], "", []
 
     def consistent(text: str) -> list[str]:
         return [n for n, h in heads.items() if h.startswith(text) or text.startswith(h)]
+
+    def settled(data: bytes) -> bool:
+        text = data.decode("utf-8", "replace")
+        names = consistent(text)
+        if settle_early or len(names) != 1:
+            return len(names) <= 1
+        return len(text) >= len(heads[names[0]])
 
     outcome = verified_decode(
         engine,
         whole,
         max_tokens=request.max_tokens,
         drafter=drafter,
-        stop=lambda data: len(consistent(data.decode("utf-8", "replace"))) <= 1,
+        stop=settled,
+        forced=forced,
     )
     text = outcome.text
     names = consistent(text)
