@@ -102,7 +102,7 @@ async def test_the_claude_desktop_config_runs_the_real_servers_over_stdio(
             alarm = await executor.run("set_alarm", {"hour": 6, "minute": 5})
             readme = await executor.run("read_file", {"path": "pyproject.toml", "max_bytes": 40})
             pids = [s.pid for s in pool.status().values()]
-    assert len(catalog) == 16 and not catalog.omitted
+    assert len(catalog) == 17 and not catalog.omitted
     assert forecast.status == "ok" and forecast.text.startswith("2-day forecast for Oslo")
     assert alarm.text == "alarm 1 set for 06:05"
     assert readme.status == "ok" and readme.text.startswith("[build-system]")
@@ -120,7 +120,7 @@ def test_weavehost_tools_prints_the_catalog_of_the_given_servers() -> None:
     assert lines["get_forecast"][1:5] == ["weather", "city*,", "days*,", "units"]
     assert lines["get_forecast"][-3:] == ["yes", "yes", "yes"]
     assert lines["send_message"][-3:] == ["no", "no", "no"]
-    assert len(lines) == 15
+    assert len(lines) == 16
 
 
 def test_weavehost_tools_json_lists_every_tool_with_its_schema() -> None:

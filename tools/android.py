@@ -5,9 +5,9 @@ Run it over stdio with ``python tools/android.py``; import :func:`build_server` 
 in-memory device state, deterministic from a fresh start, so tests and benchmarks can check what
 a call did.
 
-Tools that change the device (alarms, messages, calls, calendar, apps, settings) are annotated
-``readOnlyHint: false`` and must be approved; look-ups (contacts, battery, alarms, location,
-search) are ``readOnlyHint: true``.
+Tools that change the device (alarms, timers, messages, calls, calendar, apps, settings) are
+annotated ``readOnlyHint: false`` and must be approved; look-ups (contacts, battery, alarms,
+location, search) are ``readOnlyHint: true``.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ class Device:
     """The fake phone's state."""
 
     alarms: list[dict[str, object]] = field(default_factory=list)
+    timers: list[dict[str, object]] = field(default_factory=list)
     messages: list[dict[str, str]] = field(default_factory=list)
     events: list[dict[str, object]] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)
@@ -83,6 +84,21 @@ def build_server(device: Device | None = None) -> MCPServer:
     ) -> str:
         """List the alarms set on the phone."""
         return json.dumps(phone.alarms) if phone.alarms else "no alarms set"
+
+    @server.tool(annotations=CHANGES)
+    def set_timer(
+        duration_seconds: Annotated[
+            int, Field(ge=1, le=86400, description="How long to count down, in seconds.")
+        ],
+        label: Annotated[str, Field(description="Optional label shown when it ends.")] = "",
+    ) -> str:
+        """Start a countdown timer on the phone's clock app."""
+        timer = {"id": len(phone.timers) + 1, "seconds": duration_seconds, "label": label}
+        phone.timers.append(timer)
+        minutes, seconds = divmod(duration_seconds, 60)
+        return f"timer {timer['id']} set for {minutes}:{seconds:02d}" + (
+            f" ({label})" if label else ""
+        )
 
     @server.tool(annotations=SENDS)
     def send_message(
