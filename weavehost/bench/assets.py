@@ -18,6 +18,8 @@ What the cache holds afterwards::
     bfcl/possible_answer/BFCL_v4_<category>.json                         (each one's answers)
     bench-200.jsonl, bench-200-answers.jsonl   first 100 simple_python + first 100 multiple
     parallel-50.jsonl, parallel-50-answers.jsonl   first 25 parallel + first 25 parallel_multiple
+    android-192.jsonl, android-192-answers.jsonl   the Android-intents set, built here from
+                                                 tools/android.py (weavehost.bench.android_set)
     qwen2.5-coder-0.5b-instruct.gguf            the six chunks joined (Q4_K_M, see below)
     qwen2.5-coder-0.5b-instruct-q4_0.gguf       requantized to Q4_0
     assets.json                                  what was produced and the source's file type
@@ -39,23 +41,32 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from weavehost.bench.android_set import ANDROID_SCRIPT, android_set_bytes
+from weavehost.bench.android_set import ANSWERS_FILE as ANDROID_ANSWERS
+from weavehost.bench.android_set import CASES_FILE as ANDROID_CASES
 from weavehost.errors import BenchError
 from weavehost.gguf import read_metadata
 from weavehost.paths import cache_dir
 
 __all__ = [
+    "ANDROID_ANSWERS",
+    "ANDROID_CASES",
     "BFCL_EVAL_VERSION",
     "BFCL_FILES",
     "PARALLEL_FILES",
     "PARALLEL_NAME",
     "QWEN_GGUF",
     "QWEN_Q4_0",
+    "QWEN_Q8_0",
     "Assets",
+    "ensure_android_set",
     "ensure_assets",
     "ensure_bfcl",
     "ensure_qwen",
+    "file_type_name",
     "main",
     "parse_quants",
+    "quantized_path",
     "write_subset",
 ]
 
@@ -95,6 +106,8 @@ class Assets:
     source_file_type: int | None
     parallel_cases: Path | None = None
     parallel_answers: Path | None = None
+    android_cases: Path | None = None
+    android_answers: Path | None = None
 
 
 def _log(message: str) -> None:
@@ -233,6 +246,24 @@ def ensure_qwen(
     return gguf, produced, file_type
 
 
+def ensure_android_set(cache: Path) -> tuple[Path, Path] | None:
+    """The Android-intents set (:data:`ANDROID_CASES`, :data:`ANDROID_ANSWERS`) in ``cache``.
+
+    Built from ``tools/android.py`` in-process (a second or so, nothing fetched) and checked
+    (:func:`~weavehost.bench.android_set.build_android_set`); a file is written only when it is
+    missing or differs, so a re-run changes nothing. ``None`` when the example server is not
+    there (weavehost installed without its repository).
+    """
+    if not ANDROID_SCRIPT.is_file():
+        _log(f"skipping the android set: {ANDROID_SCRIPT} is not there")
+        return None
+    paths = (cache / ANDROID_CASES, cache / ANDROID_ANSWERS)
+    for path, content in zip(paths, android_set_bytes(), strict=True):
+        if not (path.is_file() and path.read_bytes() == content):
+            _write_atomically(path, iter([content]))
+    return paths
+
+
 def ensure_assets(
     cache: Path | None = None, *, model: bool = True, quants: Sequence[str] = ("q4_0",)
 ) -> Assets:
@@ -252,10 +283,11 @@ def ensure_assets(
             write_subset(sources, per_file, slice_cases, slice_answers)
         slices[name] = (slice_cases, slice_answers)
     subset_cases, subset_answers = slices[SUBSET_NAME]
+    android = ensure_android_set(cache) or (None, None)
     gguf, quantized, file_type = ensure_qwen(cache, quants) if model else (None, {}, None)
     assets = Assets(
         cache, cases, answers, subset_cases, subset_answers, gguf, quantized, file_type,
-        *slices[PARALLEL_NAME],
+        *slices[PARALLEL_NAME], *android,
     )  # fmt: skip
     record = {
         "bfcl_eval": BFCL_EVAL_VERSION,
@@ -266,6 +298,7 @@ def ensure_assets(
             "cases": str(slices[PARALLEL_NAME][0]),
             "answers": str(slices[PARALLEL_NAME][1]),
         },  # fmt: skip
+        "android": {"cases": str(android[0]), "answers": str(android[1])} if android[0] else None,
         "gguf": str(gguf) if gguf else None,
         "gguf_source_file_type": file_type,
         "gguf_source_file_type_name": _FILE_TYPE_NAMES.get(file_type) if file_type else None,
@@ -288,6 +321,21 @@ def _known_quants(quants: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(quants))
 
 
+def quantized_path(quant: str, cache: Path | None = None) -> Path:
+    """Where :func:`ensure_qwen` puts the requantization ``quant`` (``q4_0``, ``q8_0``) in
+    ``cache`` (default :func:`~weavehost.paths.cache_dir`), made or not; an unknown name is a
+    :class:`BenchError`."""
+    (known,) = _known_quants([quant])
+    return (cache or cache_dir()).expanduser() / _FTYPES[known][1]
+
+
+def file_type_name(file_type: int | None) -> str:
+    """A GGUF ``general.file_type`` as llama.cpp names it (``Q4_0``), else ``file type N``."""
+    if file_type is None:
+        return "file type unknown"
+    return _FILE_TYPE_NAMES.get(file_type, f"file type {file_type}")
+
+
 def _fetch(cache: Path | None, no_model: bool, quants: str) -> None:
     assets = ensure_assets(cache, model=not no_model, quants=parse_quants(quants))
     for name, path in assets.cases.items():
@@ -297,6 +345,9 @@ def _fetch(cache: Path | None, no_model: bool, quants: str) -> None:
     print(f"subset   {assets.subset_answers}")
     print(f"parallel {assets.parallel_cases}")
     print(f"parallel {assets.parallel_answers}")
+    if assets.android_cases:
+        print(f"android  {assets.android_cases}")
+        print(f"android  {assets.android_answers}")
     if assets.gguf:
         kind = _FILE_TYPE_NAMES.get(assets.source_file_type or -1, str(assets.source_file_type))
         print(f"model    {assets.gguf} (file type {kind})")

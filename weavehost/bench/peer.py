@@ -210,6 +210,12 @@ class LlamaCppPythonPeer:
         finally:
             llama.close()
 
+    @property
+    def kv_cells(self) -> int:
+        """Tokens in this peer's KV cache now: its one sequence, the last prompt and the tokens
+        its call evaluated."""
+        return int(self._llama.n_tokens)
+
     def tokenize(self, segments: Sequence[Any]) -> list[int]:
         """The prompt tokens: special tokens parsed only in the format's own segments."""
         tokens: list[int] = []

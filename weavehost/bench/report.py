@@ -15,7 +15,19 @@ Guarantees (the metrics ``docs/benchmarks.md`` "How it measures" describes):
   (``mean_drafted_tokens``, ``mean_accepted_tokens``, ``acceptance_rate``), the agreement
   with ``constrained`` (``same_as_constrained_rate`` over ``compared`` lines, ``mismatches``,
   ``near_tie_mismatches``), ``phases`` (``{phase: {"mean_s", "n"}}``, each mean over the lines
-  that had the phase), ``mean_rows_per_pass``, ``peak_rss_bytes`` and ``projection``.
+  that had the phase), ``mean_rows_per_pass``, ``peak_rss_bytes`` and ``projection``, plus
+  ``latency_spread`` and ``memory`` (below), and ``breakdowns`` when :func:`summarize` is given
+  the run's cases (:func:`weavehost.bench.breakdown.breakdowns`; null otherwise).
+- ``latency_spread`` holds, for ``tool`` and ``final`` latency, the ``p10``, ``p25``, ``p50``,
+  ``p75``, ``p90`` (linear interpolation between the closest ranks), ``min`` and ``max`` over
+  the lines whose latency was measured, in seconds; each null when none was.
+- ``memory`` holds ``peak_rss_bytes`` (as above), ``max_kv_cells`` and ``mean_kv_cells`` over
+  the lines' ``kv_cells`` (the most KV cells in use at once during the call, the prompt's
+  included), ``kv_bytes_per_cell`` (the model's, when the caller knows it), ``mean_kv_bytes``
+  and ``extra_kv_mb_vs_constrained``: the mean over the cases both ran of the strategy's
+  ``kv_cells`` minus ``constrained``'s, times the bytes per cell, in MB (10^6 bytes), and
+  ``max_extra_kv_mb_vs_constrained`` the largest such difference; null where a number is
+  missing.
 - ``projection`` is null unless the lines carry ``projected_latency_s`` (a ``--cost-model``
   run): then it holds the geometric mean of the re-costed calls and the speedups of those
   means vs ``constrained`` and ``jump_forward``, under ``machine`` (the cost table's), and is
@@ -34,18 +46,24 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
+from weavehost.bench.cases import AnswerSet, BenchCase
 from weavehost.bench.compare import BASELINE, is_near_tie
 from weavehost.errors import BenchError
 
 __all__ = [
     "BASELINE",
     "PROJECTION_BASELINES",
+    "SPREAD_POINTS",
     "SUMMARY_KEYS",
+    "contract_numbers",
     "format_table",
     "geomean",
+    "latency_spread",
     "load_results",
     "mean_rows_per_pass",
+    "phase_means",
     "render_svg",
+    "spread",
     "summarize",
     "write_summary",
 ]
@@ -60,6 +78,10 @@ SUMMARY_KEYS = (
     "correct_rate",
     "speedup_vs_constrained",
 )
+# The percentiles of a latency spread, by name.
+SPREAD_POINTS = {"p10": 0.10, "p25": 0.25, "p50": 0.50, "p75": 0.75, "p90": 0.90}
+# Bytes in the MB of ``extra_kv_mb_vs_constrained`` (decimal, as the paper's +8.9 MB).
+_MB = 1_000_000
 
 
 def geomean(values: Iterable[float | None]) -> float | None:
@@ -87,7 +109,34 @@ def mean_rows_per_pass(histograms: Iterable[Mapping[str, int] | None]) -> float 
     return rows / passes if passes else None
 
 
-def _phases(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+def spread(values: Iterable[float | None]) -> dict[str, float | None]:
+    """``p10``…``p90`` (linear interpolation between the closest ranks), ``min`` and ``max``
+    of the values that are not None; every entry None when there is none."""
+    kept = sorted(v for v in values if v is not None)
+    out: dict[str, float | None] = {}
+    for name, q in SPREAD_POINTS.items():
+        if not kept:
+            out[name] = None
+            continue
+        rank = q * (len(kept) - 1)
+        low = math.floor(rank)
+        high = min(low + 1, len(kept) - 1)
+        out[name] = kept[low] + (kept[high] - kept[low]) * (rank - low)
+    out["min"] = kept[0] if kept else None
+    out["max"] = kept[-1] if kept else None
+    return out
+
+
+def latency_spread(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float | None]]:
+    """The :func:`spread` of the lines' tool and final latencies."""
+    return {
+        "tool": spread(r.get("tool_latency_s") for r in rows),
+        "final": spread(r.get("final_latency_s") for r in rows),
+    }
+
+
+def phase_means(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``{phase: {"mean_s", "n"}}``: each phase's mean over the ``n`` lines that had it."""
     seen: dict[str, list[float]] = {}
     for record in rows:
         for phase, seconds in (record.get("phases") or {}).items():
@@ -95,13 +144,10 @@ def _phases(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     return {name: {"mean_s": sum(v) / len(v), "n": len(v)} for name, v in seen.items()}
 
 
-def _numbers(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def contract_numbers(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The :data:`SUMMARY_KEYS` of ``rows`` (``speedup_vs_constrained`` left None: it needs
+    the baseline's lines)."""
     judged = [r["correct"] for r in rows if r.get("correct") is not None]
-    compared = [r["same_as_constrained"] for r in rows if r.get("same_as_constrained") is not None]
-    mismatches = [r["mismatch"] for r in rows if r.get("mismatch")]
-    drafted = [r.get("drafted_tokens") for r in rows]
-    accepted = [r.get("accepted_tokens") for r in rows]
-    rss = [r["peak_rss_bytes"] for r in rows if r.get("peak_rss_bytes") is not None]
     return {
         "n": len(rows),
         "geo_tool_latency_s": geomean(r.get("tool_latency_s") for r in rows),
@@ -109,6 +155,17 @@ def _numbers(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "mean_forward_passes": _mean(r.get("forward_passes") for r in rows),
         "correct_rate": (sum(1 for c in judged if c) / len(judged)) if judged else None,
         "speedup_vs_constrained": None,
+    }
+
+
+def _numbers(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    compared = [r["same_as_constrained"] for r in rows if r.get("same_as_constrained") is not None]
+    mismatches = [r["mismatch"] for r in rows if r.get("mismatch")]
+    drafted = [r.get("drafted_tokens") for r in rows]
+    accepted = [r.get("accepted_tokens") for r in rows]
+    rss = [r["peak_rss_bytes"] for r in rows if r.get("peak_rss_bytes") is not None]
+    return {
+        **contract_numbers(rows),
         "errors": sum(1 for r in rows if not r.get("calls")),
         "geo_prompt_prefill_s": geomean(r.get("prompt_prefill_s") for r in rows),
         "mean_drafted_tokens": _mean(drafted),
@@ -122,10 +179,45 @@ def _numbers(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "compared": len(compared),
         "mismatches": len(mismatches),
         "near_tie_mismatches": sum(1 for m in mismatches if is_near_tie(m.get("logit_gap"))),
-        "phases": _phases(rows),
+        "phases": phase_means(rows),
         "mean_rows_per_pass": mean_rows_per_pass(r.get("pass_rows") for r in rows),
         "peak_rss_bytes": max(rss) if rss else None,
         "projection": None,
+        "latency_spread": latency_spread(rows),
+        "breakdowns": None,
+    }
+
+
+def _memory(
+    rows: Sequence[Mapping[str, Any]],
+    baseline: Sequence[Mapping[str, Any]],
+    bytes_per_cell: int | None,
+) -> dict[str, Any]:
+    rss = [r["peak_rss_bytes"] for r in rows if r.get("peak_rss_bytes") is not None]
+    cells = [r["kv_cells"] for r in rows if r.get("kv_cells") is not None]
+    baseline_cells = {r["id"]: r["kv_cells"] for r in baseline if r.get("kv_cells") is not None}
+    extra = [
+        r["kv_cells"] - baseline_cells[r["id"]]
+        for r in rows
+        if r.get("kv_cells") is not None and r.get("id") in baseline_cells
+    ]
+    mean_cells = _mean(cells)
+
+    def mb(n_cells: float | None) -> float | None:
+        if n_cells is None or bytes_per_cell is None:
+            return None
+        return n_cells * bytes_per_cell / _MB
+
+    return {
+        "peak_rss_bytes": max(rss) if rss else None,
+        "max_kv_cells": max(cells) if cells else None,
+        "mean_kv_cells": mean_cells,
+        "kv_bytes_per_cell": bytes_per_cell,
+        "mean_kv_bytes": mean_cells * bytes_per_cell
+        if mean_cells is not None and bytes_per_cell is not None
+        else None,
+        "extra_kv_mb_vs_constrained": mb(_mean(extra)),
+        "max_extra_kv_mb_vs_constrained": mb(max(extra)) if extra else None,
     }
 
 
@@ -134,18 +226,33 @@ def summarize(
     strategies: Sequence[str] | None = None,
     *,
     projected_on: str | None = None,
+    cases: Sequence[BenchCase] | None = None,
+    answers: Mapping[str, AnswerSet] | None = None,
+    kv_bytes_per_cell: int | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Per strategy (in ``strategies`` order, else first appearance) the summary numbers.
 
     ``projected_on`` names the machine of the cost table the lines' ``projected_latency_s``
     were re-costed with; each strategy then gets a ``projection`` (also when the lines carry
-    projections and the machine is not known: ``machine`` is null then).
+    projections and the machine is not known: ``machine`` is null then). With the run's
+    ``cases`` (and ``answers``, when it had them) each strategy gets its ``breakdowns``;
+    ``kv_bytes_per_cell`` (:func:`weavehost.bench.rss.kv_bytes_per_cell`) turns ``memory``'s
+    cells into bytes.
     """
     order = list(strategies) if strategies else list(dict.fromkeys(r["strategy"] for r in records))
     by_strategy: dict[str, list[Mapping[str, Any]]] = {name: [] for name in order}
     for record in records:
         by_strategy.setdefault(record["strategy"], []).append(record)
     summary = {name: _numbers(rows) for name, rows in by_strategy.items()}
+    for name, rows in by_strategy.items():
+        summary[name]["memory"] = _memory(rows, by_strategy.get(BASELINE, []), kv_bytes_per_cell)
+    if cases is not None:
+        # Imported here: breakdown builds on this module's helpers.
+        from weavehost.bench.breakdown import breakdowns
+
+        for name, numbers in breakdowns(records, cases, answers).items():
+            if name in summary:
+                summary[name]["breakdowns"] = numbers
     baseline = summary.get(BASELINE, {}).get("geo_tool_latency_s")
     if baseline:
         for numbers in summary.values():
@@ -213,11 +320,14 @@ def _projection_machine(summary: Mapping[str, Mapping[str, Any]]) -> tuple[bool,
 
 
 def format_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
-    """The summary as a fixed-width text table (latencies in ms); the projected columns only
+    """The summary as a fixed-width text table (latencies in ms); ``kv MB`` only when the lines
+    counted their KV cells and the model's bytes per cell are known; the projected columns only
     when the run was re-costed with a cost table."""
     projected, machine = _projection_machine(summary)
+    kv = any((n.get("memory") or {}).get("mean_kv_bytes") is not None for n in summary.values())
     header = ("strategy", "n", "tool ms", "final ms", "speedup", "passes", "correct", "errors")
-    header += ("same", "draft/acc") + (("proj ms", "proj x") if projected else ())
+    header += ("same", "draft/acc") + (("kv MB",) if kv else ())
+    header += ("proj ms", "proj x") if projected else ()
     rows = [header]
     for name, numbers in summary.items():
         drafted, accepted = numbers.get("mean_drafted_tokens"), numbers.get("mean_accepted_tokens")
@@ -233,6 +343,9 @@ def format_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
             _percent(numbers.get("same_as_constrained_rate")),
             "-" if drafted is None else f"{drafted:.1f}/{_num(accepted, '.1f')}",
         )
+        if kv:
+            kv_bytes = (numbers.get("memory") or {}).get("mean_kv_bytes")
+            row += (_num(None if kv_bytes is None else kv_bytes / _MB, ".2f"),)
         if projected:
             projection = numbers.get("projection") or {}
             row += (
@@ -253,6 +366,8 @@ def format_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
     lines.append(
         "(same: calls equal to constrained's; draft/acc: mean drafted/accepted tokens per call)"
     )
+    if kv:
+        lines.append("(kv MB: KV cache in use at the call's peak, mean over cases, 10^6 bytes)")
     if projected:
         where = machine or "the cost table's machine"
         lines.append(

@@ -1,4 +1,5 @@
-"""Peak resident memory of this process while a piece of work runs, and of the whole run.
+"""Peak resident memory of this process while a piece of work runs, of the whole run, and
+what one KV-cache cell of a model costs.
 
 Stage: benchmark (measurement). Guarantees and limits:
 
@@ -13,6 +14,10 @@ Stage: benchmark (measurement). Guarantees and limits:
 - :func:`max_rss_bytes` is the kernel's high-water mark of the whole process
   (``getrusage``'s ``ru_maxrss``), from its start. The kernel syncs its per-thread page
   counters lazily, so it may trail a ``statm`` sample by a few pages.
+- :func:`kv_bytes_per_cell` is arithmetic on the GGUF's metadata (layers, heads, head sizes)
+  for llama.cpp's default KV type, f16: what one cell holds, not what was allocated. llama.cpp
+  allocates the whole cache (``n_ctx`` cells) when the context is made, so cells in use never
+  show in the RSS; they are counted by the engine (:attr:`Engine.kv_cells_peak`) instead.
 """
 
 from __future__ import annotations
@@ -24,13 +29,25 @@ import threading
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["RSS_SAMPLE_INTERVAL_S", "PeakRss", "max_rss_bytes", "rss_bytes"]
+from weavehost.gguf import GGUFMetadata
+
+__all__ = [
+    "KV_BYTES_PER_ELEMENT",
+    "RSS_SAMPLE_INTERVAL_S",
+    "PeakRss",
+    "kv_bytes_per_cell",
+    "max_rss_bytes",
+    "rss_bytes",
+]
 
 # Time between two samples: short next to a call (tens of ms and more), cheap to read.
 RSS_SAMPLE_INTERVAL_S = 0.005
 # The sampler stops within one read of being told; this only bounds the join if it did not.
 SAMPLER_JOIN_BOUND_S = 1.0
 _STATM = Path("/proc/self/statm")
+# Bytes of one K or V element: f16, llama.cpp's default cache type, which the engine and the
+# stock peers both keep (neither sets type_k/type_v).
+KV_BYTES_PER_ELEMENT = 2
 
 
 def rss_bytes() -> int | None:
@@ -80,3 +97,27 @@ class PeakRss:
         self._stop.set()
         self._thread.join(SAMPLER_JOIN_BOUND_S)
         self._sample()
+
+
+def kv_bytes_per_cell(
+    metadata: GGUFMetadata, *, bytes_per_element: int = KV_BYTES_PER_ELEMENT
+) -> int | None:
+    """The bytes one KV-cache cell (one token of one position) holds for this model:
+    ``n_layer x (n_embd_k_gqa + n_embd_v_gqa) x bytes_per_element``, where ``n_embd_k_gqa`` is
+    the key size per head (``attention.key_length``, else ``n_embd / n_head``) times
+    ``n_head_kv``, and the same for values. ``None`` when the metadata does not say (a key
+    missing, or heads that differ per layer)."""
+    arch = metadata.architecture
+
+    def number(key: str) -> int | None:
+        value = metadata.get(f"{arch}.{key}")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    n_layer, n_embd = number("block_count"), number("embedding_length")
+    n_head = number("attention.head_count")
+    n_head_kv = number("attention.head_count_kv") or n_head
+    if not (n_layer and n_embd and n_head and n_head_kv):
+        return None
+    key_length = number("attention.key_length") or n_embd // n_head
+    value_length = number("attention.value_length") or n_embd // n_head
+    return n_layer * n_head_kv * (key_length + value_length) * bytes_per_element

@@ -13,10 +13,17 @@ Stage: benchmark. Guarantees:
   ``tool_latency_s``, ``final_latency_s``, ``prompt_prefill_s`` and ``correct`` (null without an
   answer), plus ``error``, ``check_error``, ``phases``, ``padded_tokens``, ``prompt_tokens`` and
   ``text``, and what to compare strategies by: ``pass_rows`` (passes by row count),
-  ``drafted_tokens``, ``accepted_tokens``, ``peak_rss_bytes``, ``same_as_constrained`` and
-  ``mismatch`` (:mod:`weavehost.bench.compare`), ``projected_latency_s`` (with a cost model).
-  ``DIR/run.json`` records the setup, ``DIR/summary.json`` and ``DIR/summary.svg`` the summary
-  (:mod:`weavehost.bench.report`).
+  ``drafted_tokens``, ``accepted_tokens``, ``peak_rss_bytes``, ``kv_cells``,
+  ``same_as_constrained`` and ``mismatch`` (:mod:`weavehost.bench.compare`),
+  ``projected_latency_s`` (with a cost model). ``DIR/run.json`` records the setup (with the
+  case and answer files as absolute paths, ``limit`` and the model's ``kv_bytes_per_cell``, so
+  a run folder can be summarised again: :func:`weavehost.bench.breakdown.load_run`),
+  ``DIR/summary.json`` and ``DIR/summary.svg`` the summary (:mod:`weavehost.bench.report`,
+  with the breakdowns by case shape of :mod:`weavehost.bench.breakdown`).
+- **KV cells, not bytes of RSS.** ``kv_cells`` is the most KV-cache cells in use at once during
+  the strategy's run on the case (its prompt's cells included): the engine's own count
+  (:attr:`Engine.kv_cells_peak`, on a cache emptied before the call), or for a stock peer its
+  ``Llama``'s tokens after the call (one sequence).
 - **Whole cases.** Every strategy of a case runs before the case's lines are compared with
   ``constrained``'s and written, so the order of strategies does not matter to the comparison;
   the logit gap of a mismatch is measured after the case's timed calls, outside every timing.
@@ -43,10 +50,11 @@ from typing import Any, TextIO
 from weavehost.bench.answers import check_calls
 from weavehost.bench.cases import AnswerSet, BenchCase, load_answers, load_cases
 from weavehost.bench.compare import compare_case
+from weavehost.bench.costs import resolve_cost_model
 from weavehost.bench.machine import busy_warning, machine_info
 from weavehost.bench.peer import LOOKUP_PEER_NAME, PEER_NAME, PEER_NAMES, LlamaCppPythonPeer
 from weavehost.bench.report import summarize, write_summary
-from weavehost.bench.rss import PeakRss, max_rss_bytes
+from weavehost.bench.rss import PeakRss, kv_bytes_per_cell, max_rss_bytes
 from weavehost.decode import STRATEGIES, CaseOutcome, DecodeStrategy, run_case
 from weavehost.decode.padding import DecodePlan
 from weavehost.decode.weave import WeaveStrategy
@@ -188,6 +196,7 @@ def _record(
         "accepted_tokens": result.stats.accepted_tokens,
         "projected_latency_s": table.recost(pass_rows) if table is not None else None,
         "peak_rss_bytes": None,
+        "kv_cells": None,
         "same_as_constrained": None,
         "mismatch": None,
     }
@@ -225,6 +234,7 @@ def _failure_record(
         "accepted_tokens": None,
         "projected_latency_s": None,
         "peak_rss_bytes": None,
+        "kv_cells": None,
         "same_as_constrained": None,
         "mismatch": None,
     }
@@ -257,6 +267,28 @@ def _progress_line(
         parts.append(f"{record['strategy']} {shown}{mark}")
     elapsed = time.perf_counter() - started
     return f"[{index}/{total}] {case.id}: {' | '.join(parts)}  ({elapsed:.1f}s elapsed)"
+
+
+class _KvPeak:
+    """``with _KvPeak(engine, peer) as kv: <one strategy on one case>`` then ``kv.cells``: the
+    most KV cells in use at once meanwhile. On the engine: its cache emptied first (every
+    strategy's ``run_case`` starts from an empty cache anyway), then its high-water mark. For a
+    stock peer: its ``Llama``'s tokens after the call, one sequence that only grows during a
+    call (the lookup peer's drafts rejected in its last pass are not counted: at most its
+    draft length too few)."""
+
+    def __init__(self, engine: Engine, peer: LlamaCppPythonPeer | None) -> None:
+        self._engine, self._peer = engine, peer
+        self.cells: int | None = None
+
+    def __enter__(self) -> _KvPeak:
+        if self._peer is None:
+            self._engine.clear()
+            self._engine.reset_kv_peak()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cells = self._peer.kv_cells if self._peer is not None else self._engine.kv_cells_peak
 
 
 @contextlib.contextmanager
@@ -313,7 +345,8 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
     strategies = parse_strategies(config.strategies)
     cases = load_cases(config.cases, limit=config.limit)
     answers = _match_answers(cases, config.answers)
-    table = load_cost_table(config.cost_model) if config.cost_model is not None else None
+    cost_path = resolve_cost_model(config.cost_model) if config.cost_model is not None else None
+    table = load_cost_table(cost_path) if cost_path is not None else None
     decoders = _decoders(table)
     choice = resolve_model(config.model)
     model_metadata = read_metadata(choice.path, full_arrays=("tokenizer.ggml.tokens",))
@@ -327,8 +360,9 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
     results_path = config.out / "results.jsonl"
     run_path = config.out / "run.json"
     run_info = {
-        "cases": str(config.cases),
-        "answers": str(config.answers) if config.answers else None,
+        "cases": str(config.cases.resolve()),
+        "answers": str(config.answers.resolve()) if config.answers else None,
+        "limit": config.limit,
         "n_cases": len(cases),
         "strategies": list(strategies),
         "model": str(choice.path),
@@ -339,7 +373,8 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
         "threads": threads,
         "n_ctx": config.n_ctx,
         "max_tokens": config.max_tokens,
-        "cost_model": _cost_model_info(config.cost_model, table),
+        "kv_bytes_per_cell": kv_bytes_per_cell(model_metadata),
+        "cost_model": _cost_model_info(cost_path, table),
         **machine_info(),
     }
     run_path.write_text(json.dumps(run_info, indent=2) + "\n", encoding="utf-8")
@@ -374,7 +409,7 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
             case_tokens: dict[str, list[int]] = {}
             for strategy in order:
                 outcome: CaseOutcome | WeavehostError
-                with PeakRss() as rss:
+                with PeakRss() as rss, _KvPeak(engine, peers.get(strategy)) as kv:
                     try:
                         if strategy in decoders:
                             outcome = run_case(
@@ -406,6 +441,7 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
                     record = _record(case, strategy, outcome, answer, table=table)
                     case_tokens[strategy] = list(outcome.result.tokens)
                 record["peak_rss_bytes"] = rss.peak
+                record["kv_cells"] = kv.cells
                 case_records[strategy] = record
             # After the timed calls: compare with constrained, then write the case's lines.
             compare_case(engine, fmt, case, case_records, case_tokens, model_metadata.chat_template)
@@ -421,7 +457,12 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
     run_info["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     run_path.write_text(json.dumps(run_info, indent=2) + "\n", encoding="utf-8")
     summary = summarize(
-        records, strategies, projected_on=(table.machine or table.source) if table else None
+        records,
+        strategies,
+        projected_on=(table.machine or table.source) if table else None,
+        cases=cases,
+        answers=answers,
+        kv_bytes_per_cell=run_info["kv_bytes_per_cell"],
     )
     summary_json, summary_svg = write_summary(
         summary,
@@ -434,11 +475,15 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
 
 def _decoders(table: CostTable | None) -> dict[str, DecodeStrategy]:
     """The decoders this run uses instead of the shared ones in ``STRATEGIES``: with a cost
-    table, a ``weave`` of its own whose decode plan is made from that table."""
+    table, ``weave`` and each of its ablations with the decode plan made from that table."""
     if table is None:
         return {}
     plan = DecodePlan.from_table(table, source=f"bench --cost-model {table.source}")
-    return {"weave": WeaveStrategy(plan=plan)}
+    return {
+        name: strategy.with_plan(plan)
+        for name, strategy in STRATEGIES.items()
+        if isinstance(strategy, WeaveStrategy)
+    }
 
 
 def _cost_model_info(path: Path | None, table: CostTable | None) -> dict[str, Any] | None:

@@ -12,6 +12,9 @@ Stage: engine. Every decoding strategy runs on this class, so they compare fairl
   padding tokens, seconds), the numbers every strategy reports.
 - **Forks share KV cells.** :meth:`Engine.fork` copies a sequence's cells by reference
   (``llama_memory_seq_cp``) in a unified cache; :meth:`Engine.drop` removes cells from a position.
+  :attr:`Engine.kv_cells` counts the cells in use (a shared prefix once, each sequence's own
+  rows apart) as llama.cpp does, without asking it, and :attr:`Engine.kv_cells_peak` the most
+  at once since :meth:`Engine.reset_kv_peak` (:class:`~weavehost.engine.passes.KvCells`).
 - **Failures are errors, not crashes:** a sequence that would pass ``n_ctx`` raises
   :class:`ContextOverflowError` before decoding; no KV slot raises :class:`KVCacheFullError`; an
   abort raises :class:`AbortedError`; the sequence lengths stay true to the KV cache afterwards.
@@ -49,7 +52,7 @@ from weavehost.engine.native import (
     NativeTokenizer,
     open_native,
 )
-from weavehost.engine.passes import EngineStats, Row
+from weavehost.engine.passes import EngineStats, KvCells, Row
 from weavehost.engine.saved import StateIdentity, read_saved, write_saved
 from weavehost.engine.segment import Segment
 from weavehost.errors import (
@@ -96,6 +99,8 @@ class Engine:
         self.n_threads = n_threads
         self.stats = EngineStats()
         self._lengths: dict[int, int] = {}
+        # Which cells each sequence holds, kept alongside the lengths: the cells in use.
+        self._kv = KvCells()
         self._lock = threading.RLock()
         self._abort = abort
         self._pieces: dict[int, bytes] = {}
@@ -225,6 +230,24 @@ class Engine:
         if not 0 <= seq < self.n_seq_max:
             raise EngineError(f"sequence id {seq} is outside 0..{self.n_seq_max - 1}")
 
+    @property
+    def kv_cells(self) -> int:
+        """KV cells in use now: every position of every sequence, a cell shared by forks or by
+        one row of several sequences counted once (llama.cpp's unified cache holds it once)."""
+        with self._lock:
+            return self._kv.in_use
+
+    @property
+    def kv_cells_peak(self) -> int:
+        """The most KV cells in use at once since :meth:`reset_kv_peak` (or the engine opened)."""
+        with self._lock:
+            return self._kv.peak
+
+    def reset_kv_peak(self) -> None:
+        """Start :attr:`kv_cells_peak` again from the cells in use now (before a call)."""
+        with self._lock:
+            self._kv.reset_peak()
+
     def kv_span(self, seq: int) -> tuple[int, int]:
         """The smallest and largest position llama.cpp holds for ``seq`` ((-1, -1) if empty)."""
         with self._lock:
@@ -237,6 +260,7 @@ class Engine:
         with self._lock:
             self._native.seq_remove(dst)
             self._native.seq_copy(src, dst)
+            self._kv.copy(src, dst)
             self._lengths[dst] = self.seq_len(src)
             if src in self._next_logits:
                 self._next_logits[dst] = self._next_logits[src]
@@ -257,6 +281,7 @@ class Engine:
             if from_pos < self.seq_len(seq):
                 self._next_logits.pop(seq, None)
             self._lengths[seq] = from_pos
+            self._kv.truncate(seq, from_pos)
             if next_logits is not None:
                 self._next_logits[seq] = next_logits
 
@@ -265,6 +290,7 @@ class Engine:
         with self._lock:
             self._native.clear()
             self._lengths.clear()
+            self._kv.clear()
             self._next_logits.clear()
 
     # -- saved sequences ------------------------------------------------------------------------
@@ -294,6 +320,7 @@ class Engine:
         with self._lock:
             self._native.seq_remove(seq)
             self._lengths[seq] = 0
+            self._kv.truncate(seq, 0)
             self._next_logits.pop(seq, None)
             if problem is None and not self._native.set_seq_state(seq, saved.state):
                 problem = "llama.cpp refused the state"
@@ -304,6 +331,7 @@ class Engine:
                 logger.info("saved sequence %s not used: %s", path, problem)
                 return None
             self._lengths[seq] = len(saved.tokens)
+            self._kv.resize(seq, len(saved.tokens))
         return list(saved.tokens)
 
     # -- passes ---------------------------------------------------------------------------------
@@ -376,6 +404,8 @@ class Engine:
                 self._resync(rows)
                 self._raise_for(code, len(rows))
             self._lengths = lengths
+            for row in rows:
+                self._kv.add(row.seqs)
             out = [self._native.logits(i) for i in wanted]
             by_row = dict(zip(wanted, out, strict=True))
             for i, row in enumerate(rows):
@@ -429,6 +459,7 @@ class Engine:
         """After a failed or aborted decode, read the true sequence lengths back from llama.cpp."""
         for seq in {seq for row in rows for seq in row.seqs}:
             self._lengths[seq] = self._native.seq_span(seq)[1] + 1
+            self._kv.resize(seq, self._lengths[seq])
 
     def _raise_for(self, code: int, n_tokens: int) -> None:
         if code == 1:

@@ -1,4 +1,5 @@
-"""What a pass is made of and what passes cost: :class:`Row` and :class:`EngineStats`.
+"""What a pass is made of and what passes cost: :class:`Row` and :class:`EngineStats`; which
+KV cells the sequences hold: :class:`KvCells`.
 
 Stage: engine (its records). A pass is one ``llama_decode`` over rows; every row is one token
 that joins one or more KV sequences. The counters are what every strategy reports, so they are
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-__all__ = ["EngineStats", "Row"]
+__all__ = ["EngineStats", "KvCells", "Row"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,3 +79,81 @@ class EngineStats:
 def _minus(later: dict[int, int], earlier: dict[int, int]) -> dict[int, int]:
     """Per-key difference of two counters, keeping only keys that changed."""
     return {k: n - earlier.get(k, 0) for k, n in later.items() if n - earlier.get(k, 0)}
+
+
+class KvCells:
+    """Which KV cells each sequence holds: the cells in use and their high-water mark, counted
+    without asking llama.cpp.
+
+    A pass row creates one cell, held by every sequence the row joins; :meth:`copy` (a fork)
+    lets another sequence hold the same cells; :meth:`truncate` lets a sequence go of its cells
+    from a position on; a cell no sequence holds any more is free. That is what llama.cpp's
+    unified KV cache does (``llama_memory_seq_cp`` tags the same cells with the new sequence,
+    ``llama_memory_seq_rm`` untags them), so :attr:`in_use` is the number of cells llama.cpp
+    has occupied, and :attr:`peak` the most at once since :meth:`reset_peak`.
+    Each sequence's cells are a list indexed by position: the engine places every token at its
+    sequence's next position, so positions are 0..length-1 without gaps.
+    """
+
+    __slots__ = ("_held", "_holders", "_next_cell", "peak")
+
+    def __init__(self) -> None:
+        self._held: dict[int, list[int]] = {}
+        self._holders: dict[int, int] = {}  # cell -> how many sequences hold it
+        self._next_cell = 0
+        self.peak = 0
+
+    @property
+    def in_use(self) -> int:
+        """Cells held by at least one sequence now."""
+        return len(self._holders)
+
+    def held(self, seq: int) -> int:
+        """How many cells ``seq`` holds (its length)."""
+        return len(self._held.get(seq, ()))
+
+    def add(self, seqs: tuple[int, ...] | list[int]) -> None:
+        """One new cell at the next position of each of ``seqs`` (one row of a pass)."""
+        cell = self._next_cell
+        self._next_cell += 1
+        for seq in seqs:
+            self._held.setdefault(seq, []).append(cell)
+        self._holders[cell] = len(seqs)
+        self.peak = max(self.peak, len(self._holders))
+
+    def copy(self, src: int, dst: int) -> None:
+        """``dst`` holds exactly ``src``'s cells (its own are let go first)."""
+        self.truncate(dst, 0)
+        cells = list(self._held.get(src, ()))
+        self._held[dst] = cells
+        for cell in cells:
+            self._holders[cell] += 1
+
+    def truncate(self, seq: int, length: int) -> None:
+        """``seq`` keeps its cells below position ``length`` and lets go of the rest."""
+        cells = self._held.get(seq)
+        if not cells or length >= len(cells):
+            return
+        for cell in cells[length:]:
+            left = self._holders[cell] - 1
+            if left:
+                self._holders[cell] = left
+            else:
+                del self._holders[cell]
+        del cells[length:]
+
+    def resize(self, seq: int, length: int) -> None:
+        """``seq`` holds ``length`` cells: cut back, or grown by cells of its own (a sequence
+        restored from a file, or lengths read back from llama.cpp after a failed pass)."""
+        self.truncate(seq, length)
+        for _ in range(length - self.held(seq)):
+            self.add((seq,))
+
+    def clear(self) -> None:
+        """No cell in use (the peak is kept until :meth:`reset_peak`)."""
+        self._held.clear()
+        self._holders.clear()
+
+    def reset_peak(self) -> None:
+        """Start a new high-water mark from the cells in use now."""
+        self.peak = len(self._holders)
