@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from weavehost.bench.costs import shipped_cost_models
 from weavehost.bench.report import format_table
 from weavehost.bench.runner import (
     DEFAULT_MAX_TOKENS,
@@ -104,10 +105,10 @@ def run_options(*, unit: str, strategies: tuple[str, ...], threads_default: str)
     "--cost-model",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    metavar="FILE",
-    help="Cost table of another machine (pass_ms by rows, as `weavehost calibrate` writes): "
-    "re-cost every call's passes with it (a projection, reported apart) and give weave the "
-    "decode plan made from it.",
+    metavar="FILE|NAME",
+    help="Cost table of another machine (pass_ms by rows, as `weavehost calibrate` writes), or "
+    f"a shipped one by name ({', '.join(shipped_cost_models())}): re-cost every call's passes "
+    "with it (a projection, reported apart) and give weave the decode plan made from it.",
 )
 def bench(
     cases: Path,
