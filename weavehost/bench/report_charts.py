@@ -1,0 +1,559 @@
+"""The charts of ``weavehost bench-report``, drawn with matplotlib as SVG text.
+
+Stage: benchmark report (drawing only; the numbers come from :mod:`weavehost.bench.html_report`).
+Guarantees:
+
+- matplotlib is optional (the ``bench`` extra): :func:`require_matplotlib` raises a
+  :class:`BenchError` (exit 2) that says how to install it, and nothing here imports it before.
+- Each chart is drawn on its own :class:`matplotlib.figure.Figure` (no pyplot, no global
+  figure state, no display: the SVG backend writes it) with ``svg.fonttype = "none"`` (text
+  stays text), ``svg.hashsalt`` set to the chart's name and no date in the metadata, so the
+  same numbers give the same bytes. Every ``id`` in a chart's SVG (and every reference to
+  one) is prefixed with the chart's name, so many charts inline in one page without clashes.
+- A chart's caption says what is plotted, from which run (and the command that made it), and
+  where the numbers came from.
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from weavehost.bench.compare import BASELINE
+from weavehost.bench.html_report import (
+    ABLATION_PREFIX,
+    ARG_BUCKETS,
+    FULL_WEAVE,
+    RunData,
+    Waterfall,
+    run_command,
+    run_title,
+)
+from weavehost.errors import BenchError
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = ["MATPLOTLIB_MISSING", "Chart", "draw_all", "require_matplotlib"]
+
+MATPLOTLIB_MISSING = "bench-report needs matplotlib: pip install 'weavehost[bench]'"
+
+# One colour per strategy in every chart; ablations and unknown names take the next free one.
+STRATEGY_COLOURS = {
+    "serial": "#7f7f7f",
+    "constrained": "#d62728",
+    "jump_forward": "#ff7f0e",
+    "weave": "#1f77b4",
+    "llama_cpp_python": "#2ca02c",
+    "llama_cpp_python_lookup": "#bcbd22",
+}
+SPARE_COLOURS = ("#9467bd", "#17becf", "#8c564b", "#e377c2", "#aec7e8", "#98df8a", "#c5b0d5")
+RUN_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#17becf")
+SAVED_COLOUR, COST_COLOUR, REST_COLOUR = "#2ca02c", "#d62728", "#bbbbbb"
+ROW_INCHES = 0.42  # height of one strategy's row in a horizontal chart
+WIDTH_INCHES = 9.0
+RC = {"svg.fonttype": "none", "font.size": 9, "font.family": "sans-serif"}
+
+
+def require_matplotlib() -> None:
+    """Raise :class:`BenchError` with the install hint when matplotlib cannot be imported."""
+    try:
+        import matplotlib  # noqa: F401 - only whether it imports
+    except ImportError as exc:
+        raise BenchError(MATPLOTLIB_MISSING) from exc
+
+
+@dataclass(frozen=True, slots=True)
+class Chart:
+    """One chart: ``name`` (file stem and ``data-chart``), the run it belongs to (its label, or
+    None for a chart across runs), its caption and its SVG text."""
+
+    name: str
+    run: str | None
+    caption: str
+    svg: str
+
+    def inline_svg(self) -> str:
+        """The SVG element alone (no XML declaration or doctype), for inlining in HTML."""
+        start = self.svg.find("<svg")
+        return self.svg[start:].strip()
+
+
+def _colour(name: str, assigned: dict[str, str]) -> str:
+    if name in STRATEGY_COLOURS:
+        return STRATEGY_COLOURS[name]
+    if name not in assigned:
+        assigned[name] = SPARE_COLOURS[len(assigned) % len(SPARE_COLOURS)]
+    return assigned[name]
+
+
+def _prefix_ids(svg: str, prefix: str) -> str:
+    svg = re.sub(r'\bid="([^"]+)"', rf'id="{prefix}-\1"', svg)
+    svg = re.sub(r"url\(#([^)]+)\)", rf"url(#{prefix}-\1)", svg)
+    return re.sub(r'href="#([^"]+)"', rf'href="#{prefix}-\1"', svg)
+
+
+def _render(name: str, size: tuple[float, float], draw: Callable[[Figure], None]) -> str:
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    with matplotlib.rc_context({**RC, "svg.hashsalt": f"weavehost-{name}"}):
+        figure = Figure(figsize=size, layout="constrained")
+        draw(figure)
+        buffer = io.StringIO()
+        figure.savefig(buffer, format="svg", metadata={"Date": None})
+    return _prefix_ids(buffer.getvalue(), name)
+
+
+def _ms_axis(axis: Any, *, log: bool) -> None:
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    if log:
+        axis.set_minor_formatter(NullFormatter())
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
+
+
+def _horizontal(axes: Axes) -> dict[str, Any]:
+    # bxp's `vert` became `orientation` in matplotlib 3.10.
+    if "orientation" in inspect.signature(axes.bxp).parameters:
+        return {"orientation": "horizontal"}
+    return {"vert": False}
+
+
+def _strategies(run: RunData) -> list[str]:
+    return list(dict.fromkeys([*run.summary, *run.spread]))
+
+
+def _source(run: RunData) -> str:
+    command = run_command(run.info)
+    made = ""
+    if command:
+        made = f" Made by `{command[0]}`" + ("." if command[1] else " (rebuilt from run.json).")
+    return f"Run {run_title(run)}.{made}"
+
+
+# --- one run ----------------------------------------------------------------------------------
+
+
+def latency_chart(run: RunData, colours: dict[str, str]) -> Chart:
+    """Per strategy the spread of its tool and final latencies (box plots, log scale)."""
+    names = _strategies(run)
+
+    def draw(figure: Figure) -> None:
+        axes = figure.subplots(1, 2, sharey=True)
+        for ax, kind in zip(axes, ("tool", "final"), strict=True):
+            stats, positions = [], []
+            for row, name in enumerate(names):
+                spread = (run.spread.get(name) or {}).get(kind)
+                if not spread or spread.get("p50") is None:
+                    continue  # no measured latency
+                ms = {key: value * 1000 for key, value in spread.items()}
+                stats.append(
+                    {
+                        "label": name,
+                        "med": ms["p50"],
+                        "q1": ms["p25"],
+                        "q3": ms["p75"],
+                        "whislo": ms["p10"],
+                        "whishi": ms["p90"],
+                        "fliers": [ms["min"], ms["max"]],
+                    }
+                )
+                positions.append(row)
+            boxes = ax.bxp(
+                stats,
+                positions=positions,
+                widths=0.55,
+                patch_artist=True,
+                flierprops={"marker": ".", "markersize": 4},
+                medianprops={"color": "black"},
+                **_horizontal(ax),
+            )
+            for patch, position in zip(boxes["boxes"], positions, strict=True):
+                patch.set_facecolor(_colour(names[position], colours))
+                patch.set_alpha(0.75)
+            for row, name in enumerate(names):
+                geo = (run.summary.get(name) or {}).get(f"geo_{kind}_latency_s")
+                spread = (run.spread.get(name) or {}).get(kind) or {}
+                if geo:
+                    ax.plot([geo * 1000], [row], marker="D", color="white", mec="black", ms=5)
+                    ax.annotate(
+                        f"geo {geo * 1000:,.0f}",
+                        (max(geo, spread.get("p90") or geo) * 1000, row),
+                        xytext=(4, 0),
+                        textcoords="offset points",
+                        va="center",
+                        fontsize=7,
+                    )
+            ax.set_xscale("log")
+            _ms_axis(ax.xaxis, log=True)
+            ax.set_xlabel(f"{kind} latency, ms (log scale)")
+            ax.set_title(f"{kind.capitalize()} latency per call")
+            ax.grid(axis="x", which="both", alpha=0.25)
+        axes[0].set_yticks(range(len(names)), names)
+        axes[0].set_ylim(len(names) - 0.5, -0.5)
+
+    svg = _render(f"{run.label}-latency", (WIDTH_INCHES, 1.3 + ROW_INCHES * len(names)), draw)
+    caption = (
+        "Latency per strategy with its spread over the cases: box p25–p75, black line the "
+        "median, whiskers p10–p90, dots the fastest and slowest call, white diamond (labelled, "
+        "ms) the geometric mean the summary reports. Left: to the tool's start (a provisional "
+        "call counts); right: to the final call. Log scale. Spread from "
+        f"{run.spread_source}. {_source(run)}"
+    )
+    return Chart(f"{run.label}-latency", run.label, caption, svg)
+
+
+def _barh(
+    ax: Axes,
+    names: Sequence[str],
+    values: Sequence[float | None],
+    labels: Sequence[str],
+    colours: Sequence[str],
+    *,
+    offset: float = 0.0,
+    height: float = 0.7,
+    **style: Any,
+) -> None:
+    for row, (value, label, colour) in enumerate(zip(values, labels, colours, strict=True)):
+        if value is None:
+            ax.text(0, row + offset, " no value", va="center", fontsize=7, color="#666")
+            continue
+        ax.barh(row + offset, value, height=height, color=colour, **style)
+        ax.annotate(
+            label,
+            (value, row + offset),
+            xytext=(3, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=7,
+        )
+    ax.set_yticks(range(len(names)), names)
+    ax.set_ylim(len(names) - 0.5, -0.5)
+
+
+def passes_chart(run: RunData, colours: dict[str, str]) -> Chart:
+    """Per strategy its mean forward passes per call."""
+    names = list(run.summary)
+    values = [run.summary[n].get("mean_forward_passes") for n in names]
+    labels = []
+    for name, value in zip(names, values, strict=True):
+        rows = run.summary[name].get("mean_rows_per_pass")
+        label = "" if value is None else f"{value:.1f}"
+        labels.append(label + (f"  ({rows:.1f} rows a pass)" if rows else ""))
+
+    def draw(figure: Figure) -> None:
+        ax = figure.subplots()
+        _barh(ax, names, values, labels, [_colour(n, colours) for n in names])
+        ax.set_xlabel("forward passes per call (mean over cases)")
+        ax.set_title("Forward passes per strategy")
+        ax.set_xlim(0, max((v or 0 for v in values), default=1) * 1.35 or 1)
+        ax.grid(axis="x", alpha=0.25)
+
+    name = f"{run.label}-passes"
+    svg = _render(name, (WIDTH_INCHES, 1.1 + ROW_INCHES * len(names)), draw)
+    caption = (
+        "Mean forward passes (llama_decode calls) per call, prefill passes of the call included; "
+        "in brackets the mean rows per pass (all rows / all passes), where the run recorded "
+        f"pass_rows. From summary.json. {_source(run)}"
+    )
+    return Chart(name, run.label, caption, svg)
+
+
+def correctness_chart(run: RunData, colours: dict[str, str]) -> Chart:
+    """Per strategy its BFCL correct rate and its rate of calls equal to constrained's."""
+    names = list(run.summary)
+    correct = [run.summary[n].get("correct_rate") for n in names]
+    same = [run.summary[n].get("same_as_constrained_rate") for n in names]
+
+    def draw(figure: Figure) -> None:
+        ax = figure.subplots()
+        _barh(
+            ax,
+            names,
+            [None if c is None else c * 100 for c in correct],
+            [
+                ""
+                if c is None
+                else f"{c * 100:.1f}% correct ({run.summary[n].get('errors', 0)} without a call)"
+                for n, c in zip(names, correct, strict=True)
+            ],
+            [_colour(n, colours) for n in names],
+            offset=-0.18,
+            height=0.36,
+        )
+        _barh(
+            ax,
+            names,
+            [None if s is None else s * 100 for s in same],
+            ["" if s is None else f"{s * 100:.1f}% same as constrained" for s in same],
+            [_colour(n, colours) for n in names],
+            offset=0.18,
+            height=0.36,
+            alpha=0.45,
+            hatch="//",
+        )
+        ax.set_xlim(0, 135)
+        ax.set_xticks(range(0, 101, 20))
+        ax.set_xlabel("% of cases")
+        ax.set_title("Correctness (solid) and agreement with constrained (hatched)")
+        ax.grid(axis="x", alpha=0.25)
+
+    name = f"{run.label}-correctness"
+    svg = _render(name, (WIDTH_INCHES, 1.1 + ROW_INCHES * 1.3 * len(names)), draw)
+    caption = (
+        "Solid: share of judged cases whose call BFCL's rules accept (correct_rate); hatched: "
+        "share of compared cases whose calls equal constrained's as parsed JSON "
+        "(same_as_constrained_rate). A strategy with no answers or no comparison has no bar. "
+        f"From summary.json. {_source(run)}"
+    )
+    return Chart(name, run.label, caption, svg)
+
+
+def by_args_chart(run: RunData, colours: dict[str, str]) -> Chart | None:
+    """Per argument-count bucket the geomean final latency of each (non-ablation) strategy."""
+    ordered = dict.fromkeys([*(n for n in run.summary if n in run.by_args), *run.by_args])
+    names = [n for n in ordered if not n.startswith(ABLATION_PREFIX)]
+    buckets = [b for b in ARG_BUCKETS if any((run.by_args[n].get(b) or {}).get("n") for n in names)]
+    if not names or not buckets:
+        return None
+
+    def cases_in(bucket: str) -> int:
+        return max(int(run.by_args[n].get(bucket, {}).get("n") or 0) for n in names)
+
+    def draw(figure: Figure) -> None:
+        ax = figure.subplots()
+        width = 0.8 / len(names)
+        for index, name in enumerate(names):
+            xs, heights = [], []
+            for x, bucket in enumerate(buckets):
+                geo = run.by_args[name].get(bucket, {}).get("geo_final_latency_s")
+                if geo:
+                    xs.append(x - 0.4 + width * (index + 0.5))
+                    heights.append(geo * 1000)
+            ax.bar(xs, heights, width=width * 0.95, color=_colour(name, colours), label=name)
+        ax.set_xticks(
+            range(len(buckets)),
+            [f"{b} argument{'' if b == '1' else 's'}\n{cases_in(b)} cases" for b in buckets],
+        )
+        ax.set_ylabel("final latency, ms (geometric mean)")
+        ax.set_title("Latency by the number of arguments in the call")
+        _ms_axis(ax.yaxis, log=False)
+        ax.grid(axis="y", alpha=0.25)
+        ax.legend(fontsize=7, ncols=min(3, len(names)), loc="upper left")
+
+    name = f"{run.label}-by-args"
+    svg = _render(name, (WIDTH_INCHES, 4.2), draw)
+    caption = (
+        "Geometric-mean final latency per strategy, cases grouped by how many arguments their "
+        "call has (ablations left out). Argument counts from "
+        f"{run.by_args_source}. {_source(run)}"
+    )
+    return Chart(name, run.label, caption, svg)
+
+
+def _saves(delta_s: float) -> str:
+    return f"{'saves' if delta_s >= 0 else 'costs'} {abs(delta_s) * 1000:,.1f} ms"
+
+
+def ablation_chart(run: RunData, waterfall: Waterfall) -> Chart:
+    """The waterfall from constrained's geomean final latency down to weave's."""
+    steps = [
+        (s.strategy, s.delta_s, f"{_saves(s.delta_s)}\n(off: {s.ratio:.2f}× weave)")
+        for s in waterfall.steps
+    ]
+    steps.append(
+        ("interactions\n/ rest", waterfall.rest_s, f"{_saves(waterfall.rest_s)}\n(not attributed)")
+    )
+
+    def draw(figure: Figure) -> None:
+        ax = figure.subplots()
+        start, end = waterfall.start_s * 1000, waterfall.end_s * 1000
+        labels = [BASELINE]
+        ax.bar(0, start, color=STRATEGY_COLOURS[BASELINE], width=0.6)
+        ax.annotate(
+            f"{start:,.1f} ms",
+            (0, start),
+            xytext=(0, 3),
+            textcoords="offset points",
+            ha="center",
+            fontsize=7,
+        )
+        level = peak = start
+        for x, (label, delta_s, text) in enumerate(steps, start=1):
+            delta = delta_s * 1000
+            rest = x == len(steps)
+            colour = REST_COLOUR if rest else SAVED_COLOUR if delta >= 0 else COST_COLOUR
+            ax.bar(
+                x,
+                -delta,
+                bottom=level,
+                color=colour,
+                width=0.6,
+                hatch="//" if rest else None,
+                edgecolor="#555" if rest else None,
+            )
+            ax.plot([x - 1.3, x + 0.3], [level, level], color="#555", lw=0.6, ls=":")
+            ax.annotate(
+                text,
+                (x, max(level, level - delta)),
+                xytext=(0, 3),
+                textcoords="offset points",
+                ha="center",
+                fontsize=7,
+            )
+            level -= delta
+            peak = max(peak, level)
+            labels.append(label)
+        last = len(steps) + 1
+        ax.plot([last - 1.3, last + 0.3], [level, level], color="#555", lw=0.6, ls=":")
+        ax.bar(last, end, color=STRATEGY_COLOURS[FULL_WEAVE], width=0.6)
+        ax.annotate(
+            f"{end:,.1f} ms",
+            (last, end),
+            xytext=(0, 3),
+            textcoords="offset points",
+            ha="center",
+            fontsize=7,
+        )
+        labels.append(FULL_WEAVE)
+        ax.set_xticks(range(len(labels)), labels, fontsize=8)
+        ax.set_ylabel("final latency, ms (geometric mean)")
+        ax.set_ylim(0, max(peak, end) * 1.18)
+        ax.set_title(f"Where weave's speedup over constrained comes from ({waterfall.cases} cases)")
+        _ms_axis(ax.yaxis, log=False)
+        ax.grid(axis="y", alpha=0.25)
+
+    name = f"{run.label}-ablation"
+    svg = _render(name, (WIDTH_INCHES, 4.4), draw)
+    components = ", ".join(s.strategy for s in waterfall.steps)
+    caption = (
+        "Ablation waterfall: from constrained's geometric-mean final latency down to weave's. "
+        "Each green step is one component's share: how much slower weave is with that one "
+        "component turned off (ablation − weave, ms; below it the ratio ablation / weave); a "
+        "red step is a component that costs time. The hatched step is what no single ablation "
+        "accounts for (interactions between components and the parts no ablation turns off), "
+        "so the bars add up exactly. Geometric means over the "
+        f"{waterfall.cases} cases that constrained, weave and every ablation ({components}) "
+        f"measured, from results.jsonl. {_source(run)}"
+    )
+    return Chart(name, run.label, caption, svg)
+
+
+# --- across runs ------------------------------------------------------------------------------
+
+
+def _grouped_by_run(
+    name: str,
+    runs: Sequence[RunData],
+    strategies: Sequence[str],
+    value: Callable[[Mapping[str, Any]], float | None],
+    fmt: Callable[[float], str],
+    xlabel: str,
+    title: str,
+    reference: float | None = None,
+) -> str:
+    def draw(figure: Figure) -> None:
+        ax = figure.subplots()
+        height = 0.8 / len(runs)
+        largest = 0.0
+        for index, run in enumerate(runs):
+            colour = RUN_COLOURS[index % len(RUN_COLOURS)]
+            label: str | None = run.label  # on the run's first bar only
+            for row, strategy in enumerate(strategies):
+                number = value(run.summary.get(strategy) or {})
+                if number is None:
+                    continue
+                y = row - 0.4 + height * (index + 0.5)
+                ax.barh(y, number, height=height * 0.92, color=colour, label=label)
+                label = None
+                ax.annotate(
+                    fmt(number),
+                    (number, y),
+                    xytext=(3, 0),
+                    textcoords="offset points",
+                    va="center",
+                    fontsize=6,
+                )
+                largest = max(largest, number)
+        if reference is not None:
+            ax.axvline(reference, color="black", lw=0.8, ls="--")
+        ax.set_yticks(range(len(strategies)), strategies)
+        ax.set_ylim(len(strategies) - 0.5, -0.5)
+        ax.set_xlim(0, (largest or 1) * 1.2)
+        ax.set_xlabel(xlabel)
+        ax.set_title(title)
+        ax.grid(axis="x", alpha=0.25)
+        ax.legend(fontsize=7, loc="lower right")
+
+    rows = len(strategies) * max(1.0, 0.45 * len(runs))
+    return _render(name, (WIDTH_INCHES, 1.3 + ROW_INCHES * rows), draw)
+
+
+def _all_strategies(runs: Sequence[RunData]) -> list[str]:
+    return list(dict.fromkeys(n for run in runs for n in run.summary))
+
+
+def cross_run_charts(runs: Sequence[RunData]) -> list[Chart]:
+    """Latency per strategy grouped by run, and each strategy's speedup vs constrained per run."""
+    strategies = _all_strategies(runs)
+    listed = "; ".join(run_title(r) for r in runs)
+    latency = _grouped_by_run(
+        "runs-latency",
+        runs,
+        strategies,
+        lambda n: None if n.get("geo_final_latency_s") is None else n["geo_final_latency_s"] * 1000,
+        lambda v: f"{v:,.0f}",
+        "final latency, ms (geometric mean over the run's cases)",
+        "Final latency per strategy, by run",
+    )
+    others = [s for s in strategies if s != BASELINE]
+    speedup = _grouped_by_run(
+        "runs-speedup",
+        runs,
+        others,
+        lambda n: n.get("speedup_vs_constrained"),
+        lambda v: f"{v:.2f}×",
+        "speedup vs constrained (geomean tool latency of constrained / the strategy's)",
+        "Speedup vs constrained, by run (dashed: as fast as constrained)",
+        reference=1.0,
+    )
+    return [
+        Chart(
+            "runs-latency",
+            None,
+            "Geometric-mean final latency of each strategy, one bar per run (a strategy a run "
+            f"did not measure has no bar). From each run's summary.json. Runs: {listed}.",
+            latency,
+        ),
+        Chart(
+            "runs-speedup",
+            None,
+            "Each strategy's speedup over constrained within its own run (summary.json's "
+            "speedup_vs_constrained: geomean tool latency of constrained / the strategy's), one "
+            f"bar per run; right of the dashed line is faster than constrained. Runs: {listed}.",
+            speedup,
+        ),
+    ]
+
+
+def draw_all(runs: Sequence[RunData]) -> list[Chart]:
+    """Every chart of the report, in page order: across runs (several runs), then per run."""
+    require_matplotlib()
+    colours: dict[str, str] = {}
+    charts = cross_run_charts(runs) if len(runs) > 1 else []
+    for run in runs:
+        charts.append(latency_chart(run, colours))
+        charts.append(passes_chart(run, colours))
+        by_args = by_args_chart(run, colours)
+        if by_args is not None:
+            charts.append(by_args)
+        if run.waterfall is not None:
+            charts.append(ablation_chart(run, run.waterfall))
+        charts.append(correctness_chart(run, colours))
+    return charts
