@@ -78,18 +78,46 @@ def main(ctx: click.Context, verbose: int) -> None:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
 
 
+_MODEL_HELP = "Path to a local GGUF file, or an OpenAI-compatible server: http(s)://HOST:PORT/v1."
+
+
 @main.command()
-@click.option("--model", "model", type=str, default=None, help="Path to a local GGUF file.")
+@click.option("--model", "model", type=str, default=None, help=_MODEL_HELP)
 @click.option("--format", "format_name", type=str, default=None, help="Override the model format.")
+@click.option("--config", "config_path", type=str, default=None, help="A host config (JSON).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def models(model: str | None, format_name: str | None, as_json: bool) -> None:
-    """Show which model would be used, why, and the tool-call format detected for it."""
+def models(model: str | None, format_name: str | None, config_path: str | None,
+           as_json: bool) -> None:  # fmt: skip
+    """Show which model would be used, why, and the tool-call format detected for it (for a
+    remote server: its URL, the model it serves and its context size)."""
+    from dataclasses import replace
+
+    from weavehost.config import RemoteModelConfig, is_model_url, load_config
     from weavehost.models import describe_model_choice
 
-    info = describe_model_choice(model, format_name)
+    config = load_config(config_path) if config_path else None
+    remote = config.remote if config is not None and not model else None
+    if is_model_url(model):  # a flag's URL keeps the config's other remote settings
+        kept = config.remote if config is not None and config.remote else None
+        remote = replace(kept, url=model) if kept else RemoteModelConfig(url=model)  # type: ignore[arg-type]
+    if remote is not None:
+        from weavehost.agent.remote import describe_remote_model
+
+        info = describe_remote_model(remote, n_ctx=DEFAULT_N_CTX)
+        if as_json:
+            click.echo(json.dumps(info, indent=2))
+            return
+        click.echo(f"engine:       {info['engine']}")
+        click.echo(f"url:          {info['url']}")
+        click.echo(f"name:         {info['name']}")
+        click.echo(f"context:      {info['n_ctx']} tokens (from {info['context_source']})")
+        return
+    info = describe_model_choice(model or (config.model if config else None), format_name)
+    info = {"engine": "local (llama.cpp in this process)", **info}
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return
+    click.echo("engine:       local (llama.cpp in this process)")
     click.echo(f"model:        {info['path']}")
     click.echo(f"why:          {info['reason']}")
     click.echo(f"size:         {info['size_mb']:.1f} MB")
@@ -245,7 +273,7 @@ def agent_options(func: F) -> F:
                      help="Trust this server: its read-only tools may run provisionally."),
         click.option("--approval", type=click.Choice(APPROVAL_MODES), default=None,
                      help="Calls that need approval: ask (default), always, never."),
-        click.option("--model", "model", type=str, default=None, help="Path to a local GGUF file."),
+        click.option("--model", "model", type=str, default=None, help=_MODEL_HELP),
         click.option("--format", "format_name", type=str, default=None,
                      help="Override the model format."),
         click.option("--strategy", default=DEFAULT_STRATEGY, show_default=True,
@@ -396,11 +424,12 @@ def _register_commands() -> None:
     from weavehost.auth_cli import auth
     from weavehost.bench.agent_cli import bench_agent
     from weavehost.bench.cli import bench
+    from weavehost.bench.report_cli import bench_report
     from weavehost.mcp_cli import call, prompts, resources
     from weavehost.testing.check_cli import check
     from weavehost.testing.stub_cli import stub
 
-    for command in (call, resources, prompts, auth, bench, bench_agent, stub, check):
+    for command in (call, resources, prompts, auth, bench, bench_agent, bench_report, stub, check):
         main.add_command(command)
 
 

@@ -36,6 +36,11 @@ File format (every key but a server's ``command`` or ``url`` is optional)::
       },
       "weavehost": {
         "model": "path/to/model.gguf", "threads": 2,
+        # or a remote OpenAI-compatible server (docs/remote.md):
+        # "model": {"url": "http://gpu-box:8080/v1", "name": "qwen2.5-7b",
+        #           "headers": {"Authorization": "Bearer ${LLM_KEY}"}, "contextSize": 32768,
+        #           "timeouts": {"connect": 10, "read": 120}, "retries": 2,
+        #           "stream": true, "earlyStart": true},
         "trustedServers": ["weather"],
         "approval": "ask",                       # ask | always | never
         "approved": {"remote": {"search": "3f9a0c...(>= 16 hex digits of the tool's hash)"}},
@@ -97,9 +102,11 @@ __all__ = [
     "HostConfig",
     "Limits",
     "PromptCacheConfig",
+    "RemoteModelConfig",
     "ServerConfig",
     "Timeouts",
     "build_config",
+    "is_model_url",
     "load_config",
     "parse_config",
     "resolve_command",
@@ -204,11 +211,43 @@ class ServerConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class RemoteModelConfig:
+    """A remote OpenAI-compatible model server: ``"model": {"url": …}`` in the file, or an
+    ``http(s)://`` ``--model``. ``url`` is the API base (``http://HOST:PORT/v1``); ``name`` the
+    model asked for (default: the first the server lists); ``headers`` go with every request
+    (``${ENV}`` expanded: an API key stays out of the file); ``context_size`` is used when the
+    server does not say its own. ``stream``: ``True`` streams every request, ``False`` none,
+    ``"forced"`` all but those leaving the choice of a call to the model (llama-cpp-python's
+    server cannot stream those). ``early_start``: a trusted read-only call may start from the
+    stream before the server finishes it."""
+
+    url: str
+    name: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    context_size: int | None = None
+    connect_timeout: float = 10.0  # connecting to the server
+    read_timeout: float = 120.0  # the longest silence while waiting for a reply or a chunk
+    retries: int = 2  # further tries of an idempotent GET (/v1/models, /props), with back-off
+    stream: bool | Literal["forced"] = True
+    early_start: bool = True
+
+    def describe(self) -> str:
+        """The URL with any password and query values masked (never a header)."""
+        return _mask_url(self.url)
+
+
+def is_model_url(text: str | None) -> bool:
+    """Whether a ``--model`` / ``"model"`` value names a remote server rather than a file."""
+    return bool(text) and text.lower().startswith(("http://", "https://"))  # type: ignore[union-attr]
+
+
+@dataclass(frozen=True, slots=True)
 class HostConfig:
     """Everything the host layer needs; built by :func:`build_config`."""
 
     servers: tuple[ServerConfig, ...] = ()
     model: str | None = None
+    remote: RemoteModelConfig | None = None  # a remote model server instead of ``model``
     threads: int | None = None
     trusted_servers: frozenset[str] = frozenset()
     approval: ApprovalMode = "ask"
@@ -542,7 +581,7 @@ def parse_config(document: Any, source: str = "<config>") -> HostConfig:
     check.known_keys(host, "weavehost", _HOST_KEYS)
     config = HostConfig(servers=servers, source=source)
     if "model" in host:
-        config = replace(config, model=check.string(host["model"], "weavehost.model"))
+        config = _parse_model(check, host["model"], config)
     if "threads" in host:
         threads = check.number(host["threads"], "weavehost.threads", integer=True)
         config = replace(config, threads=threads)
@@ -590,6 +629,51 @@ def parse_config(document: Any, source: str = "<config>") -> HostConfig:
         approved = _parse_approved(check, host["approved"], section, {s.name for s in servers})
         config = replace(config, approved=approved)
     return config
+
+
+_REMOTE_KEYS = ("url", "name", "headers", "contextSize", "timeouts", "retries", "stream",
+                "earlyStart")  # fmt: skip
+
+
+def _parse_model(check: _Checker, raw: Any, config: HostConfig) -> HostConfig:
+    """``"model"``: a GGUF path, an ``http(s)://`` URL, or a remote server's settings."""
+    key = "weavehost.model"
+    if isinstance(raw, str):
+        if is_model_url(raw):
+            url = _expand(check, raw, key)
+            return replace(config, remote=RemoteModelConfig(url=url))
+        return replace(config, model=check.string(raw, key))
+    entry = check.obj(raw, key)
+    check.known_keys(entry, key, _REMOTE_KEYS)
+    if "url" not in entry:
+        raise check.fail(key, 'expected a path, a URL, or an object with "url"')
+    url = _expand(check, check.string(entry["url"], f"{key}.url"), f"{key}.url")
+    if not is_model_url(url):
+        raise check.fail(f"{key}.url", f"expected an http(s):// URL, got {_kind(entry['url'])}")
+    remote = RemoteModelConfig(
+        url=url, headers=_expand_map(check, entry.get("headers", {}), f"{key}.headers")
+    )
+    if "name" in entry:
+        remote = replace(remote, name=check.string(entry["name"], f"{key}.name"))
+    if "contextSize" in entry:
+        size = check.number(entry["contextSize"], f"{key}.contextSize", integer=True)
+        remote = replace(remote, context_size=size)
+    if "timeouts" in entry:
+        names = {"connect": "connect_timeout", "read": "read_timeout"}
+        remote = _parse_numbers(check, entry["timeouts"], f"{key}.timeouts", names, remote)
+    if "retries" in entry:
+        remote = replace(remote, retries=check.number(entry["retries"], f"{key}.retries",
+                                                      integer=True, minimum=-1))  # fmt: skip
+    if "stream" in entry:
+        stream = entry["stream"]
+        if stream not in (True, False, "forced"):
+            raise check.fail(f"{key}.stream", f"expected true, false or \"forced\", got "
+                             f"{_kind(stream)}")  # fmt: skip
+        remote = replace(remote, stream=stream)
+    if "earlyStart" in entry:
+        remote = replace(remote, early_start=check.boolean(entry["earlyStart"],
+                                                           f"{key}.earlyStart"))  # fmt: skip
+    return replace(config, remote=remote)
 
 
 def _parse_approved(

@@ -43,6 +43,11 @@ parent's). Every command maps these in one place (:class:`weavehost.cli.ErrorPat
     ├── ExecutionError                  1  running calls
     │   └── ApprovalDeniedError         1  the approval policy refused a call
     ├── ConstraintError                 1  building a value or call constraint (grammar) failed
+    ├── RemoteModelError                1  a remote OpenAI-compatible model server failed
+    │   ├── RemoteConnectionError       1  it could not be reached, or did not answer in time
+    │   ├── RemoteResponseError         1  it answered an HTTP error or a body that is not the API
+    │   └── RemoteStreamError           1  its stream ended mid-reply, or held a call whose
+    │                                      arguments are not a JSON object
     └── BenchError                      2  benchmark inputs (case files, answers, strategy or
                                            quantization names) are unusable
 """
@@ -69,6 +74,10 @@ __all__ = [
     "ModelError",
     "ModelLoadError",
     "ModelNotFoundError",
+    "RemoteConnectionError",
+    "RemoteModelError",
+    "RemoteResponseError",
+    "RemoteStreamError",
     "SchemaError",
     "ServerDiedError",
     "ServerError",
@@ -206,6 +215,23 @@ class ApprovalDeniedError(ExecutionError):
 
 class ConstraintError(WeavehostError):
     """A value or call constraint (grammar) could not be built or cannot be satisfied."""
+
+
+class RemoteModelError(WeavehostError):
+    """A remote OpenAI-compatible model server (``--model http://…/v1``) failed."""
+
+
+class RemoteConnectionError(RemoteModelError):
+    """The model server could not be reached (refused, unknown host) or passed a timeout."""
+
+
+class RemoteResponseError(RemoteModelError):
+    """The model server answered with an HTTP error status or a body that is not the API's."""
+
+
+class RemoteStreamError(RemoteModelError):
+    """A streamed reply ended before the server finished it (mid-call included), or returned a
+    call whose arguments are not a JSON object."""
 
 
 class BenchError(WeavehostError):

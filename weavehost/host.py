@@ -63,7 +63,7 @@ from weavehost.agent.thermal import (
     performance_thread_count,
     read_thermal_status,
 )
-from weavehost.config import HostConfig, build_config
+from weavehost.config import HostConfig, RemoteModelConfig, build_config, is_model_url
 from weavehost.decode import DEFAULT_STRATEGY
 from weavehost.engine import DEFAULT_N_CTX
 from weavehost.errors import ClientFeatureError, ConfigError
@@ -147,6 +147,12 @@ class Host(AsyncContextManagerMixin):
         self.elicitor = elicitor
         self.load_model_when: LoadModel = load_model
         self.model_path = model or base.model
+        # A remote OpenAI-compatible server (an http(s) --model, or the config's "model": {url})
+        # instead of a GGUF file; a flag's URL keeps the config's other remote settings.
+        self.remote: RemoteModelConfig | None = base.remote if not model else None
+        if is_model_url(model):
+            kept = base.remote or RemoteModelConfig(url=model)  # type: ignore[arg-type]
+            self.remote = replace(kept, url=model)
         self.format_name = format
         self.strategy = strategy
         self.threads = threads or base.threads
@@ -260,7 +266,32 @@ class Host(AsyncContextManagerMixin):
         for sink in list(self._sinks):
             sink(event)
 
+    async def _load_remote(self, native: contextlib.ExitStack, remote: RemoteModelConfig) -> Any:
+        """The remote server's model (:mod:`weavehost.agent.remote`), its client owned by
+        ``native``; the server is asked its model and context size."""
+        from weavehost.agent.remote import open_remote_model
+
+        if self.on_loading:
+            self.on_loading(f"connecting to the model server at {remote.describe()}")
+
+        def connect() -> Any:
+            return native.enter_context(open_remote_model(remote, n_ctx=self.n_ctx))
+
+        model = await anyio.to_thread.run_sync(connect)
+        self.sampler.model_name = model.name
+        if self.tool_choice is None:
+            self.tool_choice = "auto"
+        self.description = {
+            "model": remote.describe(),
+            **model.info.describe(),
+            "tool_choice": self.tool_choice,
+            "strategy": "the server's own tool calling",
+        }
+        return model
+
     async def _load_model(self, native: contextlib.ExitStack) -> AgentModel:
+        if self.remote is not None:
+            return await self._load_remote(native, self.remote)  # type: ignore[no-any-return]
         from weavehost.agent.prompt_cache import PromptCache
         from weavehost.decode import get_strategy
         from weavehost.engine import Engine
@@ -326,7 +357,10 @@ class Host(AsyncContextManagerMixin):
                 self.config,
                 max_steps=max_steps or self.max_steps,
                 system=system,
-                pacing=functools.partial(_thermal_pacing, threads=self._loaded_threads()),
+                # A remote model does not heat this device: no thermal pacing.
+                pacing=None
+                if self.remote is not None
+                else functools.partial(_thermal_pacing, threads=self._loaded_threads()),
                 tool_choice=self.tool_choice or "auto",
                 free_tokens=self.max_answer_tokens,
             ),

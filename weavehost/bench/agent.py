@@ -28,6 +28,10 @@ Guarantees:
   match its expected calls by BFCL's checker (none expected: none ran) and its answer (the text
   after its last tool result) contains every fact, case-insensitively; a task when every turn
   does.
+- **A remote model** (``--model http(s)://HOST:PORT/v1``, or ``--config`` with a remote
+  ``model``): the server writes every call, so the variants are ``remote`` (trusted read-only
+  calls start provisionally from the stream) and ``remote-late`` (``earlyStart: false``: they
+  run once the reply ends); the prompt cache is the server's own (``cache=off`` here).
 - **Bad input fails before anything runs**: a malformed tasks file (:class:`BenchError` naming
   the line), a server path that is not there, an unknown strategy (:class:`ConfigError`), a
   model that cannot be found. Expected failures are data: a :class:`WeavehostError` met while
@@ -42,7 +46,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +64,7 @@ from weavehost.bench.agent_report import (
 from weavehost.bench.agent_tasks import AgentTask, load_tasks
 from weavehost.bench.machine import busy_warning, load_average
 from weavehost.bench.runner import parse_strategies, write_line
+from weavehost.config import HostConfig, RemoteModelConfig
 from weavehost.decode import STRATEGIES
 from weavehost.engine import DEFAULT_N_CTX, default_threads
 from weavehost.errors import AbortedError, BenchError, ModelError, WeavehostError
@@ -70,6 +75,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_AGENT_STRATEGIES",
     "PROMPT_CACHE_MODES",
+    "REMOTE_STRATEGIES",
     "AgentBenchConfig",
     "AgentBenchRun",
     "Variant",
@@ -78,6 +84,9 @@ __all__ = [
 ]
 
 DEFAULT_AGENT_STRATEGIES = ("weave", "constrained")
+# With a remote model (an OpenAI-compatible server) the server writes every call: the variants
+# are the remote model with provisional starts from the stream, and without (earlyStart false).
+REMOTE_STRATEGIES = ("remote", "remote-late")
 PROMPT_CACHE_MODES = ("on", "off", "both")
 # A hang guard on one turn, not a speed limit: a healthy turn of a 0.5B model on 2 threads takes
 # well under a minute; past this the turn is cancelled and recorded as an error.
@@ -100,6 +109,7 @@ class AgentBenchConfig:
     prompt_cache: str = "both"
     n_ctx: int = DEFAULT_N_CTX
     max_steps: int = DEFAULT_MAX_STEPS
+    remote: RemoteModelConfig | None = None  # a remote server instead of ``model``
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,13 +157,22 @@ def run_agent_bench(
     make_model: ModelFactory | None = None,
 ) -> AgentBenchRun:
     """Run every task under every variant; write ``results.jsonl`` and ``summary.json``."""
-    strategies = parse_agent_strategies(config.strategies)
+    if config.remote is not None:  # the local strategies and prompt cache do not apply
+        asked = config.strategies
+        if tuple(asked) == DEFAULT_AGENT_STRATEGIES:
+            asked = REMOTE_STRATEGIES
+        strategies = parse_strategies(asked, known=REMOTE_STRATEGIES)
+    else:
+        strategies = parse_agent_strategies(config.strategies)
     tasks = load_tasks(config.tasks)
     if config.limit is not None:
         tasks = tasks[: config.limit]
-    variants = plan_variants(strategies, config.prompt_cache)
+    cache_mode = "off" if config.remote is not None else config.prompt_cache
+    variants = plan_variants(strategies, cache_mode)
     model_path: str | None = None
-    if make_model is None:
+    if config.remote is not None:
+        model_path = config.remote.describe()
+    elif make_model is None:
         from weavehost.models import resolve_model
 
         model_path = str(resolve_model(config.model).path)  # a missing model fails here, once
@@ -246,6 +265,11 @@ async def _run_task(
         "model": config.model,
         "prompt_cache": variant.prompt_cache == "on",
     }
+    if config.remote is not None:
+        early = variant.strategy == "remote"
+        kwargs["config"] = HostConfig(remote=replace(config.remote, early_start=early))
+        kwargs["model"] = None
+        del kwargs["strategy"]  # a variant's name, not a local decoding strategy
     if task.tool_choice is not None:
         kwargs["tool_choice"] = task.tool_choice
     if make_model is not None:

@@ -7,6 +7,7 @@ the CLI group turns into one ``Error:`` line.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -20,6 +21,7 @@ from weavehost.bench.agent import (
 )
 from weavehost.bench.agent_tasks import SHIPPED_TASKS
 from weavehost.bench.cli import run_options
+from weavehost.config import RemoteModelConfig, is_model_url, load_config
 
 __all__ = ["bench_agent"]
 
@@ -45,6 +47,14 @@ __all__ = ["bench_agent"]
     help="Run with the prompt-prefix cache on, off, or both (where the host has one).",
 )
 @click.option(
+    "--config",
+    "config_path",
+    type=str,
+    default=None,
+    help='A host config whose remote "model" settings (stream, headers, timeouts) apply to an '
+    "http(s) --model.",
+)
+@click.option(
     "--max-steps",
     type=click.IntRange(min=1),
     default=DEFAULT_MAX_STEPS,
@@ -61,13 +71,18 @@ def bench_agent(
     prompt_cache: str,
     ctx: int,
     max_steps: int,
+    config_path: str | None,
 ) -> None:
     """Run agent TASKS (default: the shipped agent_tasks.jsonl) end to end through the host and
     report success, time to first tool start and time to the answer, per strategy."""
+    remote = load_config(config_path).remote if config_path else None
+    if is_model_url(model):  # a remote server: its settings from --config, its URL from here
+        remote = replace(remote or RemoteModelConfig(url=model), url=model)  # type: ignore[arg-type]
     config = AgentBenchConfig(
         tasks=tasks or SHIPPED_TASKS,
         out=out,
-        model=model,
+        model=None if remote else model,
+        remote=remote,
         strategies=tuple(strategies.split(",")),  # checked once, by run_agent_bench
         limit=limit,
         threads=threads,
