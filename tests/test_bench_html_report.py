@@ -453,3 +453,12 @@ def test_the_report_opens_in_a_headless_chromium_and_shows_every_chart(tmp_path)
         assert width > 200 and height > 100, f"{name}: rendered {width}x{height}"
         assert int(svg["data-texts"]) > 5, f"{name}: its labels are not text"
         assert figure["caption"].strip()
+
+
+def test_forcing_parallel_values_is_a_variant_in_the_tables_not_a_step_of_the_waterfall(
+    monkeypatch,
+):
+    monkeypatch.setitem(SCALE, "weave:parallel_values", 0.35)
+    lines = [make_line(c, s, a) for c, a in CASES.items() for s in SCALE]
+    components = {step.component for step in ablation_waterfall(lines).steps}
+    assert components == {"no_drafts", "no_padding"}

@@ -62,8 +62,11 @@ __all__ = [
 ]
 
 REPORT_HTML = "report.html"
-# A strategy named weave:<component> is weave with that one component turned off.
+# A strategy named weave:<component> is weave with that one component turned off; except
+# weave:parallel_values, which turns nothing off (it forces values side by side where the plan
+# would not) and so is a variant, shown in the tables but not as a step of the waterfall.
 ABLATION_PREFIX = "weave:"
+NOT_ABLATIONS = frozenset({"weave:parallel_values"})
 FULL_WEAVE = "weave"
 # Argument-count buckets, in the order the charts show them (summary.json's keys).
 ARG_BUCKETS = ("0", "1", "2", "3", "4+")
@@ -143,7 +146,9 @@ def ablation_waterfall(records: Sequence[Mapping[str, Any]]) -> Waterfall | None
     """The ablation waterfall of a run's lines, over the cases every strategy involved measured;
     None without ``constrained``, ``weave`` or an ablation, or with no such common case."""
     grouped = _by_strategy(records)
-    ablations = [name for name in grouped if name.startswith(ABLATION_PREFIX)]
+    ablations = [
+        name for name in grouped if name.startswith(ABLATION_PREFIX) and name not in NOT_ABLATIONS
+    ]
     if BASELINE not in grouped or FULL_WEAVE not in grouped or not ablations:
         return None
     involved = [BASELINE, FULL_WEAVE, *ablations]

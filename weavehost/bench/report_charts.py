@@ -422,7 +422,7 @@ def ablation_chart(run: RunData, waterfall: Waterfall) -> Chart:
             fontsize=7,
         )
         labels.append(FULL_WEAVE)
-        ax.set_xticks(range(len(labels)), labels, fontsize=8)
+        ax.set_xticks(range(len(labels)), labels, fontsize=8, rotation=25, ha="right")
         ax.set_ylabel("final latency, ms (geometric mean)")
         ax.set_ylim(0, max(peak, end) * 1.18)
         ax.set_title(f"Where weave's speedup over constrained comes from ({waterfall.cases} cases)")
