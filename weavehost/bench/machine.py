@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import subprocess
 import time
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -17,7 +18,14 @@ from typing import Any
 
 from weavehost.engine import default_threads
 
-__all__ = ["FREE_CPUS_PER_THREAD", "busy_warning", "cpu_flags", "load_average", "machine_info"]
+__all__ = [
+    "FREE_CPUS_PER_THREAD",
+    "busy_warning",
+    "cpu_flags",
+    "load_average",
+    "machine_info",
+    "source_commit",
+]
 
 # Other work is taken to compete with the bench's threads when the 1-minute load average leaves
 # fewer than this many CPUs free per bench thread (what ran just before counts too).
@@ -51,9 +59,36 @@ def machine_info() -> dict[str, Any]:
         "python": platform.python_version(),
         "weavehost": _version("weavehost"),
         "llama_cpp_python": _version("llama-cpp-python"),
+        "commit": source_commit(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "load_average_at_start": load_average(),
     }
+
+
+def source_commit() -> str | None:
+    """The git commit of the weavehost source that runs, with ``+dirty`` when it has uncommitted
+    changes; ``None`` outside a git checkout (an installed wheel) or without git."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return None
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{head}+dirty" if dirty else head or None
 
 
 def busy_warning(load: float | None, threads: int) -> str | None:
