@@ -9,6 +9,9 @@ It joins the decoder (a strategy writes each call) and the MCP side (the executo
 - :mod:`~weavehost.agent.tools` — which tools a large catalog offers a request;
 - :mod:`~weavehost.agent.lock` — :class:`ModelLock`, who may enter the model, and how;
 - :mod:`~weavehost.agent.model` — the model seam and the engine-backed model;
+- :mod:`~weavehost.agent.remote` — :class:`RemoteModel`, a model on an OpenAI-compatible server
+  (:mod:`~weavehost.agent.remote_http` its HTTP, :mod:`~weavehost.agent.openai_stream` its
+  streamed chunks and arguments);
 - :mod:`~weavehost.agent.sampling` — :class:`ModelSampler`, servers' sampling answered by the model;
 - :mod:`~weavehost.agent.elicitors` — elicitors that decline, or answer from a script;
 - :mod:`~weavehost.agent.context` — what of a long conversation the model is shown;
