@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
@@ -65,6 +65,15 @@ class WeavehostGroup(ErrorPath, click.Group):
 
 class WeavehostCommand(ErrorPath, click.Command):
     """A command run outside the group (``python -m weavehost.bench.assets``), same errors."""
+
+    def run(self, argv: Sequence[str] | None = None) -> int:
+        """Run as a module's ``main``: the exit code, never ``SystemExit`` (click's standalone
+        mode always ends in one)."""
+        try:
+            self.main(args=list(argv) if argv is not None else None, prog_name=self.name)
+        except SystemExit as exit_:
+            return exit_.code if isinstance(exit_.code, int) else 1
+        return 0
 
 
 @click.group(cls=WeavehostGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -330,11 +330,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         context_settings={"help_option_names": ["-h", "--help"]},
         params=[click.Option(["--stats"], is_flag=True, help="Print the counts as Markdown.")],
     )
-    try:
-        command.main(args=list(argv) if argv is not None else None, prog_name=prog)
-    except SystemExit as exit_:  # click's standalone mode always ends in SystemExit
-        return exit_.code if isinstance(exit_.code, int) else 1
-    return 0
+    return command.run(argv)
 
 
 if __name__ == "__main__":

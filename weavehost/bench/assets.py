@@ -390,11 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ),
         ],
     )
-    try:
-        command.main(args=list(argv) if argv is not None else None, prog_name=PROG)
-    except SystemExit as exit_:  # click's standalone mode always ends in SystemExit
-        return exit_.code if isinstance(exit_.code, int) else 1
-    return 0
+    return command.run(argv)
 
 
 if __name__ == "__main__":

@@ -562,11 +562,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             click.Option(["--format", "format_name"], default=None, help="Model format override."),
         ],
     )
-    try:
-        command.main(args=args, prog_name=PROG)
-    except SystemExit as exit_:  # click's standalone mode always ends in SystemExit
-        return exit_.code if isinstance(exit_.code, int) else 1
-    return 0
+    return command.run(args)
 
 
 if __name__ == "__main__":
