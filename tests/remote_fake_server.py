@@ -70,6 +70,7 @@ class FakeOpenAI:
     ) -> None:
         self.replies = list(replies or [])
         self.models, self.props, self.models_failures = models, props, models_failures
+        self.models_body: Any = None
         self.requests: list[
             tuple[str, str, Any, dict[str, str]]
         ] = []  # method, path, body, headers
@@ -102,6 +103,8 @@ class FakeOpenAI:
                     if fake.models_failures > 0:
                         fake.models_failures -= 1
                         return self._json(503, {"error": "warming up"})
+                    if fake.models_body is not None:  # a server that answers nonsense
+                        return self._json(200, fake.models_body)
                     data = [{"id": m, "object": "model"} for m in fake.models]
                     return self._json(200, {"object": "list", "data": data})
                 if self.path == "/props" and fake.props is not None:

@@ -255,6 +255,15 @@ def test_remote_context_size_comes_from_props_then_models_then_the_config(fake: 
         assert (model.n_ctx, model.info.context_source) == (4096, "default")
 
 
+@pytest.mark.parametrize("body", [[1, 2], {"data": None}, {"data": "x"}])
+def test_remote_a_models_listing_of_the_wrong_shape_falls_back_to_the_configured_name(
+    fake: FakeOpenAI, body: Any
+) -> None:
+    fake.models_body = body
+    with open_remote_model(RemoteModelConfig(url=fake.url, name="mine"), n_ctx=4096) as model:
+        assert (model.name, model.n_ctx) == ("mine", 4096)
+
+
 def test_remote_models_command_shows_the_engine_url_name_and_context(fake: FakeOpenAI) -> None:
     fake.props = {"default_generation_settings": {"n_ctx": 8192}}
     result = CliRunner().invoke(main, ["models", "--model", fake.url])

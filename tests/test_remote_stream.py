@@ -163,3 +163,18 @@ def test_remote_conversation_gives_calls_ids_and_each_result_the_id_of_its_call(
 def test_remote_token_estimate_over_counts_plain_english() -> None:
     text = "The quick brown fox jumps over the lazy dog. " * 20
     assert approx_tokens(text) >= len(text.split()) * 1.2
+
+
+@pytest.mark.parametrize(
+    "chunk",
+    [
+        {"choices": [{"delta": "text"}]},
+        {"choices": "abc"},
+        {"choices": [{"delta": {"tool_calls": {"index": 0}}}]},
+        {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": "get_weather"}]}}]},
+    ],
+    ids=["delta-a-string", "choices-a-string", "tool-calls-an-object", "function-a-string"],
+)
+def test_remote_a_chunk_of_the_wrong_shape_is_a_stream_error_not_a_crash(chunk):
+    with pytest.raises(RemoteStreamError, match="model server streamed"):
+        parse_chunk(json.dumps(chunk))

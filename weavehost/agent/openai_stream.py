@@ -104,13 +104,22 @@ def parse_chunk(data: str) -> Chunk:
     usage = document.get("usage") if isinstance(document.get("usage"), dict) else None
     if not choices:  # a usage-only chunk (stream_options.include_usage) or a keep-alive
         return Chunk(usage=usage)
-    choice = choices[0] if isinstance(choices[0], dict) else {}
-    delta = choice.get("delta") or {}
+    if not isinstance(choices, list):
+        raise RemoteStreamError(
+            f"the model server streamed choices that are not a list: {data[:200]!r}"
+        )
+    choice = _object(choices[0], "choice", data)
+    delta = _object(choice.get("delta"), "delta", data)
+    calls = delta.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise RemoteStreamError(
+            f"the model server streamed tool_calls that are not a list: {data[:200]!r}"
+        )
     pieces = []
-    for position, raw in enumerate(delta.get("tool_calls") or ()):
+    for position, raw in enumerate(calls):
         if not isinstance(raw, dict):
             continue
-        function = raw.get("function") or {}
+        function = _object(raw.get("function"), "function", data)
         index = raw.get("index")
         pieces.append(
             CallPiece(
@@ -127,6 +136,18 @@ def parse_chunk(data: str) -> Chunk:
         finish=finish if isinstance(finish, str) else None,
         usage=usage,
     )
+
+
+def _object(value: Any, what: str, data: str) -> dict[str, Any]:
+    """``value`` when it is a JSON object, ``{}`` when absent; a :class:`RemoteStreamError`
+    naming ``what`` otherwise (a server that streams nonsense is an error, not a crash)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise RemoteStreamError(
+            f"the model server streamed a {what} that is not an object: {data[:200]!r}"
+        )
+    return value
 
 
 @dataclass(slots=True)

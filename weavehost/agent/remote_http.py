@@ -189,7 +189,8 @@ def probe_server(
     boundary = Boundary(config, aborted)
     base = config.url.rstrip("/")
     listing = get_json(client, f"{base}/models", boundary, config.retries, "GET /models")
-    entries = [e for e in (listing or {}).get("data", []) if isinstance(e, dict)]
+    data = listing.get("data") if isinstance(listing, dict) else None
+    entries = [e for e in (data if isinstance(data, list) else ()) if isinstance(e, dict)]
     ids = tuple(str(e.get("id")) for e in entries if e.get("id") is not None)
     name = config.name or (ids[0] if ids else "default")
     props = get_json(client, f"{_root(config.url)}/props", boundary, config.retries, "GET /props")
@@ -271,21 +272,22 @@ class Reply:
             document = self.response.json()
             choice = document["choices"][0]
             message = choice["message"]
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            pieces = []
+            for index, call in enumerate(message.get("tool_calls") or ()):
+                function = call.get("function") or {}
+                arguments = function.get("arguments")
+                if not isinstance(arguments, str):  # some servers send an object
+                    arguments = json.dumps(arguments if arguments is not None else {})
+                pieces.append(CallPiece(index=index, id=str(call.get("id") or ""),
+                                        name=str(function.get("name") or ""),
+                                        arguments=arguments))  # fmt: skip
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            # AttributeError: a message, call or function that is not an object.
             raise RemoteResponseError(
                 f"the model server at {self.boundary.shown} answered with a body that is not a "
                 "chat completion"
             ) from exc
         self.done = True
-        pieces = []
-        for index, call in enumerate(message.get("tool_calls") or ()):
-            function = call.get("function") or {}
-            arguments = function.get("arguments")
-            if not isinstance(arguments, str):  # some servers send an object
-                arguments = json.dumps(arguments if arguments is not None else {})
-            pieces.append(CallPiece(index=index, id=str(call.get("id") or ""),
-                                    name=str(function.get("name") or ""),
-                                    arguments=arguments))  # fmt: skip
         usage = document.get("usage") if isinstance(document.get("usage"), dict) else None
         text = message.get("content")
         return [Chunk(text=text if isinstance(text, str) else "", calls=tuple(pieces),
