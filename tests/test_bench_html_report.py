@@ -23,7 +23,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import weavehost.bench
 from weavehost.bench.html_report import (
     REPORT_HTML,
     ablation_waterfall,
@@ -193,25 +192,25 @@ def test_the_spread_and_argument_counts_in_summary_json_are_used_as_written(tmp_
     assert run.by_args_source.startswith("summary.json")
 
 
-def test_without_breakdowns_the_argument_count_is_that_of_the_calls_constrained_wrote(
-    tmp_path, monkeypatch
-):
-    monkeypatch.setitem(sys.modules, "weavehost.bench.breakdown", None)  # an older tree
-    monkeypatch.delattr(weavehost.bench, "breakdown", raising=False)
+def test_a_run_whose_cases_file_is_gone_counts_the_arguments_constrained_wrote(tmp_path):
     run = load_run_dir(write_run(tmp_path / "run"))
-    buckets = arg_buckets_from_constrained(run.records)
-    assert buckets == {c: "4+" if a >= 4 else str(a) for c, a in CASES.items()}
+    assert set(run.by_args["weave"]) == {"1", "2", "3", "4+"}
     four_plus = run.by_args["weave"]["4+"]
     assert four_plus["n"] == 4  # 4 and 5 arguments, twice each
     assert four_plus["geo_final_latency_s"] == pytest.approx(geo([0.2 * 1.4, 0.2 * 1.5] * 2))
     assert "constrained wrote" in run.by_args_source
-    assert "not installed" in run.by_args_source
-
-
-def test_a_run_whose_cases_file_is_gone_counts_the_arguments_constrained_wrote(tmp_path):
-    run = load_run_dir(write_run(tmp_path / "run"))
-    assert set(run.by_args["weave"]) == {"1", "2", "3", "4+"}
     assert "could not read the run's cases" in run.by_args_source
+
+
+@pytest.mark.parametrize(
+    "summary", ['{"weave": 1}', "[1, 2]", b"\xff\xfe"], ids=["value", "list", "not-utf8"]
+)
+def test_a_summary_that_is_not_a_summary_is_a_clear_error(tmp_path, summary):
+    folder = write_run(tmp_path / "run")
+    path = folder / "summary.json"
+    path.write_bytes(summary if isinstance(summary, bytes) else summary.encode())
+    with pytest.raises(BenchError, match="summary.json"):
+        load_run_dir(folder)
 
 
 def test_with_its_cases_at_hand_a_run_is_broken_down_by_the_reference_call_s_arguments(tmp_path):

@@ -51,6 +51,7 @@ __all__ = [
     "case_shape",
     "is_verbatim",
     "load_run",
+    "read_json_object",
     "request_text",
 ]
 
@@ -281,7 +282,9 @@ def breakdowns(
     return out
 
 
-def _read_run_info(path: Path) -> dict[str, Any]:
+def read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path`` (a run's run.json or summary.json); a clear
+    :class:`BenchError` for a missing, unreadable, non-UTF-8 or non-object file."""
     try:
         info = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -319,7 +322,7 @@ def load_run(
     folder = Path(run_dir)
     if not folder.is_dir():
         raise BenchError(f"{folder} is not a folder (expected a bench run's --out folder)")
-    run_info = _read_run_info(folder / "run.json")
+    run_info = read_json_object(folder / "run.json")
     records = load_results(folder / "results.jsonl")
     limit = run_info.get("n_cases")
     cases = load_cases(

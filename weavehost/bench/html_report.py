@@ -30,13 +30,14 @@ a run wrote). Guarantees:
 from __future__ import annotations
 
 import html
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from weavehost.bench import breakdown
+from weavehost.bench.breakdown import read_json_object
 from weavehost.bench.compare import BASELINE
 from weavehost.bench.report import geomean, latency_spread, load_results, summarize
 from weavehost.errors import BenchError
@@ -195,22 +196,9 @@ class RunData:
     waterfall: Waterfall | None
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise BenchError(f"cannot read {path}: {exc.strerror}") from exc
-    except json.JSONDecodeError as exc:
-        raise BenchError(f"{path}: not JSON ({exc.msg})") from exc
-
-
 def _breakdown_by_args(path: Path) -> tuple[dict[str, dict[str, dict[str, Any]]] | None, str]:
     """By-argument-count numbers from :mod:`weavehost.bench.breakdown` (the reference call's
     arguments), or None and why not: the module is absent, or the run's cases file is gone."""
-    try:
-        from weavehost.bench import breakdown  # a later stage; absent in older trees
-    except ImportError:
-        return None, "weavehost.bench.breakdown is not installed"
     try:
         records, _info, cases, answers = breakdown.load_run(path)
     except BenchError as exc:
@@ -254,11 +242,11 @@ def load_run_dir(path: Path, label: str | None = None) -> RunData:
     records = load_results(results)
     if not records:
         raise BenchError(f"{results} has no result lines")
-    info = _read_json(path / "run.json") if (path / "run.json").is_file() else {}
+    info = read_json_object(path / "run.json") if (path / "run.json").is_file() else {}
     summary_path = path / "summary.json"
-    summary = _read_json(summary_path) if summary_path.is_file() else {}
-    if not isinstance(summary, dict) or not isinstance(info, dict):
-        raise BenchError(f"{path}: summary.json and run.json must each hold one JSON object")
+    summary = read_json_object(summary_path) if summary_path.is_file() else {}
+    if not all(isinstance(numbers, dict) for numbers in summary.values()):
+        raise BenchError(f"{summary_path}: every strategy's summary must be a JSON object")
     written_spread = {n: s["latency_spread"] for n, s in summary.items() if s.get("latency_spread")}
     if written_spread:
         spread, spread_source = written_spread, "summary.json (latency_spread)"

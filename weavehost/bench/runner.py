@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -71,6 +72,7 @@ __all__ = [
     "RESULT_FIELDS",
     "BenchConfig",
     "BenchRun",
+    "bench_command",
     "known_strategies",
     "parse_strategies",
     "run_bench",
@@ -128,6 +130,29 @@ class BenchRun:
     summary_svg: Path
     run_json: Path
     summary: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def bench_command(bench: BenchConfig) -> str:
+    """The ``weavehost bench`` command line that runs ``bench`` (recorded in run.json)."""
+    argv = ["weavehost", "bench", str(bench.cases)]
+    if bench.answers is not None:
+        argv += ["--answers", str(bench.answers)]
+    if bench.model is not None:
+        argv += ["--model", str(bench.model)]
+    argv += ["--strategies", ",".join(bench.strategies)]
+    if bench.threads is not None:
+        argv += ["--threads", str(bench.threads)]
+    if bench.limit is not None:
+        argv += ["--limit", str(bench.limit)]
+    if bench.format is not None:
+        argv += ["--format", bench.format]
+    if bench.n_ctx != DEFAULT_N_CTX:
+        argv += ["--ctx", str(bench.n_ctx)]
+    if bench.max_tokens != DEFAULT_MAX_TOKENS:
+        argv += ["--max-tokens", str(bench.max_tokens)]
+    if bench.cost_model is not None:
+        argv += ["--cost-model", str(bench.cost_model)]
+    return shlex.join([*argv, "--out", str(bench.out)])
 
 
 def known_strategies() -> list[str]:
@@ -364,6 +389,7 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
         "answers": str(config.answers.resolve()) if config.answers else None,
         "limit": config.limit,
         "n_cases": len(cases),
+        "command": bench_command(config),
         "strategies": list(strategies),
         "model": str(choice.path),
         "model_reason": choice.reason,

@@ -42,7 +42,13 @@ from weavehost.bench.assets import file_type_name, parse_quants, quantized_path
 from weavehost.bench.cases import load_answers, load_cases
 from weavehost.bench.costs import resolve_cost_model
 from weavehost.bench.machine import machine_info
-from weavehost.bench.runner import DEFAULT_MAX_TOKENS, BenchConfig, parse_strategies, run_bench
+from weavehost.bench.runner import (
+    DEFAULT_MAX_TOKENS,
+    BenchConfig,
+    bench_command,
+    parse_strategies,
+    run_bench,
+)
 from weavehost.bench.sensitivity_report import render_markdown
 from weavehost.decode.padding import plan_path
 from weavehost.engine import DEFAULT_N_CTX
@@ -59,7 +65,6 @@ __all__ = [
     "ModelVariant",
     "SensitivityConfig",
     "SensitivityRun",
-    "bench_command",
     "main",
     "parse_threads",
     "plan_configurations",
@@ -255,26 +260,6 @@ def _bench_config(config: SensitivityConfig, configuration: Configuration) -> Be
         max_tokens=config.max_tokens,
         cost_model=configuration.cost_file,
     )
-
-
-def bench_command(bench: BenchConfig) -> str:
-    """The ``weavehost bench`` command that runs ``bench`` alone."""
-    argv = ["weavehost", "bench", str(bench.cases)]
-    if bench.answers is not None:
-        argv += ["--answers", str(bench.answers)]
-    argv += ["--model", str(bench.model), "--strategies", ",".join(bench.strategies)]
-    argv += ["--threads", str(bench.threads)]
-    if bench.limit is not None:
-        argv += ["--limit", str(bench.limit)]
-    if bench.format is not None:
-        argv += ["--format", bench.format]
-    if bench.n_ctx != DEFAULT_N_CTX:
-        argv += ["--ctx", str(bench.n_ctx)]
-    if bench.max_tokens != DEFAULT_MAX_TOKENS:
-        argv += ["--max-tokens", str(bench.max_tokens)]
-    if bench.cost_model is not None:
-        argv += ["--cost-model", str(bench.cost_model)]
-    return shlex.join([*argv, "--out", str(bench.out)])
 
 
 def _weave_plan(configuration: Configuration) -> str:
