@@ -30,7 +30,7 @@ import pytest
 
 if TYPE_CHECKING:
     from weavehost.testing.driver import HostDriver
-    from weavehost.testing.stub import StubServer
+    from weavehost.testing.stub_server import StubServer
 
 __all__ = ["stub_server", "weavehost_host"]
 
