@@ -225,6 +225,18 @@ async def test_remote_stream_forced_streams_only_requests_that_force_the_call(
     assert [p["stream"] for p in fake.posts()] == [True, False]
 
 
+def test_remote_prompt_tokens_the_server_reports_are_counted_for_an_answer_without_a_call(
+    fake: FakeOpenAI,
+) -> None:
+    usage = {"choices": [], "usage": {"prompt_tokens": 42, "completion_tokens": 1}}
+    fake.replies = [Reply(events=[chunk(text="hello"), chunk(finish="stop"), usage, DONE])]
+    with open_remote_model(RemoteModelConfig(url=fake.url), n_ctx=2048) as model:
+        model.sync([{"role": "user", "content": "hi"}], [])
+        free = model.free_decode(lambda _t: None, 16, False)
+        assert free.text == "hello" and not free.call
+        assert model.stats().prefilled_tokens == 42
+
+
 def test_remote_sampling_request_asks_the_server_for_its_temperature_seed_and_stops(
     fake: FakeOpenAI,
 ) -> None:

@@ -300,7 +300,10 @@ class RemoteModel:
         return chunk
 
     def _finish(self, reply: Reply, during: str) -> None:
-        """The reply was read to its end: it must have been finished by the server."""
+        """The reply was read to its end: it must have been finished by the server. The prompt
+        tokens the server reports (``usage``) are counted here, for text and calls alike."""
+        if reply.usage:
+            self._stats.prefilled_tokens += int(reply.usage.get("prompt_tokens") or 0)
         if reply.complete:
             return
         if reply.received == 0:
@@ -392,8 +395,6 @@ class RemoteModel:
             reply.close()
             self._live = None
         ended = time.perf_counter() - started
-        if reply.usage:
-            self._stats.prefilled_tokens += int(reply.usage.get("prompt_tokens") or 0)
         results = [
             self._result(draft, offered, fired.get(draft.place), ended)
             for draft in list(reply.calls.values())[:max_calls]
