@@ -15,6 +15,7 @@ from weavehost.bench.breakdown import (
     VALUE_TYPES,
     VERBATIM_BUCKETS,
     breakdowns,
+    by_arg_count_from_calls,
     case_shape,
     is_verbatim,
     load_run,
@@ -268,6 +269,26 @@ def test_without_answers_every_strategy_is_bucketed_by_constrained_s_calls():
     assert weave["2"]["n"] == 1 and weave["1"]["n"] == 0
     alone = breakdowns([line("c", "serial", 0.5, calls=own_calls)], cases, None)
     assert alone["serial"]["by_arg_count"]["1"]["n"] == 1
+
+
+def test_without_the_cases_a_line_is_counted_by_constrained_s_calls_else_by_its_own():
+    constrained_calls = [{"name": "book", "arguments": {"city": "Paris", "nights": 3}}]
+    own_calls = [{"name": "book", "arguments": {"city": "Paris"}}]
+    records = [
+        line("c", "constrained", 1.0, calls=constrained_calls),
+        line("c", "weave", 0.5, calls=own_calls),
+        line("d", "constrained", 1.0, calls=[]),  # wrote no call: each line counts its own
+        line("d", "weave", 0.25, calls=own_calls),
+    ]
+    counted = by_arg_count_from_calls(records)
+    weave, constrained = counted["weave"], counted["constrained"]
+    assert list(weave) == list(ARG_COUNT_BUCKETS)
+    assert weave["2"]["n"] == 1 and weave["2"]["speedup_vs_constrained"] == pytest.approx(2.0)
+    assert weave["1"]["n"] == 1 and weave["1"]["speedup_vs_constrained"] == pytest.approx(4.0)
+    assert constrained["0"]["n"] == 1 and constrained["2"]["n"] == 1
+    cases = [make_case("c", "Book Paris for 3 nights"), make_case("d", "Book Paris")]
+    with_cases = breakdowns(records, cases, None)
+    assert counted == {name: found["by_arg_count"] for name, found in with_cases.items()}
 
 
 def test_a_case_without_arguments_has_a_zero_bucket_and_no_verbatim_bucket():

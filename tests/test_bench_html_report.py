@@ -26,10 +26,9 @@ from click.testing import CliRunner
 from weavehost.bench.html_report import (
     REPORT_HTML,
     ablation_waterfall,
-    arg_buckets_from_constrained,
     build_report,
-    by_arg_count,
     load_run_dir,
+    render_html,
     spread_by_strategy,
 )
 from weavehost.bench.report import summarize
@@ -198,6 +197,8 @@ def test_a_run_whose_cases_file_is_gone_counts_the_arguments_constrained_wrote(t
     four_plus = run.by_args["weave"]["4+"]
     assert four_plus["n"] == 4  # 4 and 5 arguments, twice each
     assert four_plus["geo_final_latency_s"] == pytest.approx(geo([0.2 * 1.4, 0.2 * 1.5] * 2))
+    # breakdown's numbers: the speedup against constrained on the bucket's own cases.
+    assert four_plus["speedup_vs_constrained"] == pytest.approx(0.40 / (0.20 * 0.9))
     assert "constrained wrote" in run.by_args_source
     assert "could not read the run's cases" in run.by_args_source
 
@@ -223,10 +224,17 @@ def test_with_its_cases_at_hand_a_run_is_broken_down_by_the_reference_call_s_arg
     assert "1 argument" in svg and "2 arguments" not in svg  # empty buckets are not drawn
 
 
-def test_a_case_where_constrained_wrote_no_call_has_no_argument_bucket():
-    lines = [make_line("a", "constrained", 2), {**make_line("b", "constrained", 1), "calls": []}]
-    assert arg_buckets_from_constrained(lines) == {"a": "2"}
-    assert set(by_arg_count(lines, {"a": "2"})["constrained"]) == {"2"}
+def test_a_run_s_heading_names_its_source_commit_where_run_json_records_it(tmp_path):
+    folder = write_run(tmp_path / "run")
+    without = render_html([load_run_dir(folder)], [], title=None)
+    info = json.loads((folder / "run.json").read_text())
+    (folder / "run.json").write_text(json.dumps({**info, "commit": "1cbb744abcde+dirty"}))
+    with_commit = render_html([load_run_dir(folder)], [], title=None)
+    heading = re.compile(r"<h2>([^<]*)</h2>")
+    assert heading.findall(with_commit) == [
+        "run: Tiny Model, cases.jsonl (10 cases), 2 threads, commit 1cbb744abcde+dirty"
+    ]
+    assert heading.findall(without) == ["run: Tiny Model, cases.jsonl (10 cases), 2 threads"]
 
 
 def test_the_waterfall_goes_from_constrained_to_weave_and_its_steps_add_up_exactly(tmp_path):

@@ -21,7 +21,10 @@ Guarantees:
   or null only when its JSON word appears as a word; an array or object is verbatim when every
   leaf value is. A case is ``verbatim`` when all its arguments are, ``derived`` when none is,
   ``mixed`` otherwise; a case without arguments is in the ``"0"`` argument-count bucket
-  (present only then) and in no verbatim bucket.
+  (:data:`NO_ARGS_BUCKET`, present only then) and in no verbatim bucket.
+- **Without the cases** (a report over a run whose cases file is gone:
+  :func:`by_arg_count_from_calls`) only the argument counts can be told, by the same rule with
+  no answer: the calls ``constrained`` wrote on the case, else the line's own.
 - **Bucket numbers are the summary's own** (:func:`weavehost.bench.report.contract_numbers`):
   geometric means over the bucket's lines, and ``speedup_vs_constrained`` against
   ``constrained``'s lines of the same cases, so a bucket is compared with itself. A case counts
@@ -40,14 +43,16 @@ from typing import Any
 
 from weavehost.bench.cases import AnswerSet, BenchCase, load_answers, load_cases
 from weavehost.bench.compare import BASELINE
-from weavehost.bench.report import contract_numbers, geomean, load_results, phase_means
+from weavehost.bench.report import contract_numbers, geomean, load_results, phase_means, ratio
 from weavehost.errors import BenchError
 
 __all__ = [
     "ARG_COUNT_BUCKETS",
+    "NO_ARGS_BUCKET",
     "VALUE_TYPES",
     "VERBATIM_BUCKETS",
     "breakdowns",
+    "by_arg_count_from_calls",
     "case_shape",
     "is_verbatim",
     "load_run",
@@ -56,6 +61,8 @@ __all__ = [
 ]
 
 ARG_COUNT_BUCKETS = ("1", "2", "3", "4+")
+# The bucket of the cases without arguments, before ARG_COUNT_BUCKETS when there is one.
+NO_ARGS_BUCKET = "0"
 VALUE_TYPES = ("string", "number", "boolean", "enum", "array", "object")
 VERBATIM_BUCKETS = ("verbatim", "derived", "mixed")
 _SCHEMA_TYPES = {
@@ -134,16 +141,20 @@ def _schema_type(schema: Any) -> str | None:
     return _SCHEMA_TYPES.get(kind) if isinstance(kind, str) else None
 
 
+def _calls_arguments(
+    calls: Sequence[Mapping[str, Any]] | None,
+) -> list[tuple[str, dict[str, Any]]]:
+    """``(name, arguments)`` of result-line calls."""
+    return [(str(call.get("name")), dict(call.get("arguments") or {})) for call in calls or ()]
+
+
 def _reference_calls(
     case: BenchCase,
     answer: AnswerSet | None,
     calls_fallback: Sequence[Mapping[str, Any]] | None,
 ) -> list[tuple[str, dict[str, Any]]]:
     if answer is None:
-        return [
-            (str(call.get("name")), dict(call.get("arguments") or {}))
-            for call in calls_fallback or ()
-        ]
+        return _calls_arguments(calls_fallback)
     required = {tool.name: set(tool.parameters.get("required") or ()) for tool in case.tools}
     calls = []
     for truth in answer.ground_truth:
@@ -213,9 +224,27 @@ def _stats(
     numbers = contract_numbers(rows)
     ids = {r.get("id") for r in rows}
     base = geomean(baseline_by_id[i].get("tool_latency_s") for i in ids if i in baseline_by_id)
-    latency = numbers["geo_tool_latency_s"]
-    numbers["speedup_vs_constrained"] = base / latency if base and latency else None
+    numbers["speedup_vs_constrained"] = ratio(base, numbers["geo_tool_latency_s"])
     return numbers
+
+
+def _baseline_lines(records: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """Case id → ``constrained``'s line on it."""
+    return {str(r["id"]): r for r in records if r.get("strategy") == BASELINE and "id" in r}
+
+
+def _by_arg_count(
+    counted: Sequence[tuple[Mapping[str, Any], int]],
+    baseline_by_id: Mapping[str, Mapping[str, Any]],
+) -> dict[str, dict[str, Any]]:
+    """The ``by_arg_count`` section over ``(line, its case's argument count)`` pairs."""
+    zero = any(n_args == 0 for _, n_args in counted)
+    buckets: dict[str, list[Mapping[str, Any]]] = {
+        key: [] for key in ((NO_ARGS_BUCKET,) if zero else ()) + ARG_COUNT_BUCKETS
+    }
+    for record, n_args in counted:
+        buckets[_arg_bucket(n_args)].append(record)
+    return {key: _stats(rows, baseline_by_id) for key, rows in buckets.items()}
 
 
 def breakdowns(
@@ -227,9 +256,7 @@ def breakdowns(
     "by_verbatim", "by_phase"}``: the first three map each bucket to the summary's contract
     numbers over its lines, ``by_phase`` is ``{phase: {"mean_s", "n"}}``."""
     by_id = {case.id: case for case in cases}
-    baseline_by_id = {
-        str(r["id"]): r for r in records if r.get("strategy") == BASELINE and "id" in r
-    }
+    baseline_by_id = _baseline_lines(records)
     shapes: dict[str, dict[str, Any]] = {}
 
     def shape_of(record: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -245,28 +272,19 @@ def breakdowns(
             shapes[case.id] = case_shape(case, answer, reference)
         return shapes[case.id]
 
+    # Every strategy gets an entry, also one none of whose lines is among the cases.
     grouped: dict[str, list[tuple[Mapping[str, Any], dict[str, Any]]]] = {}
-    all_rows: dict[str, list[Mapping[str, Any]]] = {}
     for record in records:
-        strategy = str(record.get("strategy"))
-        all_rows.setdefault(strategy, [])
+        pairs = grouped.setdefault(str(record.get("strategy")), [])
         shape = shape_of(record)
-        if shape is None:
-            continue
-        all_rows[strategy].append(record)
-        grouped.setdefault(strategy, []).append((record, shape))
+        if shape is not None:
+            pairs.append((record, shape))
 
     out: dict[str, dict[str, Any]] = {}
-    for strategy, rows in all_rows.items():
-        pairs = grouped.get(strategy, [])
-        zero = any(shape["n_args"] == 0 for _, shape in pairs)
-        by_count: dict[str, list[Mapping[str, Any]]] = {
-            key: [] for key in (("0",) if zero else ()) + ARG_COUNT_BUCKETS
-        }
+    for strategy, pairs in grouped.items():
         by_type: dict[str, list[Mapping[str, Any]]] = {key: [] for key in VALUE_TYPES}
         by_verbatim: dict[str, list[Mapping[str, Any]]] = {key: [] for key in VERBATIM_BUCKETS}
         for record, shape in pairs:
-            by_count[_arg_bucket(shape["n_args"])].append(record)
             for kind in dict.fromkeys(a["type"] for a in shape["args"]):
                 if kind in by_type:
                     by_type[kind].append(record)
@@ -274,12 +292,31 @@ def breakdowns(
             if bucket is not None:
                 by_verbatim[bucket].append(record)
         out[strategy] = {
-            "by_arg_count": {k: _stats(v, baseline_by_id) for k, v in by_count.items()},
+            "by_arg_count": _by_arg_count(
+                [(record, shape["n_args"]) for record, shape in pairs], baseline_by_id
+            ),
             "by_value_type": {k: _stats(v, baseline_by_id) for k, v in by_type.items()},
             "by_verbatim": {k: _stats(v, baseline_by_id) for k, v in by_verbatim.items()},
-            "by_phase": phase_means(rows),
+            "by_phase": phase_means([record for record, _ in pairs]),
         }
     return out
+
+
+def by_arg_count_from_calls(
+    records: Sequence[Mapping[str, Any]],
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per strategy (first appearance order) the ``by_arg_count`` section of
+    :func:`breakdowns` for a run whose cases are not at hand: a case's argument count is that
+    of the calls ``constrained`` wrote on it, else of the line's own calls (the module
+    docstring's rule without an answer)."""
+    baseline_by_id = _baseline_lines(records)
+    counted: dict[str, list[tuple[Mapping[str, Any], int]]] = {}
+    for record in records:
+        reference = (baseline_by_id.get(str(record.get("id"))) or {}).get("calls")
+        calls = _calls_arguments(reference or record.get("calls"))
+        n_args = sum(len(arguments) for _, arguments in calls)
+        counted.setdefault(str(record.get("strategy")), []).append((record, n_args))
+    return {strategy: _by_arg_count(pairs, baseline_by_id) for strategy, pairs in counted.items()}
 
 
 def read_json_object(path: Path) -> dict[str, Any]:

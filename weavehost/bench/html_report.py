@@ -10,10 +10,14 @@ a run wrote). Guarantees:
 - **Sources, newest first.** Where ``summary.json`` has a strategy's ``latency_spread`` or
   ``breakdowns.by_arg_count`` they are used as written; a run that predates them gets the spread
   computed from its lines (:func:`spread_by_strategy`) and the argument counts from
-  :mod:`weavehost.bench.breakdown` (the reference call's arguments) when that module is there
-  and the run's cases file can still be read, else from the arguments of the calls
-  ``constrained`` wrote on each case (:func:`arg_buckets_from_constrained`). Every chart's
-  caption says which source it used.
+  :mod:`weavehost.bench.breakdown`, which owns the buckets and their numbers: the reference
+  call's arguments (:func:`~weavehost.bench.breakdown.breakdowns`) when the run's cases file can
+  still be read, else the arguments of the calls ``constrained`` wrote on each case
+  (:func:`~weavehost.bench.breakdown.by_arg_count_from_calls`). Every chart's caption says which
+  source it used.
+- **Naming a run.** :func:`run_heading` is the one line that names a run everywhere on the page
+  (its section heading, the list of runs, the chart captions); it ends with the source commit
+  when ``run.json`` records one.
 - **The ablation waterfall** (:func:`ablation_waterfall`, for runs with ``constrained``,
   ``weave`` and at least one ``weave:<component>`` ablation) is computed over the cases on which
   every one of those strategies measured a final latency, so its bars compare the same cases;
@@ -44,7 +48,6 @@ from weavehost.errors import BenchError
 
 __all__ = [
     "ABLATION_PREFIX",
-    "ARG_BUCKETS",
     "FULL_WEAVE",
     "REPORT_HTML",
     "ReportFiles",
@@ -52,13 +55,12 @@ __all__ = [
     "Waterfall",
     "WaterfallStep",
     "ablation_waterfall",
-    "arg_buckets_from_constrained",
     "build_report",
-    "by_arg_count",
     "load_run_dir",
     "render_html",
     "run_command",
-    "run_title",
+    "run_commit",
+    "run_heading",
     "spread_by_strategy",
 ]
 
@@ -69,8 +71,6 @@ REPORT_HTML = "report.html"
 ABLATION_PREFIX = "weave:"
 NOT_ABLATIONS = frozenset({"weave:parallel_values"})
 FULL_WEAVE = "weave"
-# Argument-count buckets, in the order the charts show them (summary.json's keys).
-ARG_BUCKETS = ("0", "1", "2", "3", "4+")
 
 
 def _by_strategy(records: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
@@ -84,39 +84,6 @@ def spread_by_strategy(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[s
     """Per strategy :func:`weavehost.bench.report.latency_spread` of its lines (what a newer
     summary.json holds as ``latency_spread``), for runs that predate it."""
     return {name: latency_spread(rows) for name, rows in _by_strategy(records).items()}
-
-
-def _bucket(arguments: int) -> str:
-    return "4+" if arguments >= 4 else str(arguments)
-
-
-def arg_buckets_from_constrained(records: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """Case id → argument-count bucket: the arguments of all the calls ``constrained`` wrote on
-    the case, summed. A case where ``constrained`` wrote no call has no bucket."""
-    buckets = {}
-    for record in records:
-        if record["strategy"] == BASELINE and record.get("calls"):
-            count = sum(len(call.get("arguments") or {}) for call in record["calls"])
-            buckets[record["id"]] = _bucket(count)
-    return buckets
-
-
-def by_arg_count(
-    records: Sequence[Mapping[str, Any]], buckets: Mapping[str, str]
-) -> dict[str, dict[str, dict[str, Any]]]:
-    """Per strategy and bucket (``buckets``: case id → bucket) the summary numbers of the lines
-    of those cases (:func:`weavehost.bench.report.summarize`'s first keys)."""
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for bucket in ARG_BUCKETS:
-        rows = [r for r in records if buckets.get(r["id"]) == bucket]
-        if not rows:
-            continue
-        for name, numbers in summarize(rows).items():
-            out.setdefault(name, {})[bucket] = {
-                key: numbers[key]
-                for key in ("n", "geo_tool_latency_s", "geo_final_latency_s", "correct_rate")
-            }
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +165,7 @@ class RunData:
 
 def _breakdown_by_args(path: Path) -> tuple[dict[str, dict[str, dict[str, Any]]] | None, str]:
     """By-argument-count numbers from :mod:`weavehost.bench.breakdown` (the reference call's
-    arguments), or None and why not: the module is absent, or the run's cases file is gone."""
+    arguments), or None and why not (the run's cases or answers cannot be read)."""
     try:
         records, _info, cases, answers = breakdown.load_run(path)
     except BenchError as exc:
@@ -224,9 +191,9 @@ def _by_args(
             "arguments; this run's summary.json has no breakdowns)"
         )
     return (
-        by_arg_count(records, arg_buckets_from_constrained(records)),
-        "the arguments of the calls constrained wrote on each case (this run's summary.json "
-        f"has no breakdowns, and {why_not})",
+        breakdown.by_arg_count_from_calls(records),
+        "the arguments of the calls constrained wrote on each case, else of the strategy's own "
+        f"(this run's summary.json has no breakdowns, and {why_not})",
     )
 
 
@@ -332,14 +299,25 @@ code { font-size: 0.95em; }
 """
 
 
-def run_title(run: RunData) -> str:
-    """One line naming a run: folder, model, cases file, case count and threads."""
+def run_commit(info: Mapping[str, Any]) -> str | None:
+    """The source commit run.json records (``commit``, with ``+dirty`` for uncommitted changes:
+    :func:`weavehost.bench.machine.source_commit`); None in runs made before it was recorded."""
+    commit = info.get("commit")
+    return str(commit) if commit else None
+
+
+def run_heading(run: RunData) -> str:
+    """One line naming a run: folder, model, cases file, case count, threads and, where
+    recorded, the source commit."""
     info = run.info
     parts = [info.get("model_name") or Path(str(info.get("model", ""))).name or None]
     if info.get("cases"):
         parts.append(f"{Path(str(info['cases'])).name} ({info.get('n_cases', '?')} cases)")
     if info.get("threads"):
         parts.append(f"{info['threads']} threads")
+    commit = run_commit(info)
+    if commit:
+        parts.append(f"commit {commit}")
     described = ", ".join(p for p in parts if p)
     return f"{run.label}: {described}" if described else run.label
 
@@ -375,7 +353,7 @@ def _run_facts(run: RunData) -> list[tuple[str, str]]:
         ("threads / n_ctx", f"{info.get('threads', '?')} / {info.get('n_ctx', '?')}"),
         ("CPU", f"{info.get('machine', '?')}, {info.get('cpus', '?')} CPUs"),
         ("CPU flags", " ".join(flags) if flags else "unknown"),
-        ("commit", str(info.get("commit") or info.get("git_commit") or "not recorded")),
+        ("commit", run_commit(info) or "not recorded"),
         ("when", f"{info.get('started', '?')} – {info.get('finished', 'not finished')}"),
         (
             "versions",
@@ -489,12 +467,12 @@ def render_html(runs: Sequence[RunData], charts: Sequence[Any], *, title: str | 
     if shared:
         parts.append('<section id="runs"><h2>All runs</h2>')
         parts.append(
-            "<ul>" + "".join(f"<li>{html.escape(run_title(r))}</li>" for r in runs) + "</ul>"
+            "<ul>" + "".join(f"<li>{html.escape(run_heading(r))}</li>" for r in runs) + "</ul>"
         )
         parts += [_figure(c) for c in shared]
         parts.append("</section>")
     for run in runs:
-        parts.append(f'<section id="run-{run.label}"><h2>{html.escape(run_title(run))}</h2>')
+        parts.append(f'<section id="run-{run.label}"><h2>{html.escape(run_heading(run))}</h2>')
         parts.append('<dl class="run">')
         for term, value in _run_facts(run):
             parts.append(f"<dt>{html.escape(term)}</dt><dd>{html.escape(value)}</dd>")

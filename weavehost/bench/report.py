@@ -62,6 +62,7 @@ __all__ = [
     "load_results",
     "mean_rows_per_pass",
     "phase_means",
+    "ratio",
     "render_svg",
     "spread",
     "summarize",
@@ -95,7 +96,9 @@ def _mean(values: Iterable[float | None]) -> float | None:
     return sum(kept) / len(kept) if kept else None
 
 
-def _ratio(numerator: float | None, denominator: float | None) -> float | None:
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    """``numerator / denominator``; None when either is missing or 0 (every speedup here, and
+    the acceptance rate, is this)."""
     return numerator / denominator if numerator and denominator else None
 
 
@@ -170,7 +173,7 @@ def _numbers(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "geo_prompt_prefill_s": geomean(r.get("prompt_prefill_s") for r in rows),
         "mean_drafted_tokens": _mean(drafted),
         "mean_accepted_tokens": _mean(accepted),
-        "acceptance_rate": _ratio(
+        "acceptance_rate": ratio(
             sum(a for a in accepted if a is not None), sum(d for d in drafted if d is not None)
         ),
         "same_as_constrained_rate": (sum(1 for c in compared if c) / len(compared))
@@ -192,8 +195,9 @@ def _memory(
     rows: Sequence[Mapping[str, Any]],
     baseline: Sequence[Mapping[str, Any]],
     bytes_per_cell: int | None,
+    peak_rss_bytes: int | None,
 ) -> dict[str, Any]:
-    rss = [r["peak_rss_bytes"] for r in rows if r.get("peak_rss_bytes") is not None]
+    """``memory`` of the summary; ``peak_rss_bytes`` is :func:`_numbers`' (computed there)."""
     cells = [r["kv_cells"] for r in rows if r.get("kv_cells") is not None]
     baseline_cells = {r["id"]: r["kv_cells"] for r in baseline if r.get("kv_cells") is not None}
     extra = [
@@ -209,7 +213,7 @@ def _memory(
         return n_cells * bytes_per_cell / _MB
 
     return {
-        "peak_rss_bytes": max(rss) if rss else None,
+        "peak_rss_bytes": peak_rss_bytes,
         "max_kv_cells": max(cells) if cells else None,
         "mean_kv_cells": mean_cells,
         "kv_bytes_per_cell": bytes_per_cell,
@@ -245,7 +249,10 @@ def summarize(
         by_strategy.setdefault(record["strategy"], []).append(record)
     summary = {name: _numbers(rows) for name, rows in by_strategy.items()}
     for name, rows in by_strategy.items():
-        summary[name]["memory"] = _memory(rows, by_strategy.get(BASELINE, []), kv_bytes_per_cell)
+        numbers = summary[name]
+        numbers["memory"] = _memory(
+            rows, by_strategy.get(BASELINE, []), kv_bytes_per_cell, numbers["peak_rss_bytes"]
+        )
     if cases is not None:
         # Imported here: breakdown builds on this module's helpers.
         from weavehost.bench.breakdown import breakdowns
@@ -254,10 +261,8 @@ def summarize(
             if name in summary:
                 summary[name]["breakdowns"] = numbers
     baseline = summary.get(BASELINE, {}).get("geo_tool_latency_s")
-    if baseline:
-        for numbers in summary.values():
-            latency = numbers["geo_tool_latency_s"]
-            numbers["speedup_vs_constrained"] = baseline / latency if latency else None
+    for numbers in summary.values():
+        numbers["speedup_vs_constrained"] = ratio(baseline, numbers["geo_tool_latency_s"])
     if projected_on is not None or any(r.get("projected_latency_s") for r in records):
         projected = {
             name: geomean(r.get("projected_latency_s") for r in rows)
@@ -270,7 +275,7 @@ def summarize(
                 "a projection, not a measurement (host-side time not included)",
                 "geo_latency_s": projected[name],
                 **{
-                    f"speedup_vs_{other}": _ratio(projected.get(other), projected[name])
+                    f"speedup_vs_{other}": ratio(projected.get(other), projected[name])
                     for other in PROJECTION_BASELINES
                 },
             }

@@ -23,15 +23,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from weavehost.bench.breakdown import ARG_COUNT_BUCKETS, NO_ARGS_BUCKET
 from weavehost.bench.compare import BASELINE
 from weavehost.bench.html_report import (
     ABLATION_PREFIX,
-    ARG_BUCKETS,
     FULL_WEAVE,
     RunData,
     Waterfall,
     run_command,
-    run_title,
+    run_heading,
 )
 from weavehost.errors import BenchError
 
@@ -134,7 +134,7 @@ def _source(run: RunData) -> str:
     made = ""
     if command:
         made = f" Made by `{command[0]}`" + ("." if command[1] else " (rebuilt from run.json).")
-    return f"Run {run_title(run)}.{made}"
+    return f"Run {run_heading(run)}.{made}"
 
 
 # --- one run ----------------------------------------------------------------------------------
@@ -319,7 +319,10 @@ def by_args_chart(run: RunData, colours: dict[str, str]) -> Chart | None:
     """Per argument-count bucket the geomean final latency of each (non-ablation) strategy."""
     ordered = dict.fromkeys([*(n for n in run.summary if n in run.by_args), *run.by_args])
     names = [n for n in ordered if not n.startswith(ABLATION_PREFIX)]
-    buckets = [b for b in ARG_BUCKETS if any((run.by_args[n].get(b) or {}).get("n") for n in names)]
+    every_bucket = (NO_ARGS_BUCKET, *ARG_COUNT_BUCKETS)
+    buckets = [
+        b for b in every_bucket if any((run.by_args[n].get(b) or {}).get("n") for n in names)
+    ]
     if not names or not buckets:
         return None
 
@@ -502,7 +505,7 @@ def _all_strategies(runs: Sequence[RunData]) -> list[str]:
 def cross_run_charts(runs: Sequence[RunData]) -> list[Chart]:
     """Latency per strategy grouped by run, and each strategy's speedup vs constrained per run."""
     strategies = _all_strategies(runs)
-    listed = "; ".join(run_title(r) for r in runs)
+    listed = "; ".join(run_heading(r) for r in runs)
     latency = _grouped_by_run(
         "runs-latency",
         runs,

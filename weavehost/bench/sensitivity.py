@@ -42,6 +42,7 @@ from weavehost.bench.assets import file_type_name, parse_quants, quantized_path
 from weavehost.bench.cases import load_answers, load_cases
 from weavehost.bench.costs import resolve_cost_model
 from weavehost.bench.machine import machine_info
+from weavehost.bench.report import BASELINE, PROJECTION_BASELINES, ratio
 from weavehost.bench.runner import (
     DEFAULT_MAX_TOKENS,
     BenchConfig,
@@ -77,8 +78,9 @@ DEFAULT_THREADS = (1, 2)
 DEFAULT_QUANTS = ("q4_0", "q8_0")
 # The paper's phone curve and the GPU-like flat curve (weavehost/bench/costs/).
 DEFAULT_COST_MODELS = ("phone-oneplus12r", "gpu-flat")
-# The comparison baselines of every row (each where it ran).
-BASELINES = ("constrained", "jump_forward")
+# The comparison baselines of every row (each where it ran): the summary's projection's, whose
+# speedup_vs_<baseline> keys the rows take over.
+BASELINES = PROJECTION_BASELINES
 # Says a --cost-models list is empty on purpose.
 NO_COST_MODELS = "none"
 _ASSETS_HINT = "make it with `python -m weavehost.bench.assets --quants q4_0,q8_0`"
@@ -303,21 +305,24 @@ def _entry(config: SensitivityConfig, configuration: Configuration) -> dict[str,
     }
 
 
-def _ratio(numerator: float | None, denominator: float | None) -> float | None:
-    return numerator / denominator if numerator and denominator else None
+def _speedup(summary: Mapping[str, Mapping[str, Any]], name: str, baseline: str) -> float | None:
+    """``name``'s tool-latency speedup vs ``baseline``: the summary's own vs ``constrained``,
+    else the same ratio of the two geomeans."""
+    if baseline == BASELINE:
+        return summary[name]["speedup_vs_constrained"]
+    base = (summary.get(baseline) or {}).get("geo_tool_latency_s")
+    return ratio(base, summary[name]["geo_tool_latency_s"])
 
 
 def _strategy_rows(summary: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """Each strategy's measured numbers, with its speedups vs each baseline that ran."""
-    base = {b: (summary.get(b) or {}).get("geo_tool_latency_s") for b in BASELINES}
     rows = {}
     for name, numbers in summary.items():
-        tool = numbers["geo_tool_latency_s"]
         rows[name] = {
             "n": numbers["n"],
-            "geo_tool_latency_s": tool,
+            "geo_tool_latency_s": numbers["geo_tool_latency_s"],
             "geo_final_latency_s": numbers["geo_final_latency_s"],
-            **{f"speedup_vs_{b}": _ratio(base[b], tool) for b in BASELINES},
+            **{f"speedup_vs_{b}": _speedup(summary, name, b) for b in BASELINES},
             "mean_forward_passes": numbers["mean_forward_passes"],
             "correct_rate": numbers["correct_rate"],
             "same_as_constrained_rate": numbers.get("same_as_constrained_rate"),
