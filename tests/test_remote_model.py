@@ -12,13 +12,22 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import anyio
 import pytest
 from click.testing import CliRunner
 
-from tests.remote_fake_server import DONE, HOLD, FakeOpenAI, Reply, chunk, streamed_call
+from tests.remote_fake_server import (
+    DONE,
+    HOLD,
+    HOLD_BOUND_S,
+    FakeOpenAI,
+    Reply,
+    chunk,
+    streamed_call,
+)
 from tools import weather
 from weavehost import Host
 from weavehost.agent.lock import ModelLock
@@ -524,4 +533,90 @@ def test_remote_abort_closes_the_stream_being_read_and_the_reader_stops_with_abo
         reader.join(timeout=5)
         assert not reader.is_alive()  # stopped while the server still held the stream
     assert shown == ["one"]
+    assert len(failures) == 1 and isinstance(failures[0], AbortedError)
+
+
+def test_remote_abort_stops_a_whole_reply_whose_body_the_server_holds_after_its_headers(
+    fake: FakeOpenAI,
+) -> None:
+    # Not streamed: the headers arrive at once, then the server holds the body (for up to
+    # HOLD_BOUND_S); the reader must stop at the abort, not when the body or a timeout comes.
+    fake.replies = [Reply(events=[HOLD, "{}"])]
+    failures: list[BaseException] = []
+    remote = RemoteModelConfig(url=fake.url, stream=False)
+    with open_remote_model(remote, n_ctx=2048) as model:
+        model.sync([{"role": "user", "content": "count"}], [])
+
+        def read() -> None:
+            try:
+                model.free_decode(lambda _text: None, 50)
+            except BaseException as exc:  # noqa: BLE001 - handed to the test
+                failures.append(exc)
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        deadline = time.monotonic() + 10
+        while not fake.posts() and time.monotonic() < deadline:  # the request arrived
+            time.sleep(0.01)
+        model.abort()
+        reader.join(timeout=HOLD_BOUND_S / 2)
+        assert not reader.is_alive()  # stopped while the server still held the body
+    assert len(failures) == 1 and isinstance(failures[0], AbortedError)
+
+
+@pytest.fixture
+def silent() -> Iterator[tuple[str, threading.Event]]:
+    """A server that lists a model, then holds every POST without a byte of answer (for up to
+    HOLD_BOUND_S): a non-streamed completion still being computed. Yields its API base and an
+    event set once a POST has arrived."""
+    release, posted = threading.Event(), threading.Event()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *_args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            data = json.dumps({"data": [{"id": "slow"}]}).encode()
+            self.send_response(200)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            posted.set()
+            release.wait(HOLD_BOUND_S)
+            self.send_error(503)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", posted
+    finally:
+        release.set()
+        server.shutdown()
+        server.server_close()
+
+
+def test_remote_abort_stops_a_request_the_server_has_not_begun_to_answer(
+    silent: tuple[str, threading.Event],
+) -> None:
+    url, posted = silent
+    failures: list[BaseException] = []
+    with open_remote_model(RemoteModelConfig(url=url, stream=False), n_ctx=2048) as model:
+        model.sync([{"role": "user", "content": "count"}], [])
+
+        def read() -> None:
+            try:
+                model.free_decode(lambda _text: None, 50)
+            except BaseException as exc:  # noqa: BLE001 - handed to the test
+                failures.append(exc)
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        assert posted.wait(5)  # the request is on the server, which says nothing yet
+        model.abort()
+        reader.join(timeout=HOLD_BOUND_S / 2)
+        assert not reader.is_alive()  # stopped while the server was still silent
     assert len(failures) == 1 and isinstance(failures[0], AbortedError)

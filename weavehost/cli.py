@@ -99,16 +99,11 @@ def models(model: str | None, format_name: str | None, config_path: str | None,
            as_json: bool) -> None:  # fmt: skip
     """Show which model would be used, why, and the tool-call format detected for it (for a
     remote server: its URL, the model it serves and its context size)."""
-    from dataclasses import replace
-
-    from weavehost.config import RemoteModelConfig, is_model_url, load_config
+    from weavehost.config import load_config, resolve_remote
     from weavehost.models import describe_model_choice
 
     config = load_config(config_path) if config_path else None
-    remote = config.remote if config is not None and not model else None
-    if is_model_url(model):  # a flag's URL keeps the config's other remote settings
-        kept = config.remote if config is not None and config.remote else None
-        remote = replace(kept, url=model) if kept else RemoteModelConfig(url=model)  # type: ignore[arg-type]
+    remote = resolve_remote(model, config.remote if config is not None else None)
     if remote is not None:
         from weavehost.agent.remote import describe_remote_model
 

@@ -20,6 +20,10 @@ Invariants:
   ignored.
 * Records are frozen; nothing here spawns a process or touches the network.
 * Trust is by server name and only by config: nothing a server says can make it trusted.
+* Two modules beside this one own a part each: :mod:`weavehost.config_model` the
+  ``weavehost.model`` section (a remote server's settings, and which server a ``--model``
+  means), :mod:`weavehost.config_check` the key checks and ``${NAME}`` expansion both use.
+  Their public names are re-exported here.
 
 File format (every key but a server's ``command`` or ``url`` is optional)::
 
@@ -91,8 +95,18 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
+from weavehost.config_check import (
+    Checker,
+    expand,
+    expand_map,
+    join_key,
+    kind_of,
+    mask_url,
+    parse_numbers,
+)
+from weavehost.config_model import RemoteModelConfig, is_model_url, parse_model, resolve_remote
 from weavehost.errors import ConfigError
 
 __all__ = [
@@ -110,6 +124,7 @@ __all__ = [
     "load_config",
     "parse_config",
     "resolve_command",
+    "resolve_remote",
     "server_from_flag",
 ]
 
@@ -197,7 +212,7 @@ class ServerConfig:
         """A one-line human description: the URL (its password and query values masked, as they
         may hold a secret from the environment), or the command line."""
         if self.url is not None:
-            return _mask_url(self.url)
+            return mask_url(self.url)
         return shlex.join([self.command or "", *self.args])
 
     def allows_tool(self, tool: str) -> bool:
@@ -208,37 +223,6 @@ class ServerConfig:
         ):
             return False
         return not any(fnmatchcase(tool, p) for p in self.tools_exclude)
-
-
-@dataclass(frozen=True, slots=True)
-class RemoteModelConfig:
-    """A remote OpenAI-compatible model server: ``"model": {"url": …}`` in the file, or an
-    ``http(s)://`` ``--model``. ``url`` is the API base (``http://HOST:PORT/v1``); ``name`` the
-    model asked for (default: the first the server lists); ``headers`` go with every request
-    (``${ENV}`` expanded: an API key stays out of the file); ``context_size`` is used when the
-    server does not say its own. ``stream``: ``True`` streams every request, ``False`` none,
-    ``"forced"`` all but those leaving the choice of a call to the model (llama-cpp-python's
-    server cannot stream those). ``early_start``: a trusted read-only call may start from the
-    stream before the server finishes it."""
-
-    url: str
-    name: str | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
-    context_size: int | None = None
-    connect_timeout: float = 10.0  # connecting to the server
-    read_timeout: float = 120.0  # the longest silence while waiting for a reply or a chunk
-    retries: int = 2  # further tries of an idempotent GET (/v1/models, /props), with back-off
-    stream: bool | Literal["forced"] = True
-    early_start: bool = True
-
-    def describe(self) -> str:
-        """The URL with any password and query values masked (never a header)."""
-        return _mask_url(self.url)
-
-
-def is_model_url(text: str | None) -> bool:
-    """Whether a ``--model`` / ``"model"`` value names a remote server rather than a file."""
-    return bool(text) and text.lower().startswith(("http://", "https://"))  # type: ignore[union-attr]
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,131 +262,6 @@ class HostConfig:
 # --------------------------------------------------------------------------- parsing
 
 
-class _Checker:
-    """Reads a decoded JSON document, raising ConfigError that names file, key and problem."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    def fail(self, key: str, problem: str) -> ConfigError:
-        where = f"{self.source}: {key}" if key else self.source
-        return ConfigError(f"{where}: {problem}")
-
-    def obj(self, value: Any, key: str) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise self.fail(key, f"expected an object, got {_kind(value)}")
-        return value
-
-    def known_keys(self, value: Mapping[str, Any], key: str, allowed: Iterable[str]) -> None:
-        allowed = list(allowed)
-        for name in value:
-            if name not in allowed:
-                hint = difflib.get_close_matches(name, allowed, n=1)
-                extra = (
-                    f" (did you mean {hint[0]!r}?)" if hint else f"; known: {', '.join(allowed)}"
-                )
-                raise self.fail(_join(key, name), f"unknown key{extra}")
-
-    def string(self, value: Any, key: str) -> str:
-        if not isinstance(value, str) or not value:
-            raise self.fail(key, f"expected a non-empty string, got {_kind(value)}")
-        return value
-
-    def number(self, value: Any, key: str, *, integer: bool = False, minimum: float = 0) -> Any:
-        ok = isinstance(value, int) if integer else isinstance(value, int | float)
-        if isinstance(value, bool) or not ok:
-            want = "an integer" if integer else "a number"
-            raise self.fail(key, f"expected {want}, got {_kind(value)}")
-        if value <= minimum:
-            raise self.fail(key, f"must be greater than {minimum:g}, got {value!r}")
-        return value
-
-    def boolean(self, value: Any, key: str) -> bool:
-        if not isinstance(value, bool):
-            raise self.fail(key, f"expected true or false, got {_kind(value)}")
-        return value
-
-    def strings(self, value: Any, key: str) -> tuple[str, ...]:
-        if not isinstance(value, list):
-            raise self.fail(key, f"expected a list of strings, got {_kind(value)}")
-        for i, item in enumerate(value):
-            if not isinstance(item, str):
-                raise self.fail(f"{key}[{i}]", f"expected a string, got {_kind(item)}")
-        return tuple(value)
-
-    def string_map(self, value: Any, key: str) -> dict[str, str]:
-        value = self.obj(value, key)
-        for name, item in value.items():
-            if not isinstance(item, str):
-                raise self.fail(_join(key, name), f"expected a string, got {_kind(item)}")
-        return dict(value)
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"boolean {str(value).lower()}"
-    if isinstance(value, int | float):
-        return f"number {value!r}"
-    if isinstance(value, str):
-        return f"string {value[:40]!r}"
-    return {"list": "a list", "dict": "an object"}.get(type(value).__name__, type(value).__name__)
-
-
-def _join(key: str, name: str) -> str:
-    return f"{key}.{name}" if key else name
-
-
-def _mask_url(url: str) -> str:
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if parts.password is not None:
-        netloc = f"{parts.username}:***@" + netloc.rsplit("@", 1)[1]
-    query = "&".join(
-        f"{pair.split('=', 1)[0]}=***" if "=" in pair else pair
-        for pair in parts.query.split("&")
-        if pair
-    )
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
-# ${NAME} or ${env:NAME}; $${ is a literal ${. Anything else inside ${...} is an error.
-_VARIABLE = re.compile(r"\$\$\{|\$\{([^}]*)\}")
-_ENV_NAME = re.compile(r"(?:env:)?([A-Za-z_][A-Za-z0-9_]*)")
-
-
-def _expand(check: _Checker, value: str, key: str) -> str:
-    """``value`` with ``${NAME}``/``${env:NAME}`` replaced from the environment."""
-
-    def substitute(match: re.Match[str]) -> str:
-        if match.group(0) == "$${":
-            return "${"
-        inner = match.group(1)
-        name = _ENV_NAME.fullmatch(inner)
-        if inner.startswith("input:"):
-            raise check.fail(
-                key,
-                f"${{{inner}}}: VS Code input variables are not supported; "
-                "put the value in an environment variable and write ${env:NAME}",
-            )
-        if name is None:
-            raise check.fail(
-                key, f"${{{inner}}}: expected ${{NAME}} or ${{env:NAME}} (an environment variable)"
-            )
-        found = os.environ.get(name.group(1))
-        if found is None:
-            raise check.fail(key, f"environment variable {name.group(1)!r} is not set")
-        return found
-
-    return _VARIABLE.sub(substitute, value)
-
-
-def _expand_map(check: _Checker, value: Any, key: str) -> dict[str, str]:
-    raw = check.string_map(value, key)
-    return {name: _expand(check, item, _join(key, name)) for name, item in raw.items()}
-
-
 _SERVER_KEYS = (
     "command", "args", "env", "url", "cwd", "headers", "type", "disabled", "protocol", "oauth",
     "tools",
@@ -438,7 +297,7 @@ _LIMIT_KEYS = {
 }
 
 
-def _parse_server(check: _Checker, section: str, name: str, raw: Any) -> ServerConfig | None:
+def _parse_server(check: Checker, section: str, name: str, raw: Any) -> ServerConfig | None:
     key = f"{section}.{name}"  # any name is accepted; tool prefixes sanitise it later
     entry = check.obj(raw, key)
     check.known_keys(entry, key, _SERVER_KEYS)
@@ -451,7 +310,7 @@ def _parse_server(check: _Checker, section: str, name: str, raw: Any) -> ServerC
         if kind is None:
             raise check.fail(
                 f"{key}.type",
-                f"expected one of {', '.join(_SERVER_TYPES)}, got {_kind(entry['type'])}",
+                f"expected one of {', '.join(_SERVER_TYPES)}, got {kind_of(entry['type'])}",
             )
     if command is None and url is None:
         raise check.fail(key, 'needs "command" (a program to spawn) or "url" (an HTTP server)')
@@ -467,14 +326,14 @@ def _parse_server(check: _Checker, section: str, name: str, raw: Any) -> ServerC
     if "tools" in entry:
         include, exclude = _parse_tool_filter(check, entry["tools"], key)
     if url is not None:
-        url = _expand(check, check.string(url, f"{key}.url"), f"{key}.url")
+        url = expand(check, check.string(url, f"{key}.url"), f"{key}.url")
         if urlsplit(url).scheme not in ("http", "https"):
             shown = entry["url"]  # as written: the expanded text may hold a secret
             raise check.fail(f"{key}.url", f"expected an http:// or https:// URL, got {shown!r}")
         server = ServerConfig(
             name=name,
             url=url,
-            headers=_expand_map(check, entry.get("headers", {}), f"{key}.headers"),
+            headers=expand_map(check, entry.get("headers", {}), f"{key}.headers"),
             protocol=protocol,
             http_transport="sse" if kind == "sse" else "http",
             tools_include=include,
@@ -490,10 +349,10 @@ def _parse_server(check: _Checker, section: str, name: str, raw: Any) -> ServerC
         name=name,
         command=check.string(command, f"{key}.command"),
         args=tuple(
-            _expand(check, arg, f"{key}.args[{i}]")
+            expand(check, arg, f"{key}.args[{i}]")
             for i, arg in enumerate(check.strings(entry.get("args", []), f"{key}.args"))
         ),
-        env=_expand_map(check, entry.get("env", {}), f"{key}.env"),
+        env=expand_map(check, entry.get("env", {}), f"{key}.env"),
         cwd=check.string(entry["cwd"], f"{key}.cwd") if "cwd" in entry else None,
         protocol=protocol,
         tools_include=include,
@@ -501,7 +360,7 @@ def _parse_server(check: _Checker, section: str, name: str, raw: Any) -> ServerC
     )
 
 
-def _parse_protocol(check: _Checker, raw: Any, key: str) -> str:
+def _parse_protocol(check: Checker, raw: Any, key: str) -> str:
     """``auto``, ``legacy`` or a modern version as is; a handshake-era version means legacy."""
     from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
@@ -510,11 +369,11 @@ def _parse_protocol(check: _Checker, raw: Any, key: str) -> str:
     if raw in HANDSHAKE_PROTOCOL_VERSIONS:
         return "legacy"
     known = ", ".join(["auto", "legacy", *MODERN_PROTOCOL_VERSIONS, *HANDSHAKE_PROTOCOL_VERSIONS])
-    raise check.fail(f"{key}.protocol", f"expected one of {known}, got {_kind(raw)}")
+    raise check.fail(f"{key}.protocol", f"expected one of {known}, got {kind_of(raw)}")
 
 
 def _parse_tool_filter(
-    check: _Checker, raw: Any, key: str
+    check: Checker, raw: Any, key: str
 ) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
     key = f"{key}.tools"
     raw = check.obj(raw, key)
@@ -530,11 +389,11 @@ def _parse_tool_filter(
     return lists.get("include"), lists.get("exclude", ())
 
 
-def _parse_oauth(check: _Checker, raw: Any, key: str, server: ServerConfig) -> ServerConfig:
+def _parse_oauth(check: Checker, raw: Any, key: str, server: ServerConfig) -> ServerConfig:
     if isinstance(raw, bool):
         return replace(server, oauth=raw)
     if not isinstance(raw, dict):
-        raise check.fail(key, f"expected true, false or an object, got {_kind(raw)}")
+        raise check.fail(key, f"expected true, false or an object, got {kind_of(raw)}")
     check.known_keys(raw, key, _OAUTH_KEYS)
     server = replace(server, oauth=True)
     if "scopes" in raw:
@@ -551,20 +410,9 @@ def _parse_oauth(check: _Checker, raw: Any, key: str, server: ServerConfig) -> S
     return server
 
 
-def _parse_numbers(check: _Checker, raw: Any, key: str, names: Mapping[str, str], base: Any) -> Any:
-    raw = check.obj(raw, key)
-    check.known_keys(raw, key, names)
-    values = {}
-    for wire, attr in names.items():
-        if wire in raw:
-            integer = isinstance(getattr(base, attr), int)
-            values[attr] = check.number(raw[wire], f"{key}.{wire}", integer=integer)
-    return replace(base, **values)
-
-
 def parse_config(document: Any, source: str = "<config>") -> HostConfig:
     """Validate a decoded config document; ``source`` names it in error messages."""
-    check = _Checker(source)
+    check = Checker(source)
     doc = check.obj(document, "")
     # "servers" and "inputs": VS Code's mcp.json; "globalShortcut": Claude Desktop's.
     check.known_keys(doc, "", ("mcpServers", "servers", "inputs", "weavehost", "globalShortcut"))
@@ -581,7 +429,11 @@ def parse_config(document: Any, source: str = "<config>") -> HostConfig:
     check.known_keys(host, "weavehost", _HOST_KEYS)
     config = HostConfig(servers=servers, source=source)
     if "model" in host:
-        config = _parse_model(check, host["model"], config)
+        model = parse_model(check, host["model"])
+        if isinstance(model, RemoteModelConfig):
+            config = replace(config, remote=model)
+        else:
+            config = replace(config, model=model)
     if "threads" in host:
         threads = check.number(host["threads"], "weavehost.threads", integer=True)
         config = replace(config, threads=threads)
@@ -601,7 +453,7 @@ def parse_config(document: Any, source: str = "<config>") -> HostConfig:
         if approval not in APPROVAL_MODES:
             raise check.fail(
                 "weavehost.approval",
-                f"expected one of {', '.join(APPROVAL_MODES)}, got {_kind(approval)}",
+                f"expected one of {', '.join(APPROVAL_MODES)}, got {kind_of(approval)}",
             )
         config = replace(config, approval=approval)
     if "toolChoice" in host:
@@ -610,12 +462,12 @@ def parse_config(document: Any, source: str = "<config>") -> HostConfig:
         choice = check.string(host["toolChoice"], "weavehost.toolChoice")
         config = replace(config, tool_choice=choice)
     if "timeouts" in host:
-        timeouts = _parse_numbers(
+        timeouts = parse_numbers(
             check, host["timeouts"], "weavehost.timeouts", _TIMEOUT_KEYS, Timeouts()
         )
         config = replace(config, timeouts=timeouts)
     if "limits" in host:
-        limits = _parse_numbers(check, host["limits"], "weavehost.limits", _LIMIT_KEYS, Limits())
+        limits = parse_numbers(check, host["limits"], "weavehost.limits", _LIMIT_KEYS, Limits())
         config = replace(config, limits=limits)
     if "promptCache" in host:
         config = replace(config, prompt_cache=_parse_prompt_cache(check, host["promptCache"]))
@@ -631,53 +483,8 @@ def parse_config(document: Any, source: str = "<config>") -> HostConfig:
     return config
 
 
-_REMOTE_KEYS = ("url", "name", "headers", "contextSize", "timeouts", "retries", "stream",
-                "earlyStart")  # fmt: skip
-
-
-def _parse_model(check: _Checker, raw: Any, config: HostConfig) -> HostConfig:
-    """``"model"``: a GGUF path, an ``http(s)://`` URL, or a remote server's settings."""
-    key = "weavehost.model"
-    if isinstance(raw, str):
-        if is_model_url(raw):
-            url = _expand(check, raw, key)
-            return replace(config, remote=RemoteModelConfig(url=url))
-        return replace(config, model=check.string(raw, key))
-    entry = check.obj(raw, key)
-    check.known_keys(entry, key, _REMOTE_KEYS)
-    if "url" not in entry:
-        raise check.fail(key, 'expected a path, a URL, or an object with "url"')
-    url = _expand(check, check.string(entry["url"], f"{key}.url"), f"{key}.url")
-    if not is_model_url(url):
-        raise check.fail(f"{key}.url", f"expected an http(s):// URL, got {_kind(entry['url'])}")
-    remote = RemoteModelConfig(
-        url=url, headers=_expand_map(check, entry.get("headers", {}), f"{key}.headers")
-    )
-    if "name" in entry:
-        remote = replace(remote, name=check.string(entry["name"], f"{key}.name"))
-    if "contextSize" in entry:
-        size = check.number(entry["contextSize"], f"{key}.contextSize", integer=True)
-        remote = replace(remote, context_size=size)
-    if "timeouts" in entry:
-        names = {"connect": "connect_timeout", "read": "read_timeout"}
-        remote = _parse_numbers(check, entry["timeouts"], f"{key}.timeouts", names, remote)
-    if "retries" in entry:
-        remote = replace(remote, retries=check.number(entry["retries"], f"{key}.retries",
-                                                      integer=True, minimum=-1))  # fmt: skip
-    if "stream" in entry:
-        stream = entry["stream"]
-        if stream not in (True, False, "forced"):
-            raise check.fail(f"{key}.stream", f"expected true, false or \"forced\", got "
-                             f"{_kind(stream)}")  # fmt: skip
-        remote = replace(remote, stream=stream)
-    if "earlyStart" in entry:
-        remote = replace(remote, early_start=check.boolean(entry["earlyStart"],
-                                                           f"{key}.earlyStart"))  # fmt: skip
-    return replace(config, remote=remote)
-
-
 def _parse_approved(
-    check: _Checker, raw: Any, section: str, names: set[str]
+    check: Checker, raw: Any, section: str, names: set[str]
 ) -> Mapping[str, Mapping[str, str]]:
     key = "weavehost.approved"
     raw = check.obj(raw, key)
@@ -687,23 +494,23 @@ def _parse_approved(
             hint = difflib.get_close_matches(server, sorted(names), n=1)
             extra = f" (did you mean {hint[0]!r}?)" if hint else ""
             raise check.fail(
-                _join(key, server),
+                join_key(key, server),
                 f"no server named {server!r} in {section}{extra} "
                 f"(have: {', '.join(sorted(names)) or '-'})",
             )
-        hashes = check.string_map(tools, _join(key, server))
+        hashes = check.string_map(tools, join_key(key, server))
         for tool, digest in hashes.items():
             if not _HASH.fullmatch(digest):
                 raise check.fail(
                     f"{key}.{server}.{tool}",
                     f"expected the tool's schema hash ({_MIN_HASH_DIGITS} to 64 hex digits, "
-                    f"as weavehost tools --json prints it), got {_kind(digest)}",
+                    f"as weavehost tools --json prints it), got {kind_of(digest)}",
                 )
         approved[server] = MappingProxyType({t: d.lower() for t, d in hashes.items()})
     return MappingProxyType(approved)
 
 
-def _parse_prompt_cache(check: _Checker, raw: Any) -> PromptCacheConfig:
+def _parse_prompt_cache(check: Checker, raw: Any) -> PromptCacheConfig:
     key = "weavehost.promptCache"
     raw = check.obj(raw, key)
     check.known_keys(raw, key, ("enabled", "maxBytes"))

@@ -63,7 +63,7 @@ from weavehost.agent.thermal import (
     performance_thread_count,
     read_thermal_status,
 )
-from weavehost.config import HostConfig, RemoteModelConfig, build_config, is_model_url
+from weavehost.config import HostConfig, RemoteModelConfig, build_config, resolve_remote
 from weavehost.decode import DEFAULT_STRATEGY
 from weavehost.engine import DEFAULT_N_CTX
 from weavehost.errors import ClientFeatureError, ConfigError
@@ -149,10 +149,7 @@ class Host(AsyncContextManagerMixin):
         self.model_path = model or base.model
         # A remote OpenAI-compatible server (an http(s) --model, or the config's "model": {url})
         # instead of a GGUF file; a flag's URL keeps the config's other remote settings.
-        self.remote: RemoteModelConfig | None = base.remote if not model else None
-        if is_model_url(model):
-            kept = base.remote or RemoteModelConfig(url=model)  # type: ignore[arg-type]
-            self.remote = replace(kept, url=model)
+        self.remote: RemoteModelConfig | None = resolve_remote(model, base.remote)
         self.format_name = format
         self.strategy = strategy
         self.threads = threads or base.threads

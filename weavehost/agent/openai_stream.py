@@ -62,11 +62,12 @@ def sse_data(lines: Iterable[str]) -> Iterator[str]:
 
 @dataclass(frozen=True, slots=True)
 class CallPiece:
-    """One tool call's part of a chunk: its ``index`` in the reply, and the pieces of its id,
-    name and arguments text this chunk carries (empty when it carries none)."""
+    """One tool call's part of a chunk: its ``index`` in the reply, and the pieces of its name
+    and arguments text this chunk carries (empty when it carries none). The server's call id is
+    not kept: the conversation sent back numbers the calls itself
+    (:func:`~weavehost.agent.remote.wire_messages`)."""
 
     index: int
-    id: str = ""
     name: str = ""
     arguments: str = ""
 
@@ -124,7 +125,6 @@ def parse_chunk(data: str) -> Chunk:
         pieces.append(
             CallPiece(
                 index=index if isinstance(index, int) else position,
-                id=_text(raw.get("id")),
                 name=_text(function.get("name")),
                 arguments=_text(function.get("arguments")),
             )

@@ -40,7 +40,10 @@ How one step maps onto one ``POST /chat/completions``:
   ``retries`` times with doubling back-off from
   :data:`~weavehost.agent.remote_http.RETRY_BACKOFF_S`.
 * :meth:`~RemoteModel.abort` shuts down the connection being read (from any thread): the
-  reading worker wakes and stops with :class:`~weavehost.errors.AbortedError`.
+  reading worker wakes and stops with :class:`~weavehost.errors.AbortedError`. A whole
+  (unstreamed) reply's body is read only when asked for, and a request the server has not
+  begun to answer (a whole reply still being computed) is stopped too: each request opens its
+  own connection (:class:`~weavehost.agent.remote_http.Line`).
 """
 
 from __future__ import annotations
@@ -63,13 +66,14 @@ from weavehost.agent.remote_http import (
     REMOTE_ENGINE,
     Boundary,
     Draft,
+    Line,
     Reply,
     ServerInfo,
     describe_remote_model,
     make_client,
     probe_server,
 )
-from weavehost.config import RemoteModelConfig
+from weavehost.config_model import RemoteModelConfig
 from weavehost.decode import MAX_CALLS, CallResult, ToolSchema
 from weavehost.engine import EngineStats
 from weavehost.errors import AbortedError, ContextOverflowError, RemoteStreamError
@@ -141,6 +145,12 @@ def _wire_tools(tools: Sequence[ToolSchema]) -> list[dict[str, Any]]:
     return [tool_to_openai(t.name, t.description, t.parameters) for t in tools]
 
 
+def _estimate(wire: Sequence[Mapping[str, Any]], wire_tools: Sequence[Mapping[str, Any]]) -> int:
+    """The estimated tokens of wire messages with wire tools on offer."""
+    text = json.dumps(wire, ensure_ascii=False) + json.dumps(wire_tools)
+    return approx_tokens(text) + MESSAGE_OVERHEAD_TOKENS * len(wire)
+
+
 @contextmanager
 def open_remote_model(
     config: RemoteModelConfig, *, n_ctx: int, transport: httpx2.BaseTransport | None = None
@@ -167,10 +177,10 @@ class RemoteModel:
         self.client, self.config, self.info = client, config, info
         self._aborted = aborted or threading.Event()
         self._boundary = Boundary(config, self._aborted)
-        self._messages: list[dict[str, Any]] = []
-        self._tools: list[ToolSchema] = []
+        self._messages: list[dict[str, Any]] = []  # the synced conversation, as sent
+        self._tools: list[dict[str, Any]] = []  # the synced tools, as sent
         self._reply: Reply | None = None  # a reply whose calls write_calls reads next
-        self._live: Reply | None = None  # the reply being read now (abort closes it)
+        self._live: Line | None = None  # the request in flight (abort shuts it down)
         self._stats = EngineStats()
         self._prompt_estimate = 0  # the synced conversation's estimated tokens
 
@@ -198,9 +208,7 @@ class RemoteModel:
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSchema]
     ) -> int:
         """The estimated tokens of the conversation with ``tools`` on offer."""
-        wire = wire_messages(messages)
-        text = json.dumps(wire, ensure_ascii=False) + json.dumps(_wire_tools(tools))
-        return approx_tokens(text) + MESSAGE_OVERHEAD_TOKENS * len(wire)
+        return _estimate(wire_messages(messages), _wire_tools(tools))
 
     def stats(self) -> EngineStats:
         return self._stats.snapshot()
@@ -210,7 +218,8 @@ class RemoteModel:
         self._drop_reply()
 
     def abort(self) -> None:
-        """Stop the reply being read (any thread): its reader raises ``AbortedError``."""
+        """Stop the request in flight (any thread), whether the server has begun its reply or
+        not: its reader raises ``AbortedError``."""
         self._aborted.set()
         live = self._live
         if live is not None:
@@ -222,15 +231,18 @@ class RemoteModel:
     def sync(
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSchema]
     ) -> SyncReport:
-        """Keep the conversation for the next request (nothing is sent)."""
+        """Keep the conversation for the next request (nothing is sent): the messages and
+        tools are put in wire form once, for the estimate and every request until the next
+        sync."""
         self._drop_reply()
-        total = self.prompt_tokens(messages, tools)
+        wire, wire_tools = wire_messages(messages), _wire_tools(tools)
+        total = _estimate(wire, wire_tools)
         if total >= self.n_ctx:
             raise ContextOverflowError(
                 f"the conversation takes about {total} tokens, more than the model server's "
                 f"context size of {self.n_ctx}; start a new session"
             )
-        self._messages, self._tools = wire_messages(messages), list(tools)
+        self._messages, self._tools = wire, wire_tools
         self._prompt_estimate = total
         return SyncReport(total=total, reused=0, prefilled=total)
 
@@ -266,14 +278,16 @@ class RemoteModel:
         if sampling.stop:
             body["stop"] = list(sampling.stop)
         if self._tools:
-            body["tools"] = _wire_tools(self._tools)
+            body["tools"] = self._tools
             body["tool_choice"] = tool_choice
         if stream:
             body["stream_options"] = {"include_usage": True}
         logger.debug("POST /chat/completions: tool_choice %s, stream %s, max_tokens %d",
                      body.get("tool_choice"), stream, body["max_tokens"])  # fmt: skip
         url = f"{self.config.url.rstrip('/')}/chat/completions"
-        request = self.client.build_request("POST", url, json=body)
+        line = self._live = Line(self._aborted)
+        request = self.client.build_request("POST", url, json=body,
+                                            extensions={"trace": line.trace})  # fmt: skip
         with self._boundary.mapped("POST /chat/completions"):
             response = self.client.send(request, stream=True)
         try:
@@ -282,8 +296,7 @@ class RemoteModel:
             response.close()
             raise
         self._stats.prefill_passes += 1
-        reply = self._live = Reply(response, stream, self._boundary)
-        return reply
+        return Reply(response, stream, self._boundary)
 
     def _read(self, reply: Reply) -> Chunk | None:
         self._check_abort()

@@ -7,6 +7,8 @@ met only here: :class:`Boundary` turns its errors and HTTP statuses into
 was being asked. Only idempotent ``GET`` requests are retried (:func:`get_json`).
 :class:`Reply` reads a streamed reply (SSE) or a whole one as the same
 :class:`~weavehost.agent.openai_stream.Chunk` records, gathering the calls' pieces.
+:class:`Line` holds one request's own connection (the client keeps none idle), so an abort
+from another thread can shut it down before or after the server begins to answer.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import httpx2
 
 from weavehost.agent.openai_stream import DONE, ArgumentScanner, CallPiece, Chunk, parse_chunk
 from weavehost.agent.openai_stream import sse_data as _sse_data
-from weavehost.config import RemoteModelConfig
+from weavehost.config_model import RemoteModelConfig
 from weavehost.errors import (
     AbortedError,
     RemoteConnectionError,
@@ -42,6 +44,7 @@ __all__ = [
     "RETRY_BACKOFF_S",
     "Boundary",
     "Draft",
+    "Line",
     "Reply",
     "ServerInfo",
     "describe_remote_model",
@@ -208,13 +211,18 @@ def probe_server(
 
 
 def make_client(config: RemoteModelConfig, transport: httpx2.BaseTransport | None) -> httpx2.Client:
+    """The model's own client. No connection is kept idle for reuse: each request opens its
+    own, which :class:`Line` catches so that an abort can shut it down (a TCP handshake per
+    chat completion, small beside the completion itself)."""
     timeout = httpx2.Timeout(
         connect=config.connect_timeout,
         read=config.read_timeout,
         write=config.read_timeout,
         pool=config.connect_timeout,
     )
-    return httpx2.Client(headers=dict(config.headers), timeout=timeout, transport=transport)
+    limits = httpx2.Limits(max_keepalive_connections=0)
+    return httpx2.Client(headers=dict(config.headers), timeout=timeout, limits=limits,
+                         transport=transport)  # fmt: skip
 
 
 def describe_remote_model(
@@ -230,13 +238,11 @@ class Draft:
     """One call of a reply as it streams in."""
 
     place: int
-    id: str = ""
     name: str = ""
     arguments: str = ""
     scanner: ArgumentScanner = field(default_factory=ArgumentScanner)
 
     def add(self, piece: CallPiece) -> None:
-        self.id = self.id or piece.id
         # Some servers repeat the whole name in every delta, others send it once or in pieces.
         if piece.name and piece.name != self.name:
             self.name += piece.name
@@ -245,17 +251,43 @@ class Draft:
             self.scanner.feed(piece.arguments)
 
 
+class Line:
+    """The connection of one request, caught as it opens (httpcore's ``trace`` extension: pass
+    :meth:`trace` as the request's), so :meth:`interrupt` can stop the request from another
+    thread at any point: while the server has not answered yet, and while its reply is read.
+    An interrupt asked for before the connection opened takes effect as it opens."""
+
+    def __init__(self, aborted: threading.Event) -> None:
+        self._aborted = aborted
+        self._socket: socket.socket | None = None
+
+    def trace(self, event: str, info: Mapping[str, Any]) -> None:
+        if event == "connection.connect_tcp.complete":
+            stream = info.get("return_value")
+            self._socket = stream.get_extra_info("socket") if stream is not None else None
+            if self._aborted.is_set():  # abort() came before the socket: it is stopped here
+                self.interrupt()
+
+    def interrupt(self) -> None:
+        """Wake a reader blocked on the socket: the connection is shut down (closing it alone
+        does not wake a blocked ``recv``); the reader then sees the stream end."""
+        if self._socket is not None:
+            with contextlib.suppress(OSError):
+                self._socket.shutdown(socket.SHUT_RDWR)
+
+
 class Reply:
-    """One chat completion being read: streamed events or a whole response as chunks."""
+    """One chat completion being read: streamed events or a whole response as chunks. Nothing
+    of the body is read before :meth:`next` (a whole reply too)."""
 
     def __init__(self, response: httpx2.Response, streamed: bool, boundary: Boundary) -> None:
-        self.response, self.streamed, self.boundary = response, streamed, boundary
+        self.response, self.boundary = response, boundary
         self.calls: dict[int, Draft] = {}  # by the server's index, in order of appearance
         self.finish: str | None = None
         self.done = False  # [DONE] read
         self.received = 0  # chunks read
         self.usage: Mapping[str, Any] | None = None
-        self._chunks = self._stream() if streamed else iter(self._whole())
+        self._chunks = self._stream() if streamed else self._whole()
 
     def _stream(self) -> Iterator[Chunk]:
         with self.boundary.mapped("the streamed reply"):
@@ -265,7 +297,8 @@ class Reply:
                     return
                 yield parse_chunk(data)
 
-    def _whole(self) -> list[Chunk]:
+    def _whole(self) -> Iterator[Chunk]:
+        """The whole response as one chunk, read when first asked for."""
         with self.boundary.mapped("the reply"):
             self.response.read()
         try:
@@ -278,8 +311,7 @@ class Reply:
                 arguments = function.get("arguments")
                 if not isinstance(arguments, str):  # some servers send an object
                     arguments = json.dumps(arguments if arguments is not None else {})
-                pieces.append(CallPiece(index=index, id=str(call.get("id") or ""),
-                                        name=str(function.get("name") or ""),
+                pieces.append(CallPiece(index=index, name=str(function.get("name") or ""),
                                         arguments=arguments))  # fmt: skip
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             # AttributeError: a message, call or function that is not an object.
@@ -290,8 +322,8 @@ class Reply:
         self.done = True
         usage = document.get("usage") if isinstance(document.get("usage"), dict) else None
         text = message.get("content")
-        return [Chunk(text=text if isinstance(text, str) else "", calls=tuple(pieces),
-                      finish=choice.get("finish_reason"), usage=usage)]  # fmt: skip
+        yield Chunk(text=text if isinstance(text, str) else "", calls=tuple(pieces),
+                    finish=choice.get("finish_reason"), usage=usage)  # fmt: skip
 
     def next(self) -> Chunk | None:
         """The next chunk (None at the end); pieces of calls are added to :attr:`calls`."""
@@ -315,13 +347,3 @@ class Reply:
 
     def close(self) -> None:
         self.response.close()
-
-    def interrupt(self) -> None:
-        """Wake a reader blocked on the socket, from another thread: the connection is shut
-        down (closing the response alone does not wake a blocked ``recv``); the reader then
-        sees the stream end and closes the response itself."""
-        stream = self.response.extensions.get("network_stream")
-        sock = stream.get_extra_info("socket") if stream is not None else None
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)

@@ -7,7 +7,6 @@ the CLI group turns into one ``Error:`` line.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -21,7 +20,7 @@ from weavehost.bench.agent import (
 )
 from weavehost.bench.agent_tasks import SHIPPED_TASKS
 from weavehost.bench.cli import run_options
-from weavehost.config import RemoteModelConfig, is_model_url, load_config
+from weavehost.config import load_config, resolve_remote
 
 __all__ = ["bench_agent"]
 
@@ -75,9 +74,7 @@ def bench_agent(
 ) -> None:
     """Run agent TASKS (default: the shipped agent_tasks.jsonl) end to end through the host and
     report success, time to first tool start and time to the answer, per strategy."""
-    remote = load_config(config_path).remote if config_path else None
-    if is_model_url(model):  # a remote server: its settings from --config, its URL from here
-        remote = replace(remote or RemoteModelConfig(url=model), url=model)  # type: ignore[arg-type]
+    remote = resolve_remote(model, load_config(config_path).remote if config_path else None)
     config = AgentBenchConfig(
         tasks=tasks or SHIPPED_TASKS,
         out=out,
