@@ -17,7 +17,9 @@ import pytest
 
 from weavehost.agent.elicitors import DecliningElicitor, ScriptedElicitor
 from weavehost.console import MAX_FIELD_ATTEMPTS, TerminalElicitor
+from weavehost.errors import ClientFeatureError
 from weavehost.mcp.features import ElicitationReply, ElicitationRequest
+from weavehost.mcp.wire import check_form_schema
 
 pytestmark = pytest.mark.anyio
 
@@ -93,6 +95,39 @@ async def test_a_multi_select_enum_takes_several_choices() -> None:
     }
     reply = await Terminal("1, c", "").elicitor().elicit(form(schema))
     assert reply == ElicitationReply("accept", {"tags": ["a", "c"]})
+
+
+def multi_select(items: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": {"tags": {"type": "array", "items": items}}}
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+        {"anyOf": []},
+        {"enum": "red"},
+        {"type": "array", "items": {"enum": ["a", "b"]}},
+    ],
+    ids=["anyOf without const", "an empty anyOf", "an enum that is not a list", "nested arrays"],
+)
+def test_a_multi_select_the_terminal_cannot_offer_as_choices_is_refused_when_the_form_is_checked(
+    items: dict[str, Any],
+) -> None:
+    with pytest.raises(ClientFeatureError, match="'tags' as an array that is not a multi-select"):
+        check_form_schema("crm", multi_select(items))
+
+
+async def test_a_multi_select_of_titled_consts_passes_the_check_and_is_offered_as_choices() -> None:
+    schema = multi_select(
+        {"oneOf": [{"const": "a", "title": "Apple"}, {"const": "b", "title": "Beet"}]}
+    )
+    check_form_schema("crm", schema)
+    term = Terminal("beet, 1", "")
+    assert await term.elicitor().elicit(form(schema)) == ElicitationReply(
+        "accept", {"tags": ["b", "a"]}
+    )
+    assert "1. Apple (a)" in term.shown
 
 
 @pytest.mark.parametrize(("last", "action"), [("d", "decline"), ("c", "cancel"), (None, "cancel")])

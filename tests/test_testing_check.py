@@ -25,10 +25,12 @@ from jsonschema import Draft202012Validator
 
 from tests.everything import everything_command
 from weavehost.cli import main
-from weavehost.config import Limits
+from weavehost.config import HostConfig, Limits, ServerConfig
+from weavehost.errors import ConfigError
 from weavehost.testing import StubServer
 from weavehost.testing.check import MUTATING_WORDS, tool_findings
 from weavehost.testing.check_arguments import invalid_arguments, valid_arguments
+from weavehost.testing.check_cli import choose_servers
 
 ROOT = Path(__file__).resolve().parents[1]
 WEATHER = str(ROOT / "tools" / "weather.py")
@@ -241,6 +243,42 @@ def test_bad_usage_is_one_error_line_and_exit_2(args: list[str], message: str) -
     assert result.exit_code == 2
 
 
+# --------------------------------------------------------------------------- choosing servers
+
+
+def chosen(config: HostConfig, *targets: str) -> list[tuple[str, tuple[str, ...]]]:
+    return [(s.name, s.args) for s in choose_servers(config, targets).servers]
+
+
+def test_several_targets_are_configured_names_or_started_servers_each_named_apart(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "weather.py"
+    script.write_text("")
+    config = HostConfig(
+        servers=(ServerConfig(name="weather", command="wx"), ServerConfig(name="db", command="db"))
+    )
+    assert chosen(config, str(script), "db", str(script)) == [
+        ("weather-2", (str(script),)), ("db", ()), ("weather-3", (str(script),))
+    ]  # fmt: skip
+    assert chosen(config) == [("weather", ()), ("db", ())], "no target: every configured server"
+
+
+@pytest.mark.parametrize(
+    "targets",
+    [["db", "db"], ["weather.py", "weather"]],
+    ids=["a configured name", "a started server's name"],
+)
+def test_a_server_named_twice_is_a_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, targets: list[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "weather.py").write_text("")
+    config = HostConfig(servers=(ServerConfig(name="db", command="db"),))
+    with pytest.raises(ConfigError, match=f"server {targets[1]!r} is named twice"):
+        choose_servers(config, targets)
+
+
 # --------------------------------------------------------------------------- static checks
 
 
@@ -334,7 +372,7 @@ def test_generated_valid_arguments_validate_and_invalid_ones_do_not(
     assert good, schema  # every schema drawn here is satisfiable
     assert all(validator.is_valid(args) for args in good)
     plain = Draft202012Validator(schema)
-    bad = invalid_arguments(schema, 4, seed)
+    bad = invalid_arguments(schema, good[0], 4)
     assert all(not plain.is_valid(b.arguments) and b.reason for b in bad)
     if schema["required"] or schema.get("additionalProperties") is False:
         assert bad, schema
@@ -350,9 +388,26 @@ def test_the_same_seed_gives_the_same_arguments_and_the_count_is_a_bound() -> No
         "required": ["city"],
     }
     assert valid_arguments(schema, 3, seed=7) == valid_arguments(schema, 3, seed=7)
-    assert len(valid_arguments(schema, 3)) <= 3 and len(invalid_arguments(schema, 2)) == 2
-    reasons = [b.reason for b in invalid_arguments(schema, 10)]
+    base = valid_arguments(schema, 1)[0]
+    assert len(valid_arguments(schema, 3)) <= 3 and len(invalid_arguments(schema, base, 2)) == 2
+    reasons = [b.reason for b in invalid_arguments(schema, base, 10)]
     assert "without required 'city'" in reasons and "'days' past maximum" in reasons
+
+
+def test_invalid_arguments_are_the_given_valid_ones_with_one_fault_each() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string"},
+            "days": {"type": "integer", "minimum": 1, "maximum": 7},
+        },
+        "required": ["city", "days"],
+    }
+    base = {"city": "Bergen", "days": 3}
+    bad = {b.reason: b.arguments for b in invalid_arguments(schema, base, 10)}
+    assert bad["without required 'city'"] == {"days": 3}
+    assert bad["'days' past maximum"] == {"city": "Bergen", "days": 8}
+    assert base == {"city": "Bergen", "days": 3}, "the given arguments are not changed"
 
 
 def test_an_unsatisfiable_schema_gives_no_arguments_rather_than_an_error() -> None:
@@ -370,6 +425,31 @@ def test_an_unsatisfiable_schema_gives_no_arguments_rather_than_an_error() -> No
         )
         == []
     )
+
+
+@pytest.mark.parametrize(
+    ("response", "problem"),
+    [
+        ({"structuredContent": {"temp": "warm"}},
+         "structured content does not match the tool's output schema: temp: 'warm' is not of type 'number'"),
+        ({"text": "21 degrees"},
+         "the tool declares an output schema but returned no structured content"),
+    ],
+    ids=["a wrong type", "no structured content"],
+)  # fmt: skip
+def test_structured_content_that_misses_the_output_schema_fails_in_the_words_a_host_uses(
+    response: dict[str, Any], problem: str
+) -> None:
+    measured = {"type": "object", "properties": {"temp": {"type": "number"}}, "required": ["temp"]}
+    thermometer = {"name": "thermometer", "tools": [{"name": "measure", "description": "Measures.",
+                   "annotations": READ_ONLY, "inputSchema": OBJ, "outputSchema": measured,
+                   "response": response}]}  # fmt: skip
+    with StubServer(thermometer) as stub:
+        result = check(shlex.join(stub.command), "--call-read-only", "--examples", "1", "--json")
+    payload = report(result)
+    assert result.exit_code == 1, result.output
+    assert results(payload)[("measure", "valid-calls")] == "fail"
+    assert details(payload, "measure", "valid-calls") == f"the reply was invalid on {{}}: {problem}"
 
 
 def test_a_tool_that_answers_every_valid_call_with_an_error_is_a_warning_about_its_schema() -> None:

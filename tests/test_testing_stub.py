@@ -171,6 +171,31 @@ async def test_a_template_whose_argument_is_missing_is_an_error_result_that_name
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("era", list(ERAS))
+async def test_arguments_named_like_the_stubs_own_faults_are_plain_template_values(
+    era: str,
+) -> None:
+    odd = {
+        "type": "object",
+        "properties": {"__missing__": {"type": "string"}, "__refused__": {"type": "string"}},
+    }
+    form = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+    stub_spec = spec(
+        tool("echo", inputSchema=odd, response={"text": "{{__missing__}} and {{__refused__}}"}),
+        tool("ask", inputSchema=odd, ask_user={"message": "Sure?", "schema": form}, response={"text": "{{action}} {{__refused__}}"}),
+        era=era,
+    )  # fmt: skip
+    arguments = {"__missing__": "city", "__refused__": "no"}
+    elicitor = AnsweringElicitor(ElicitationReply("accept", {"ok": True}))
+    with StubServer(stub_spec) as stub:
+        async with pool_over(stub, features=ClientFeatures(elicitor=elicitor)) as pool:
+            echo = await pool.call_tool("s", "echo", arguments)
+            ask = await pool.call_tool("s", "ask", arguments)
+    assert (text(echo), echo.is_error) == ("city and no", False)
+    assert (text(ask), ask.is_error) == ("accept no", False)
+
+
+@pytest.mark.anyio
 async def test_a_sequence_answers_one_item_per_call_and_repeats_its_last_item() -> None:
     steps = [{"text": "first"}, {"error": "second fails"}, {"text": "then {{city}}"}]
     with StubServer(spec(tool("seq", response={"sequence": steps}))) as stub:

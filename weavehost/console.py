@@ -46,6 +46,7 @@ from weavehost.errors import AbortedError
 from weavehost.host import Host
 from weavehost.mcp.executor import ApprovalRequest, Decision
 from weavehost.mcp.features import ElicitationReply, ElicitationRequest, SamplingRequest
+from weavehost.mcp.wire import form_choices
 
 __all__ = [
     "EXIT_INTERRUPTED",
@@ -210,7 +211,7 @@ class TerminalElicitor:
     async def _field(self, name: str, prop: Mapping[str, Any], required: bool) -> Any:
         """One field's value, ``_SKIP`` (optional, left empty) or ``_CANCEL`` (end of input, or
         too many invalid answers)."""
-        choices = _choices(prop)
+        choices = form_choices(prop)
         title = prop.get("title") or name
         line = f"  {title}{' (required)' if required else ''}"
         if prop.get("description"):
@@ -251,26 +252,6 @@ class TerminalElicitor:
 
 _SKIP = object()
 _CANCEL = object()
-
-
-def _choices(prop: Mapping[str, Any]) -> list[tuple[Any, str]]:
-    """An enum's (value, label) pairs: ``enum`` (with ``enumNames``), ``oneOf``/``anyOf`` of
-    ``const`` with ``title``; for a multi-select array, its items'."""
-    if prop.get("type") == "array" and isinstance(prop.get("items"), Mapping):
-        return _choices(prop["items"])
-    if isinstance(prop.get("enum"), list):
-        names = prop.get("enumNames")
-        labels = names if isinstance(names, list) and len(names) == len(prop["enum"]) else None
-        return [(v, str(labels[i]) if labels else str(v)) for i, v in enumerate(prop["enum"])]
-    for key in ("oneOf", "anyOf"):
-        options = prop.get(key)
-        if (
-            isinstance(options, list)
-            and options
-            and all(isinstance(o, Mapping) and "const" in o for o in options)
-        ):
-            return [(o["const"], str(o.get("title") or o["const"])) for o in options]
-    return []
 
 
 def _hint(prop: Mapping[str, Any], has_choices: bool) -> str:

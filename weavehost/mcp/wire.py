@@ -53,6 +53,8 @@ __all__ = [
     "Responder",
     "all_pages",
     "blob_description",
+    "check_form_schema",
+    "form_choices",
     "liveness",
     "progress_callback",
     "prompt_infos",
@@ -165,11 +167,41 @@ MAX_FORM_BYTES = 16 * 1024
 _FIELD_TYPES = frozenset({"string", "number", "integer", "boolean"})
 
 
+def form_choices(prop: Mapping[str, Any]) -> list[tuple[Any, str]]:
+    """A form field's choices as (value, label) pairs: ``enum`` (labelled by ``enumNames``), or
+    ``oneOf``/``anyOf`` whose every branch is a ``const`` (labelled by its ``title``); for a
+    multi-select array, its items' choices. No choices: ``[]``.
+
+    The one reading of choices: :func:`check_form_schema` accepts a multi-select array only when
+    this finds choices in its items, and the terminal offers exactly these."""
+    if prop.get("type") == "array":
+        items = prop.get("items")
+        return _enum_choices(items) if isinstance(items, Mapping) else []
+    return _enum_choices(prop)
+
+
+def _enum_choices(prop: Mapping[str, Any]) -> list[tuple[Any, str]]:
+    if isinstance(prop.get("enum"), list):
+        names = prop.get("enumNames")
+        labels = names if isinstance(names, list) and len(names) == len(prop["enum"]) else None
+        return [(v, str(labels[i]) if labels else str(v)) for i, v in enumerate(prop["enum"])]
+    for key in ("oneOf", "anyOf"):
+        options = prop.get(key)
+        if (
+            isinstance(options, list)
+            and options
+            and all(isinstance(o, Mapping) and "const" in o for o in options)
+        ):
+            return [(o["const"], str(o.get("title") or o["const"])) for o in options]
+    return []
+
+
 def check_form_schema(server: str, schema: Mapping[str, Any]) -> None:
     """Refuse a form no person should be asked to fill: not a flat object of primitive fields
-    (strings, numbers, integers, booleans, single- or multi-select enums), more than
-    :data:`MAX_FORM_FIELDS` fields, or more than :data:`MAX_FORM_BYTES` of schema. The
-    :class:`~weavehost.errors.ClientFeatureError` names the field and goes back to the server."""
+    (strings, numbers, integers, booleans, single- or multi-select enums whose choices
+    :func:`form_choices` reads), more than :data:`MAX_FORM_FIELDS` fields, or more than
+    :data:`MAX_FORM_BYTES` of schema. The :class:`~weavehost.errors.ClientFeatureError` names
+    the field and goes back to the server."""
 
     def refuse(problem: str) -> ClientFeatureError:
         return ClientFeatureError(f"server {server!r} asked to fill a form that {problem}")
@@ -190,8 +222,7 @@ def check_form_schema(server: str, schema: Mapping[str, Any]) -> None:
             raise refuse(f"describes field {name!r} with {type(prop).__name__}, not an object")
         kind = prop.get("type")
         if kind == "array":
-            items = prop.get("items")
-            if isinstance(items, Mapping) and ("enum" in items or "anyOf" in items):
+            if form_choices(prop):
                 continue  # a multi-select enum
             raise refuse(f"asks field {name!r} as an array that is not a multi-select enum")
         if kind not in _FIELD_TYPES:

@@ -20,8 +20,11 @@ What a run guarantees:
 * **Only tools the author marks safe are called**: with ``call_read_only``, those whose
   ``readOnlyHint`` is exactly ``true``; and those matching an ``allow`` pattern (a name or an
   ``fnmatch`` glob). Each gets up to ``examples`` valid and ``examples`` invalid argument sets
-  from :mod:`weavehost.testing.check_arguments`. A valid set must get a result (``isError``
-  included); an invalid set must be rejected (an ``isError`` result or a JSON-RPC error).
+  from :mod:`weavehost.testing.check_arguments` (the invalid ones are the first valid set with
+  one fault each). A valid set must get a result (``isError`` included), and its structured
+  content must fit the output schema as the host reads it (one
+  :class:`~weavehost.mcp.catalog.Catalog` per server, :meth:`~Catalog.output_problems`); an
+  invalid set must be rejected (an ``isError`` result or a JSON-RPC error).
 * **A crash or a hang is a failure naming the tool and the arguments** (a hang: no answer and
   no progress notification within ``call_timeout_s``; a call still sending progress then is
   slow, a warning). That tool is not called again; the server is pinged (which restarts a dead
@@ -50,9 +53,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Literal
 
 import anyio
-from jsonschema import Draft202012Validator
 from mcp.shared.exceptions import MCPError
-from referencing import Registry
 
 from weavehost.config import HostConfig, Limits
 from weavehost.errors import (
@@ -64,6 +65,7 @@ from weavehost.errors import (
     ServerError,
     ServerTimeoutError,
 )
+from weavehost.mcp.catalog import Catalog
 from weavehost.mcp.executor import result_text
 from weavehost.mcp.features import Progress
 from weavehost.mcp.schemas import normalize_schema
@@ -73,7 +75,6 @@ from weavehost.testing.check_tools import (
     MUTATING_WORDS,
     Finding,
     Result,
-    schema_problem,
     server_findings,
     tool_findings,
 )
@@ -329,13 +330,16 @@ def _chosen(
 
 
 async def _call_server(run: _Run, server: str, tools: list[dict[str, Any]]) -> None:
+    # The catalog a host would build of these tools, for its reading of their output schemas.
+    # Only the limits of the config: its include/exclude filters do not narrow what is checked.
+    catalog = Catalog.from_listings({server: tools}, HostConfig(limits=run.config.limits))
     for index, tool in enumerate(tools):
         name = str(tool.get("name"))
         if anyio.current_time() >= run.deadline:
             spent = f"the --budget of {run.options.budget_s:g} s was spent"
             run.findings.append(Finding(server, name, "calls", "skip", spent))
             continue
-        broke = await _call_tool(run, server, tool)
+        broke = await _call_tool(run, server, tool, catalog)
         if broke and index + 1 < len(tools):
             try:
                 await run.pool.ping(server)
@@ -348,7 +352,7 @@ async def _call_server(run: _Run, server: str, tools: list[dict[str, Any]]) -> N
                 return
 
 
-async def _call_tool(run: _Run, server: str, tool: Mapping[str, Any]) -> bool:
+async def _call_tool(run: _Run, server: str, tool: Mapping[str, Any], catalog: Catalog) -> bool:
     """Call one tool with valid, then invalid arguments; ``True`` if it crashed or hung."""
     name = str(tool.get("name"))
     options, limits = run.options, run.config.limits
@@ -357,14 +361,16 @@ async def _call_tool(run: _Run, server: str, tool: Mapping[str, Any]) -> bool:
     except SchemaError:
         run.findings.append(Finding(server, name, "calls", "skip", "its input schema is unusable"))
         return False
+    valid = valid_arguments(schema, options.examples, options.seed)
+    base = valid[0] if valid else {}
     plan: list[tuple[Literal["valid", "invalid"], dict[str, Any], str]] = [
-        ("valid", args, "") for args in valid_arguments(schema, options.examples, options.seed)
+        ("valid", args, "") for args in valid
     ]
     plan += [
         ("invalid", bad.arguments, bad.reason)
-        for bad in invalid_arguments(schema, options.examples, options.seed)
+        for bad in invalid_arguments(schema, base, options.examples)
     ]
-    if not any(kind == "valid" for kind, _, _ in plan):
+    if not valid:
         none = "no valid arguments could be generated from its schema"
         run.findings.append(Finding(server, name, "valid-calls", "skip", none))
     records: list[CallRecord] = []
@@ -373,7 +379,7 @@ async def _call_tool(run: _Run, server: str, tool: Mapping[str, Any]) -> bool:
             spent = f"the --budget of {options.budget_s:g} s ran out"
             run.findings.append(Finding(server, name, "calls", "skip", spent))
             break
-        record = await _one_call(run, server, tool, kind, args, reason)
+        record = await _one_call(run, server, tool, catalog, kind, args, reason)
         records.append(record)
         run.calls.append(record)
         if record.outcome in ("died", "timeout", "slow"):
@@ -386,6 +392,7 @@ async def _one_call(
     run: _Run,
     server: str,
     tool: Mapping[str, Any],
+    catalog: Catalog,
     kind: Literal["valid", "invalid"],
     args: dict[str, Any],
     reason: str,
@@ -421,23 +428,18 @@ async def _one_call(
     text = result_text(result)
     if result.is_error:
         return record("isError", text[:200], len(text))
-    problem = _structured_problem(tool.get("outputSchema"), result.structured_content)
+    problem = _output_problem(catalog, name, result.structured_content)
     if kind == "valid" and problem is not None:
         return record("bad-reply", problem, len(text))
     return record("ok", "", len(text))
 
 
-def _structured_problem(schema: Any, structured: Any) -> str | None:
-    """Why a successful result's structuredContent misses the tool's output schema."""
-    if not isinstance(schema, Mapping) or schema_problem(schema) is not None:
-        return None
-    if structured is None:
-        return "no structuredContent, though the tool declares an outputSchema"
-    validator = Draft202012Validator(schema, registry=Registry())
-    error = next(iter(validator.iter_errors(structured)), None)
-    if error is None:
-        return None
-    return f"structuredContent misses the outputSchema at {error.json_path}: {error.message}"
+def _output_problem(catalog: Catalog, name: str, structured: Any) -> str | None:
+    """Why a successful result's structuredContent misses the tool's output schema, as
+    :meth:`Catalog.output_problems` reads it; ``None`` too for a tool the catalog left out (its
+    schema is reported by the static checks)."""
+    spec = next((s for s in catalog if s.name == name), None)
+    return None if spec is None else catalog.output_problems(spec.qualified_name, structured)
 
 
 _CALL_FAULT = {

@@ -282,15 +282,15 @@ def _bound(
 
 
 def invalid_arguments(
-    schema: Mapping[str, Any], count: int, seed: int = 0
+    schema: Mapping[str, Any], base: Mapping[str, Any], count: int
 ) -> list[InvalidArguments]:
-    """Up to ``count`` argument objects the schema rejects, one kind of fault after another:
-    a required property left out, a property of the wrong type, a value out of range or not in
-    its enum, an unknown property where ``additionalProperties`` is ``false``."""
-    bases = valid_arguments(schema, 1, seed) or [{}]
+    """Up to ``count`` argument objects the schema rejects, each ``base`` (a valid set, such as
+    the first :func:`valid_arguments` gave; ``{}`` when there is none) with one fault, one kind
+    after another: a required property left out, a property of the wrong type, a value out of
+    range or not in its enum, an unknown property where ``additionalProperties`` is ``false``."""
     validator = _validator(schema, formats=False)
     seen: set[str] = set()
-    kinds = [list(make(schema, bases[0])) for make in _MUTATIONS]
+    kinds = [list(make(schema, dict(base))) for make in _MUTATIONS]
     out: list[InvalidArguments] = []
     round_ = 0
     while len(out) < count and any(round_ < len(k) for k in kinds):

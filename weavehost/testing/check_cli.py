@@ -17,8 +17,9 @@ from dataclasses import replace
 import anyio
 import click
 
-from weavehost.config import HostConfig, ServerConfig, build_config, server_from_flag
+from weavehost.config import HostConfig, ServerConfig, build_config
 from weavehost.errors import ConfigError
+from weavehost.mcp_cli import select_server
 from weavehost.testing.check import (
     DEFAULT_BUDGET_S,
     DEFAULT_CALL_TIMEOUT_S,
@@ -34,9 +35,10 @@ EXIT_INTERRUPTED = 130
 
 
 def choose_servers(config: HostConfig, targets: Sequence[str]) -> HostConfig:
-    """``config`` narrowed to the servers ``targets`` name, as ``weavehost call`` reads one: a
-    server's name from the config, or a .py path, a command line or a URL to start. No targets:
-    every server of the config."""
+    """``config`` narrowed to the servers ``targets`` name, each read as ``weavehost call`` reads
+    its one (:func:`~weavehost.mcp_cli.select_server`): a server's name from the config, or a .py
+    path, a command line or a URL to start, named apart from every server before it. A server
+    named twice is a :class:`ConfigError`. No targets: every server of the config."""
     if not targets:
         if not config.servers:
             raise ConfigError("no servers: pass SERVER (a .py file, a command line or a URL) "
@@ -44,14 +46,11 @@ def choose_servers(config: HostConfig, targets: Sequence[str]) -> HostConfig:
         return config
     chosen: list[ServerConfig] = []
     for target in targets:
-        taken = [s.name for s in chosen]
-        if target in config.names and target not in taken:
-            chosen.append(config.server(target))
-        elif any(c in target for c in "/ \t") or target.endswith(".py"):
-            chosen.append(server_from_flag(target, taken=[*taken, *config.names]))
-        else:
-            known = ", ".join(config.names) or "none (pass a path, command or URL, or --config)"
-            raise ConfigError(f"no server named {target!r}; servers: {known}")
+        started = tuple(s for s in chosen if s.name not in config.names)
+        one = select_server(replace(config, servers=(*config.servers, *started)), target).servers[0]
+        if one.name in {s.name for s in chosen}:
+            raise ConfigError(f"server {target!r} is named twice; check it once")
+        chosen.append(one)
     return replace(config, servers=tuple(chosen))
 
 

@@ -168,13 +168,9 @@ class StubApp:
             self.calls[tool["name"]] += 1
             self.total_calls += 1
             await self._misbehave(ctx, tool)
-        values: dict[str, Any] = dict(args)
-        if tool.get(ASK_MODEL) or tool.get(ASK_USER):
-            answers = await self._ask(ctx, tool, args, params.input_responses)
-            if isinstance(answers, types.InputRequiredResult):
-                return answers
-            values.update(answers)
-        result = self._respond(tool, values)
+        result = await self._result(ctx, tool, args, params.input_responses)
+        if isinstance(result, types.InputRequiredResult):
+            return result
         size = self._setting(tool, "oversized_result")[0]
         if size:
             result = {"content": [{"type": "text", "text": "x" * int(size)}], "isError": False}
@@ -226,6 +222,30 @@ class StubApp:
         else:
             await ctx.session.send_tool_list_changed()
 
+    async def _result(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        tool: Mapping[str, Any],
+        args: Mapping[str, Any],
+        responses: Mapping[str, Any] | None,
+    ) -> dict[str, Any] | types.InputRequiredResult:
+        """One round's answer: the response rendered with the arguments and the client's
+        answers, an ``input_required`` result that asks for them, or an ``isError`` result
+        when a template needs a value the call did not give or the client refused to answer.
+        (Those two faults travel as exceptions, so no argument name can be mistaken for one.)"""
+        values: dict[str, Any] = dict(args)
+        if tool.get(ASK_MODEL) or tool.get(ASK_USER):
+            try:
+                answers = await self._ask(ctx, tool, args, responses)
+            except _MissingValue as missing:
+                return _error(_missing_message(tool, missing.name))
+            except MCPError as exc:
+                return _error(f"the client did not answer: {exc.error.message}")
+            if isinstance(answers, types.InputRequiredResult):
+                return answers
+            values.update(answers)
+        return self._respond(tool, values)
+
     async def _ask(
         self,
         ctx: ServerRequestContext[Any, Any],
@@ -233,12 +253,11 @@ class StubApp:
         args: Mapping[str, Any],
         responses: Mapping[str, Any] | None,
     ) -> dict[str, Any] | types.InputRequiredResult:
-        """The client's answers to ``ask_model`` / ``ask_user`` as template values."""
-        try:
-            sampling = _sampling_params(tool[ASK_MODEL], args) if tool.get(ASK_MODEL) else None
-            form = _form_params(tool[ASK_USER], args) if tool.get(ASK_USER) else None
-        except _MissingValue as missing:
-            return {"__missing__": missing.name}
+        """The client's answers to ``ask_model`` / ``ask_user`` as template values. Raises
+        :class:`_MissingValue` for a prompt or message whose template the arguments do not
+        fill, and ``MCPError`` when the client refuses a request (handshake era)."""
+        sampling = _sampling_params(tool[ASK_MODEL], args) if tool.get(ASK_MODEL) else None
+        form = _form_params(tool[ASK_USER], args) if tool.get(ASK_USER) else None
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             if responses is None:
                 requests: dict[str, Any] = {}
@@ -250,27 +269,20 @@ class StubApp:
             model_reply, user_reply = responses.get(ASK_MODEL), responses.get(ASK_USER)
         else:
             model_reply = user_reply = None
-            try:
-                if sampling is not None:
-                    model_reply = await ctx.session.create_message(
-                        sampling.messages,
-                        max_tokens=sampling.max_tokens,
-                        system_prompt=sampling.system_prompt,
-                        related_request_id=ctx.request_id,
-                    )
-                if form is not None:
-                    user_reply = await ctx.session.elicit_form(
-                        form.message, form.requested_schema, related_request_id=ctx.request_id
-                    )
-            except MCPError as exc:
-                return {"__refused__": exc.error.message}
+            if sampling is not None:
+                model_reply = await ctx.session.create_message(
+                    sampling.messages,
+                    max_tokens=sampling.max_tokens,
+                    system_prompt=sampling.system_prompt,
+                    related_request_id=ctx.request_id,
+                )
+            if form is not None:
+                user_reply = await ctx.session.elicit_form(
+                    form.message, form.requested_schema, related_request_id=ctx.request_id
+                )
         return _answers(model_reply, user_reply)
 
     def _respond(self, tool: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
-        if "__missing__" in values:
-            return _error(_missing_message(tool, values["__missing__"]))
-        if "__refused__" in values:
-            return _error(f"the client did not answer: {values['__refused__']}")
         response = tool.get("response")
         if response is None:
             return _default_result(values)
