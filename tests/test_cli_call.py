@@ -2,28 +2,50 @@
 a model's call takes (validation, approval, the executor's result text), against the example
 servers in ``tools/`` over real stdio. Every bad input is one ``Error:`` line and its code: 2 for
 usage (an unknown server, arguments that are not a JSON object), 1 for a call that is refused,
-does not validate, names no tool, or comes back as a tool error."""
+does not validate, names no tool, or comes back as a tool error. The call runs as ``Host.call``
+does (its ``tool_result`` event is what ``--json`` prints); Ctrl-C takes the console's interrupt
+path: exit 130, the call cancelled on its server."""
 
 # ruff: noqa: E501 - test names are sentences
 
 from __future__ import annotations
 
 import json
+import selectors
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 from click.testing import CliRunner, Result
 
+from weavehost.agent import Event
 from weavehost.cli import main
+from weavehost.config import HostConfig, ServerConfig
+from weavehost.host import Host
+from weavehost.testing import Events
 
 ROOT = Path(__file__).resolve().parents[1]
 WEATHER = str(ROOT / "tools" / "weather.py")
 FILES = str(ROOT / "tools" / "files.py")
+RAW = str(ROOT / "tests" / "host_fixtures" / "raw_server.py")
+BOUND_S = 60  # server start and one call (or a Python process's start) on a busy 2-core machine
 
 
 def call(*args: str) -> Result:
     """``weavehost call …`` in-process; stdin is not a terminal, so nobody can be asked."""
     return CliRunner().invoke(main, ["call", *args])
+
+
+def raw_config(path: Path, record: Path) -> Path:
+    """A config naming the raw fixture server ``raw``, which records every message it gets."""
+    server = {"command": sys.executable, "args": [RAW, "--name", "raw", "--record", str(record)]}
+    path.write_text(json.dumps({"mcpServers": {"raw": server}}))
+    return path
 
 
 def the_error_line(result: Result) -> str:
@@ -50,6 +72,88 @@ def test_call_json_prints_the_content_blocks_structured_content_and_is_error() -
     assert payload["content"][0]["type"] == "text"
     assert payload["content"][0]["text"].startswith("2-day forecast for Oslo:")
     assert payload["structuredContent"] == {"result": payload["content"][0]["text"]}
+
+
+def host_call(config: HostConfig, name: str, arguments: dict[str, Any]) -> Event:
+    """The ``tool_result`` event of ``Host.call`` (no model), as a program embedding it sees."""
+
+    async def collect() -> Events:
+        with anyio.fail_after(BOUND_S):
+            async with Host(config, load_model=False) as host:
+                return await Events.collect(host.call(name, arguments))
+
+    [sent] = [e for e in anyio.run(collect) if e.type == "tool_result"]
+    return sent
+
+
+def test_call_json_prints_the_content_blocks_of_host_calls_result_as_the_server_sent_them() -> None:
+    arguments = {"city": "Oslo", "days": 2}
+    config = HostConfig(servers=(ServerConfig("weather", command=sys.executable, args=(WEATHER,)),),
+                        approval="always")  # fmt: skip
+    sent = host_call(config, "get_forecast", arguments)
+    text = sent["text"]
+    assert sent["content"] == [{"type": "text", "text": text}]  # the block itself, no more keys
+    result = call("weather", "get_forecast", json.dumps(arguments), "--server", WEATHER,
+                  "--approval", "always", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {
+        "type": "result", "server": "weather", "tool": "get_forecast", "status": "ok",
+        "isError": False, "content": sent["content"],
+        "structuredContent": sent["structuredContent"], "text": text,
+    }  # fmt: skip
+
+
+def test_call_json_prints_structured_content_as_sent_even_when_the_output_schema_rejects_it(
+    tmp_path: Path,
+) -> None:
+    config = raw_config(tmp_path / "config.json", tmp_path / "record")
+    result = call("raw", "measure", '{"mode": "bad"}', "--config", str(config), "--approval",
+                  "always", "--json")  # fmt: skip
+    assert result.exit_code == 1
+    payload = json.loads(result.stdout)
+    assert payload["status"] == "tool_error" and payload["isError"] is True
+    assert payload["content"] == [{"type": "text", "text": "measured (bad)"}]
+    assert payload["structuredContent"] == {"celsius": "warm"}
+    assert payload["text"].startswith("measure returned an invalid result: structured content")
+    assert "measure returned an error" in the_error_line(result)
+
+
+def recorded(path: Path, method: str) -> list[dict[str, Any]]:
+    """The messages with ``method`` that the raw server received."""
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [m for m in map(json.loads, lines) if m.get("method") == method]
+
+
+def test_ctrl_c_during_a_call_cancels_it_on_the_server_and_exits_130(tmp_path: Path) -> None:
+    record = tmp_path / "record"
+    config = raw_config(tmp_path / "config.json", record)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "weavehost.cli", "call", "raw", "progress", "--config",
+         str(config), "--approval", "always", "--json"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        selector = selectors.DefaultSelector()
+        selector.register(process.stdout, selectors.EVENT_READ)  # type: ignore[arg-type]
+        deadline = time.monotonic() + BOUND_S
+        first = None
+        while first is None and selector.select(timeout=max(deadline - time.monotonic(), 0)):
+            line = process.stdout.readline()  # type: ignore[union-attr]
+            if not line:
+                break
+            first = json.loads(line)
+        assert first is not None and first["type"] == "progress", "no progress before the bound"
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=BOUND_S)  # drains the progress lines still coming
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    [call_request] = recorded(record, "tools/call")
+    [cancel] = recorded(record, "notifications/cancelled")
+    assert cancel["params"]["requestId"] == call_request["id"]
 
 
 def test_server_may_be_the_path_of_a_server_to_start_for_the_call() -> None:

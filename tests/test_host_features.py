@@ -183,6 +183,28 @@ async def test_abort_during_a_call_cancels_it(tmp_path: Path) -> None:
     assert seen == ["progress"]
 
 
+async def test_a_direct_calls_result_carries_the_content_blocks_and_structured_content_the_server_sent() -> (
+    None
+):
+    with anyio.fail_after(BOUND_S):
+        async with host() as h:
+            events = await call(h, "steps", {"n": 1})
+    sent = result(events)
+    assert sent["server"] == "f" and sent["status"] == "ok" and sent["text"] == "1 steps"
+    assert sent["content"] == [{"type": "text", "text": "1 steps"}]
+    assert sent["structuredContent"] == sent["structured"] == {"result": "1 steps"}
+
+
+async def test_a_refused_direct_call_carries_no_content_blocks() -> None:
+    config = HostConfig(approval="never")
+    with anyio.fail_after(BOUND_S):
+        async with host(config=config) as h:
+            events = await call(h, "steps", {"n": 1})
+    refused = result(events)
+    assert refused["status"] == "denied"
+    assert refused["content"] == [] and refused["structuredContent"] is None
+
+
 async def test_a_lazy_host_loads_no_model_for_a_call_that_needs_none() -> None:
     with anyio.fail_after(BOUND_S):
         async with Host(

@@ -448,10 +448,22 @@ async def run_agent(
     make_host: Callable[[Callable[[str], None]], Host],
     body: Callable[[Host, EventPrinter], Awaitable[None]],
     printer: EventPrinter,
+    *,
+    announce: bool = True,
 ) -> int:
-    """Start the host, run ``body``, and handle Ctrl-C; returns the exit code (0 or 130)."""
+    """Start the host, print its ``ready`` event (unless ``announce`` is false: ``weavehost
+    call`` prints its result alone), run ``body``, and handle Ctrl-C; returns the exit code (0
+    or 130).
+
+    Ctrl-C while the host starts cancels the start. Once it is up, Ctrl-C aborts the host alone:
+    decoding stops, and its running turns and calls and ``body`` (which runs inside the host's
+    task group) are cancelled while the servers still run, so a call in flight is cancelled on
+    its server (``notifications/cancelled``) before the host stops them. Cancelling everything
+    at once would stop the servers' connections in the same instant, and the cancel would be
+    dropped.
+    """
     interrupted = False
-    holder: list[Host] = []
+    holder: list[Host] = []  # the host, once it is up
 
     async def on_sigint(scope: anyio.CancelScope) -> None:
         nonlocal interrupted
@@ -459,12 +471,13 @@ async def run_agent(
             async for _ in signals:
                 interrupted = True
                 if holder:
-                    holder[0].abort()  # stop decoding between or inside passes
-                scope.cancel()
+                    holder[0].abort()
+                else:
+                    scope.cancel()
                 return
 
     try:
-        await _supervise(make_host, body, printer, on_sigint, holder)
+        await _supervise(make_host, body, printer, on_sigint, holder, announce)
     except BaseExceptionGroup as group:
         if not interrupted:
             raise _first(group) from None
@@ -483,6 +496,7 @@ async def _supervise(
     printer: EventPrinter,
     on_sigint: Callable[[anyio.CancelScope], Awaitable[None]],
     holder: list[Host],
+    announce: bool,
 ) -> None:
     async with anyio.create_task_group() as tg:
         tg.start_soon(on_sigint, tg.cancel_scope)
@@ -493,16 +507,18 @@ async def _supervise(
                 tg.start_soon(_spinner, text, sys.stderr, loaded)
 
         host = make_host(on_loading)
-        holder.append(host)
         try:
             async with host:
+                holder.append(host)
                 loaded.set()
-                status = host.pool.status() if host.pool else {}
-                printer(Event("ready", {
-                    **host.description,
-                    "tools": list(host.catalog.names) if host.catalog else [],
-                    "servers": {n: {"pid": s.pid, "state": s.state} for n, s in status.items()},
-                }))  # fmt: skip
+                if announce:
+                    status = host.pool.status() if host.pool else {}
+                    printer(Event("ready", {
+                        **host.description,
+                        "tools": list(host.catalog.names) if host.catalog else [],
+                        "servers": {n: {"pid": s.pid, "state": s.state}
+                                    for n, s in status.items()},
+                    }))  # fmt: skip
                 await body(host, printer)
         finally:
             loaded.set()

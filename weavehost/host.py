@@ -381,8 +381,10 @@ class Host(AsyncContextManagerMixin):
     def call(self, name: str, arguments: Mapping[str, Any]) -> AsyncIterator[Event]:
         """Run one tool call directly, without the model, through the executor (validation,
         approval, result checks): yields its ``progress`` and ``log`` events, then one
-        ``tool_result`` (``name``, ``arguments``, ``status``, ``text``, ``source``: ``direct``,
-        ``structured``). :meth:`abort` cancels it (the server is told)."""
+        ``tool_result`` (``name``, ``server``, ``arguments``, ``status``, ``text``, ``source``:
+        ``direct``, ``structured``: the structured content accepted; and the reply as the server
+        sent it, ``content``: its content blocks and ``structuredContent``, both in wire form).
+        :meth:`abort` cancels it (the server is told)."""
         if self.executor is None:
             raise RuntimeError("use the Host inside 'async with'")
         executor = self.executor
@@ -392,10 +394,17 @@ class Host(AsyncContextManagerMixin):
                 emit(progress_event(name, update))
 
             result: ToolResult = await executor.run(name, arguments, on_progress=on_progress)
-            emit(Event("tool_result", {"name": result.name, "arguments": dict(result.arguments),
-                                       "status": result.status, "text": result.text,
-                                       "source": "direct",
-                                       "structured": result.structured}))  # fmt: skip
+            emit(Event("tool_result", {
+                "name": result.name,
+                "server": result.server,
+                "arguments": dict(result.arguments),
+                "status": result.status,
+                "text": result.text,
+                "source": "direct",
+                "structured": result.structured,
+                "content": list(result.content),
+                "structuredContent": result.structured_content,
+            }))  # fmt: skip
 
         return self._stream(work)
 

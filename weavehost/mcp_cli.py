@@ -19,9 +19,8 @@ object), 130 for Ctrl-C (the call is cancelled on the server first).
 from __future__ import annotations
 
 import json
-import signal
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -29,13 +28,12 @@ import anyio
 import click
 
 from weavehost.agent import Event
-from weavehost.agent.runs import progress_event
 from weavehost.config import APPROVAL_MODES, HostConfig, build_config, server_from_flag
-from weavehost.console import EventPrinter
+from weavehost.console import EventPrinter, TerminalApprover, TerminalElicitor, run_agent
 from weavehost.errors import AbortedError, ConfigError, ExecutionError, UnknownToolError
+from weavehost.host import Host
 from weavehost.mcp.catalog import Catalog
-from weavehost.mcp.executor import Executor, ToolResult
-from weavehost.mcp.features import Progress
+from weavehost.mcp.executor import raise_for_status
 
 __all__ = [
     "CallRequest",
@@ -178,40 +176,21 @@ def select_server(config: HostConfig, server: str) -> HostConfig:
     raise ConfigError(f"no server named {server!r}; servers: {known}")
 
 
-def result_payload(result: ToolResult, reply: Any) -> dict[str, Any]:
-    """The ``--json`` result: the server's content blocks and structured content as it sent
-    them, the text a model would read, and whether it is an error (``isError``, or a refusal,
-    or structured content the tool's output schema rejects)."""
-    blocks = [] if reply is None else reply.content
+def result_payload(result: Event) -> dict[str, Any]:
+    """The ``--json`` result, from ``Host.call``'s ``tool_result`` event: the server's content
+    blocks and structured content as it sent them, the text a model would read, and whether it
+    is an error (``isError``, or a refusal, or structured content the tool's output schema
+    rejects)."""
     return {
         "type": "result",
-        "server": result.server,
-        "tool": result.name,
-        "status": result.status,
-        "isError": result.status != "ok",
-        "content": [b.model_dump(mode="json", by_alias=True, exclude_none=True) for b in blocks],
-        "structuredContent": None if reply is None else reply.structured_content,
-        "text": result.text,
+        "server": result["server"],
+        "tool": result["name"],
+        "status": result["status"],
+        "isError": result["status"] != "ok",
+        "content": result["content"],
+        "structuredContent": result["structuredContent"],
+        "text": result["text"],
     }
-
-
-class RecordingCaller:
-    """The executor's :class:`~weavehost.mcp.executor.ToolCaller` for ``call``: the pool, with
-    the server's reply kept for ``--json`` (the executor keeps only its text)."""
-
-    def __init__(self, pool: Any) -> None:
-        self.pool = pool
-        self.reply: Any = None
-
-    async def call_tool(
-        self,
-        server: str,
-        tool: str,
-        arguments: Mapping[str, Any] | None = None,
-        **options: Any,
-    ) -> Any:
-        self.reply = await self.pool.call_tool(server, tool, arguments, **options)
-        return self.reply
 
 
 def qualified_name(catalog: Catalog, server: str, tool: str) -> str:
@@ -239,55 +218,33 @@ class CallRequest:
     threads: int | None = None
 
 
-async def run_call(request: CallRequest, printer: EventPrinter) -> tuple[ToolResult, Any] | None:
+async def run_call(request: CallRequest, printer: EventPrinter) -> Event | None:
     """Start the one server (no model: a lazy one loads only if the server asks for sampling),
-    find the tool, and run the call through the executor, its progress printed as ``progress``
-    events; ``None`` if Ctrl-C interrupted it (the call is cancelled, the server told, the
-    server stopped). The terminal answers approval and elicitation; with none, both refuse."""
-    from weavehost.console import TerminalApprover, TerminalElicitor
-    from weavehost.host import Host
-
+    find the tool, and run the call with :meth:`~weavehost.host.Host.call`, its ``progress``
+    events printed; returns its ``tool_result`` event, or ``None`` if Ctrl-C interrupted it (the
+    console's interrupt path aborts the host: the call is cancelled, the server told, the server
+    stopped). The terminal answers approval and elicitation; with none, both refuse."""
     interactive = sys.stdin.isatty() and sys.stderr.isatty()
     approver = TerminalApprover(interactive=interactive)
     elicitor = TerminalElicitor(interactive=interactive)
-    host = Host(request.config, approver=approver, elicitor=elicitor, model=request.model,
-                threads=request.threads, load_model="lazy")  # fmt: skip
-    outcome: list[tuple[ToolResult, Any]] = []
+    outcome: list[Event] = []
 
-    async def work(scope: anyio.CancelScope) -> None:
-        async with host:
-            assert host.pool is not None and host.catalog is not None
-            name = qualified_name(host.catalog, request.server, request.tool)
-            caller = RecordingCaller(host.pool)
-            executor = Executor(caller, host.catalog, host.config, approver)
+    def make_host(on_loading: Callable[[str], None]) -> Host:
+        # No loading line: the model loads only for a server's sampling request, mid-call.
+        return Host(request.config, approver=approver, elicitor=elicitor, model=request.model,
+                    threads=request.threads, load_model="lazy")  # fmt: skip
 
-            def report(update: Progress) -> None:
-                printer(progress_event(name, update))
+    async def body(host: Host, printer: EventPrinter) -> None:
+        assert host.catalog is not None
+        name = qualified_name(host.catalog, request.server, request.tool)
+        async for event in host.call(name, request.arguments):
+            if event.type == "tool_result":
+                outcome.append(event)
+            elif event.type == "progress":  # a server's log lines go to logging (-v) only
+                printer(event)
 
-            result = await executor.run(name, request.arguments, on_progress=report)
-            outcome.append((result, caller.reply))
-        scope.cancel()
-
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_cancel_on_sigint, tg.cancel_scope)
-            await work(tg.cancel_scope)
-    except BaseExceptionGroup as group:  # the task groups wrap the one error the call raised
-        raise _single(group) from None
+    await run_agent(make_host, body, printer, announce=False)
     return outcome[0] if outcome else None
-
-
-def _single(error: BaseException) -> BaseException:
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
-    return error
-
-
-async def _cancel_on_sigint(scope: anyio.CancelScope) -> None:
-    with anyio.open_signal_receiver(signal.SIGINT) as signals:
-        async for _ in signals:
-            scope.cancel()
-            return
 
 
 @click.command()
@@ -364,18 +321,18 @@ def call(ctx: click.Context, server: str, tool: str, arguments: str, servers: tu
     request = CallRequest(config, name, tool, args, model=model, threads=threads)
     printer = EventPrinter(as_json=as_json, verbose=(ctx.obj or {}).get("verbose", 0))
     try:
-        outcome = anyio.run(run_call, request, printer)
+        result = anyio.run(run_call, request, printer)
     finally:
         if not as_json:
             printer(Event("done", {}))  # ends a progress bar's line
-    if outcome is None:
+    if result is None:
         click.echo("interrupted", err=True)
         sys.exit(AbortedError.exit_code)
-    result, reply = outcome
     if as_json:
-        click.echo(json.dumps(result_payload(result, reply), ensure_ascii=False))
-    result.raise_for_status()  # refused, unknown, invalid, timed out, server error: Error: line
-    if result.status != "ok":
-        raise ExecutionError(f"{result.name} returned an error: {result.text}")
+        click.echo(json.dumps(result_payload(result), ensure_ascii=False))
+    # refused, unknown, invalid, timed out, server error: an Error: line
+    raise_for_status(result["status"], result["text"])
+    if result["status"] != "ok":
+        raise ExecutionError(f"{result['name']} returned an error: {result['text']}")
     if not as_json:
-        click.echo(result.text)
+        click.echo(result["text"])

@@ -18,7 +18,8 @@ Invariants:
   executor's life (one host). A definition that changed since (a rug pull) asks again.
 * Outcomes the model caused or should read are data: a :class:`ToolResult` with a ``status``;
   :meth:`ToolResult.raise_for_status` turns one into the matching error for callers that want
-  exceptions.
+  exceptions. A result that reached a server also keeps the reply as sent (its content blocks
+  and ``structuredContent``, in wire form) beside the text the model reads.
 * A tool whose definition changed after it was first listed (``ToolSpec.changed``, a rug pull)
   never runs provisionally again, and an approval given for one definition is void if the
   definition changed while the approver was deciding: the call is refused, never sent.
@@ -36,7 +37,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -50,6 +51,7 @@ from weavehost.errors import (
     ServerError,
     ServerTimeoutError,
     UnknownToolError,
+    WeavehostError,
 )
 from weavehost.mcp.catalog import Catalog, ToolSpec
 from weavehost.mcp.features import Progress
@@ -70,6 +72,7 @@ __all__ = [
     "needs_approval",
     "pinned_hash_matches",
     "neutralize_control_markers",
+    "raise_for_status",
     "result_text",
     "truncate_text",
 ]
@@ -228,7 +231,13 @@ class ToolCaller(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
-    """One call's outcome as data; ``text`` is what the model reads."""
+    """One call's outcome as data; ``text`` is what the model reads.
+
+    ``structured`` is the structured content the host accepted (``None`` when it broke the
+    tool's output schema); ``content`` and ``structured_content`` are the reply as the server
+    sent it, in wire form (JSON-ready dicts, MCP's field names), for a caller that shows the raw
+    result (``weavehost call --json``). A call that never reached a server has neither.
+    """
 
     name: str
     server: str | None
@@ -240,6 +249,8 @@ class ToolResult:
     structured: Any = None
     duration_s: float = 0.0
     provisional: bool = False
+    content: tuple[dict[str, Any], ...] = ()
+    structured_content: Any = None
 
     @property
     def is_error(self) -> bool:
@@ -251,17 +262,26 @@ class ToolResult:
 
     def raise_for_status(self) -> ToolResult:
         """Return self when ok or a tool error (both are results); raise for the rest."""
-        errors: dict[str, type[Exception]] = {
-            "denied": ApprovalDeniedError,
-            "not_provisional": ApprovalDeniedError,
-            "unknown_tool": UnknownToolError,
-            "invalid_arguments": ArgumentValidationError,
-            "timeout": ServerTimeoutError,
-            "server_error": ServerError,
-        }
-        if self.status in errors:
-            raise errors[self.status](self.text)
+        raise_for_status(self.status, self.text)
         return self
+
+
+_STATUS_ERRORS: dict[str, type[WeavehostError]] = {
+    "denied": ApprovalDeniedError,
+    "not_provisional": ApprovalDeniedError,
+    "unknown_tool": UnknownToolError,
+    "invalid_arguments": ArgumentValidationError,
+    "timeout": ServerTimeoutError,
+    "server_error": ServerError,
+}
+
+
+def raise_for_status(status: str, text: str) -> None:
+    """Raise the error a result's ``status`` stands for, with its ``text``; nothing for ``ok``
+    and ``tool_error`` (both are results). For a result held as event data (``Host.call``'s
+    ``tool_result``); :meth:`ToolResult.raise_for_status` is the same for a record."""
+    if status in _STATUS_ERRORS:
+        raise _STATUS_ERRORS[status](text)
 
 
 def neutralize_control_markers(text: str) -> str:
@@ -290,6 +310,11 @@ def _block_text(block: Any) -> str:
     if kind == "resource_link":
         return f"[resource link: {block.uri}]"
     return f"[{kind or type(block).__name__} content]"
+
+
+def _wire_blocks(blocks: Sequence[Any]) -> tuple[dict[str, Any], ...]:
+    """Content blocks in the form the server sent them: JSON-ready dicts, MCP's field names."""
+    return tuple(b.model_dump(mode="json", by_alias=True, exclude_none=True) for b in blocks)
 
 
 def result_text(result: types.CallToolResult) -> str:
@@ -484,6 +509,8 @@ class Executor:
             structured=structured,
             duration_s=time.perf_counter() - started,
             provisional=provisional,
+            content=_wire_blocks(reply.content),
+            structured_content=reply.structured_content,
         )
 
     def _local(
