@@ -404,6 +404,120 @@ def test_the_spread_of_a_strategy_without_measured_latencies_is_empty():
     assert spread_by_strategy(lines)["weave"]["final"]["p50"] is None
 
 
+# --- runs with nothing to chart, and folders that are not bench runs ------------------------
+
+
+def rewrite_lines(folder: Path, change) -> Path:
+    """The run's lines passed through ``change`` (line -> line), its summary.json dropped so
+    the numbers are the lines' own."""
+    lines = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
+    (folder / "results.jsonl").write_text(
+        "".join(json.dumps(change(line)) + "\n" for line in lines)
+    )
+    (folder / "summary.json").unlink()
+    return folder
+
+
+def failed(line: dict) -> dict:
+    """A line of a case that raised: no call, no latency, no passes."""
+    return {
+        **line,
+        "calls": [],
+        "error": "ContextOverflowError: the prompt is longer than the context",
+        "tool_latency_s": None,
+        "final_latency_s": None,
+        "forward_passes": None,
+        "pass_rows": None,
+        "same_as_constrained": None,
+    }
+
+
+def write_agent_run(folder: Path) -> Path:
+    """What `weavehost bench-agent --out` writes: one line per task and variant, whole turns."""
+    folder.mkdir(parents=True)
+    turn = {"user": "What is the weather in Paris?", "calls": [], "timings": [{"step": 1}]}
+    line = {"id": "weather-paris", "variant": "remote cache=off", "strategy": "remote"}
+    line |= {"success": False, "first_tool_s": 0.5, "answer_s": 27.3, "turns": [turn]}
+    (folder / "results.jsonl").write_text(json.dumps(line) + "\n")
+    variants = {"remote cache=off": {"tasks": 1, "succeeded": 0, "geo_answer_s": 27.3}}
+    summary = {"setup": {"tasks_file": "tasks.jsonl"}, "variants": variants, "by_tag": {}}
+    (folder / "summary.json").write_text(json.dumps(summary))
+    return folder
+
+
+def report_page(tmp_path: Path) -> str:
+    """The report.html that build_report wrote into ``tmp_path / "report"``."""
+    return (tmp_path / "report" / REPORT_HTML).read_text()
+
+
+def test_a_bench_agent_folder_is_named_as_one_in_one_error_line_and_exit_2(tmp_path):
+    folder = write_agent_run(tmp_path / "agent")
+    result = CliRunner().invoke(main, ["bench-report", str(folder), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"Error: {folder} is a `weavehost bench-agent` run")
+    assert "Traceback" not in result.output and result.output.count("\n") == 1
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_folder_whose_lines_have_no_latencies_is_not_a_bench_run(tmp_path):
+    folder = write_run(tmp_path / "run")
+    rewrite_lines(folder, lambda line: {"id": line["id"], "strategy": line["strategy"]})
+    with pytest.raises(BenchError, match=r"run is not a `weavehost bench` run: no line .* has"):
+        load_run_dir(folder)
+
+
+def test_an_empty_results_file_is_a_clear_error(tmp_path):
+    folder = write_run(tmp_path / "run")
+    (folder / "results.jsonl").write_text("\n")
+    with pytest.raises(BenchError, match="has no result lines"):
+        load_run_dir(folder)
+
+
+def test_a_run_where_every_call_failed_draws_every_chart_with_no_data_and_says_why(tmp_path):
+    folder = rewrite_lines(write_run(tmp_path / "run"), failed)
+    files = build_report([folder], tmp_path / "report")
+    assert [p.stem for p in files.charts] == [f"run-{chart}" for chart in PER_RUN_CHARTS]
+    figures = figures_of(files.html.read_text())
+    latency = figures["run-latency"]["caption"]
+    assert "No tool latency was measured for any strategy" in latency
+    assert "No final latency was measured for any strategy" in latency
+    assert "Not drawn: no case has both a call" in figures["run-by-args"]["caption"]
+    waterfall = figures["run-ablation"]["caption"]
+    assert "Not drawn: no case on which constrained, weave and every ablation" in waterfall
+    for name in ("latency", "by-args", "ablation"):
+        assert "no data: " in (tmp_path / "report" / f"run-{name}.svg").read_text(), name
+
+
+def test_a_strategy_that_measured_no_latency_has_no_box_and_the_caption_names_it(tmp_path):
+    folder = rewrite_lines(
+        write_run(tmp_path / "run"),
+        lambda line: failed(line) if line["strategy"] == "weave" else line,
+    )
+    build_report([folder], tmp_path / "report")
+    caption = figures_of(report_page(tmp_path))["run-latency"]["caption"]
+    assert "No tool latency was measured for weave (no box)." in caption
+    assert "No final latency was measured for weave (no box)." in caption
+    weave_row = re.search(r"<tr><td>weave</td>(.*?)</tr>", report_page(tmp_path)).group(1)
+    assert re.findall(r"<td>(.*?)</td>", weave_row)[2:5] == ["–", "–", "–"]  # tool, final, p10–p90
+
+
+def test_ablations_without_constrained_get_a_waterfall_that_says_what_is_missing(tmp_path):
+    folder = write_run(tmp_path / "run", ("weave", "weave:no_drafts"))
+    build_report([folder], tmp_path / "report")
+    caption = figures_of(report_page(tmp_path))["run-ablation"]["caption"]
+    assert "Not drawn: the run has ablations but no constrained." in caption
+
+
+def test_runs_of_constrained_alone_have_a_speedup_chart_that_says_there_is_none(tmp_path):
+    runs = [write_run(tmp_path / name, ("constrained",)) for name in ("a", "b")]
+    build_report(runs, tmp_path / "report")
+    figures = figures_of(report_page(tmp_path))
+    speedup = figures["runs-speedup"]["caption"]
+    assert "Not drawn: no run measured the tool latency of both constrained and" in speedup
+    assert "Not drawn" not in figures["runs-latency"]["caption"]
+    assert "no data: " in (tmp_path / "report" / "runs-speedup.svg").read_text()
+
+
 # --- a real browser -------------------------------------------------------------------------
 
 # Appended to a copy of the page: after layout, each figure's svg gets its rendered size as

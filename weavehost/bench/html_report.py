@@ -3,10 +3,14 @@
 Stage: benchmark report (after one or more ``weavehost bench --out DIR`` runs; reads only what
 a run wrote). Guarantees:
 
-- **Inputs.** Each run folder must hold ``results.jsonl``; a folder that is missing or lacks it
-  is a :class:`BenchError` naming it. ``summary.json`` is read when there (else the summary is
-  recomputed with :func:`weavehost.bench.report.summarize`), ``run.json`` when there (else the
-  run is titled by its folder name). Nothing in a run folder is written.
+- **Inputs.** Each run folder must hold a ``results.jsonl`` with at least one line; a folder
+  that is missing, lacks it or is not a ``weavehost bench`` run (no line carries
+  ``tool_latency_s`` or ``final_latency_s``, which every bench line has; a ``weavehost
+  bench-agent`` folder is named as one) is a :class:`BenchError` naming it. ``summary.json`` is
+  read when there (else the summary is recomputed with
+  :func:`weavehost.bench.report.summarize`), ``run.json`` when there (else the run is titled by
+  its folder name). Nothing in a run folder is written. Within a bench run a line with no
+  latency (a case that failed) is data: the charts draw what was measured and say what was not.
 - **Sources, newest first.** Where ``summary.json`` has a strategy's ``latency_spread`` or
   ``breakdowns.by_arg_count`` they are used as written; a run that predates them gets the spread
   computed from its lines (:func:`spread_by_strategy`) and the argument counts from
@@ -55,6 +59,7 @@ __all__ = [
     "Waterfall",
     "WaterfallStep",
     "ablation_waterfall",
+    "ablations",
     "build_report",
     "load_run_dir",
     "render_html",
@@ -71,6 +76,11 @@ REPORT_HTML = "report.html"
 ABLATION_PREFIX = "weave:"
 NOT_ABLATIONS = frozenset({"weave:parallel_values"})
 FULL_WEAVE = "weave"
+# Keys of every line `weavehost bench` writes (weavehost.bench.runner's results contract).
+LATENCY_KEYS = ("tool_latency_s", "final_latency_s")
+# Keys of a `weavehost bench-agent` line, one whole task under one variant
+# (weavehost.bench.agent), which has no per-call latencies to chart.
+AGENT_LINE_KEYS = ("variant", "turns")
 
 
 def _by_strategy(records: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
@@ -110,16 +120,20 @@ class Waterfall:
     rest_s: float
 
 
+def ablations(strategies: Iterable[str]) -> list[str]:
+    """The ``weave:<component>`` strategies among ``strategies`` that turn a component off
+    (the steps of the waterfall), in order."""
+    return [s for s in strategies if s.startswith(ABLATION_PREFIX) and s not in NOT_ABLATIONS]
+
+
 def ablation_waterfall(records: Sequence[Mapping[str, Any]]) -> Waterfall | None:
     """The ablation waterfall of a run's lines, over the cases every strategy involved measured;
     None without ``constrained``, ``weave`` or an ablation, or with no such common case."""
     grouped = _by_strategy(records)
-    ablations = [
-        name for name in grouped if name.startswith(ABLATION_PREFIX) and name not in NOT_ABLATIONS
-    ]
-    if BASELINE not in grouped or FULL_WEAVE not in grouped or not ablations:
+    steps_of = ablations(grouped)
+    if BASELINE not in grouped or FULL_WEAVE not in grouped or not steps_of:
         return None
-    involved = [BASELINE, FULL_WEAVE, *ablations]
+    involved = [BASELINE, FULL_WEAVE, *steps_of]
     latency = {
         name: {r["id"]: r["final_latency_s"] for r in grouped[name] if r.get("final_latency_s")}
         for name in involved
@@ -135,7 +149,7 @@ def ablation_waterfall(records: Sequence[Mapping[str, Any]]) -> Waterfall | None
             delta_s=geo[name] - geo[FULL_WEAVE],
             ratio=geo[name] / geo[FULL_WEAVE],
         )
-        for name in ablations
+        for name in steps_of
     )
     start, end = geo[BASELINE], geo[FULL_WEAVE]
     return Waterfall(
@@ -197,8 +211,25 @@ def _by_args(
     )
 
 
+def _require_bench_lines(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
+    """:class:`BenchError` saying what ``path`` is when its lines are not `weavehost bench`'s."""
+    if any(all(key in record for key in AGENT_LINE_KEYS) for record in records):
+        raise BenchError(
+            f"{path} is a `weavehost bench-agent` run (its results.jsonl lines are whole tasks, "
+            "with variant and turns), not a `weavehost bench` run: bench-report charts the "
+            "per-call latencies of `weavehost bench --out` folders only; bench-agent's numbers "
+            f"are in {path / 'summary.json'}"
+        )
+    if not any(key in record for record in records for key in LATENCY_KEYS):
+        raise BenchError(
+            f"{path} is not a `weavehost bench` run: no line of its results.jsonl has "
+            f"{' or '.join(LATENCY_KEYS)}, which every `weavehost bench` line has"
+        )
+
+
 def load_run_dir(path: Path, label: str | None = None) -> RunData:
-    """Read one run folder (:class:`BenchError` when it or its ``results.jsonl`` is missing)."""
+    """Read one run folder (:class:`BenchError` when it or its ``results.jsonl`` is missing, or
+    when it is not a ``weavehost bench`` run)."""
     if not path.is_dir():
         raise BenchError(f"run folder {path} does not exist (or is not a folder)")
     results = path / "results.jsonl"
@@ -209,6 +240,7 @@ def load_run_dir(path: Path, label: str | None = None) -> RunData:
     records = load_results(results)
     if not records:
         raise BenchError(f"{results} has no result lines")
+    _require_bench_lines(path, records)
     info = read_json_object(path / "run.json") if (path / "run.json").is_file() else {}
     summary_path = path / "summary.json"
     summary = read_json_object(summary_path) if summary_path.is_file() else {}
@@ -407,7 +439,7 @@ def _table(run: RunData) -> str:
             str(numbers.get("n", "–")),
             _ms(numbers.get("geo_tool_latency_s")),
             _ms(numbers.get("geo_final_latency_s")),
-            f"{_ms(final.get('p10'))} – {_ms(final.get('p90'))}" if final else "–",
+            "–" if final.get("p10") is None else f"{_ms(final['p10'])} – {_ms(final['p90'])}",
             "–" if speedup is None else f"{speedup:.2f}×",
             "–" if passes is None else f"{passes:.1f}",
             _pct(numbers.get("correct_rate")),

@@ -12,6 +12,10 @@ Guarantees:
   one) is prefixed with the chart's name, so many charts inline in one page without clashes.
 - A chart's caption says what is plotted, from which run (and the command that made it), and
   where the numbers came from.
+- A chart is drawn with whatever its run measured: a strategy, panel or whole chart with nothing
+  to show (every call failed, no ``constrained`` to compare with) says "no data" where its bars
+  would be, and its caption says what is missing and why. Only the ablation waterfall is left
+  out, and only for a run with no ``weave:<component>`` ablation.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from weavehost.bench.html_report import (
     FULL_WEAVE,
     RunData,
     Waterfall,
+    ablations,
     run_command,
     run_heading,
 )
@@ -56,6 +61,8 @@ SPARE_COLOURS = ("#9467bd", "#17becf", "#8c564b", "#e377c2", "#aec7e8", "#98df8a
 RUN_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#17becf")
 SAVED_COLOUR, COST_COLOUR, REST_COLOUR = "#2ca02c", "#d62728", "#bbbbbb"
 ROW_INCHES = 0.42  # height of one strategy's row in a horizontal chart
+NO_DATA_INCHES = 1.8  # height of a chart with nothing to draw
+NO_DATA_COLOUR = "#666666"
 WIDTH_INCHES = 9.0
 RC = {"svg.fonttype": "none", "font.size": 9, "font.family": "sans-serif"}
 
@@ -110,6 +117,35 @@ def _render(name: str, size: tuple[float, float], draw: Callable[[Figure], None]
     return _prefix_ids(buffer.getvalue(), name)
 
 
+def _no_data(ax: Axes, why: str) -> None:
+    """Write "no data" and why across ``ax``, where its bars would be."""
+    ax.text(
+        0.5,
+        0.5,
+        f"no data: {why}",
+        transform=ax.transAxes,
+        ha="center",
+        va="center",
+        color=NO_DATA_COLOUR,
+        wrap=True,
+    )
+    ax.set_xticks([])
+
+
+def _no_data_chart(name: str, run: RunData, title: str, why: str, what: str) -> Chart:
+    """A chart that could not be drawn for ``run``: its title and, in its place and its
+    caption, why (``what`` says what the chart would have shown)."""
+
+    def draw(figure: Figure) -> None:
+        ax = figure.subplots()
+        ax.set_title(title)
+        _no_data(ax, why)
+        ax.set_yticks([])
+
+    svg = _render(name, (WIDTH_INCHES, NO_DATA_INCHES), draw)
+    return Chart(name, run.label, f"{what} Not drawn: {why}. {_source(run)}", svg)
+
+
 def _ms_axis(axis: Any, *, log: bool) -> None:
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
@@ -140,33 +176,47 @@ def _source(run: RunData) -> str:
 # --- one run ----------------------------------------------------------------------------------
 
 
+def _box(name: str, spread: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``bxp``'s statistics (ms) of one strategy's latency spread; None when nothing was
+    measured."""
+    if not spread or spread.get("p50") is None:
+        return None
+    ms = {key: value * 1000 for key, value in spread.items()}
+    return {
+        "label": name,
+        "med": ms["p50"],
+        "q1": ms["p25"],
+        "q3": ms["p75"],
+        "whislo": ms["p10"],
+        "whishi": ms["p90"],
+        "fliers": [ms["min"], ms["max"]],
+    }
+
+
 def latency_chart(run: RunData, colours: dict[str, str]) -> Chart:
     """Per strategy the spread of its tool and final latencies (box plots, log scale)."""
     names = _strategies(run)
+    kinds = ("tool", "final")
+    # Per kind, (row, box) of each strategy that measured that latency.
+    boxes = {
+        kind: [
+            (row, box)
+            for row, name in enumerate(names)
+            if (box := _box(name, (run.spread.get(name) or {}).get(kind))) is not None
+        ]
+        for kind in kinds
+    }
 
     def draw(figure: Figure) -> None:
         axes = figure.subplots(1, 2, sharey=True)
-        for ax, kind in zip(axes, ("tool", "final"), strict=True):
-            stats, positions = [], []
-            for row, name in enumerate(names):
-                spread = (run.spread.get(name) or {}).get(kind)
-                if not spread or spread.get("p50") is None:
-                    continue  # no measured latency
-                ms = {key: value * 1000 for key, value in spread.items()}
-                stats.append(
-                    {
-                        "label": name,
-                        "med": ms["p50"],
-                        "q1": ms["p25"],
-                        "q3": ms["p75"],
-                        "whislo": ms["p10"],
-                        "whishi": ms["p90"],
-                        "fliers": [ms["min"], ms["max"]],
-                    }
-                )
-                positions.append(row)
-            boxes = ax.bxp(
-                stats,
+        for ax, kind in zip(axes, kinds, strict=True):
+            ax.set_title(f"{kind.capitalize()} latency per call")
+            if not boxes[kind]:
+                _no_data(ax, f"no {kind} latency was measured")
+                continue
+            positions = [row for row, _ in boxes[kind]]
+            drawn = ax.bxp(
+                [box for _, box in boxes[kind]],
                 positions=positions,
                 widths=0.55,
                 patch_artist=True,
@@ -174,12 +224,12 @@ def latency_chart(run: RunData, colours: dict[str, str]) -> Chart:
                 medianprops={"color": "black"},
                 **_horizontal(ax),
             )
-            for patch, position in zip(boxes["boxes"], positions, strict=True):
+            for patch, position in zip(drawn["boxes"], positions, strict=True):
                 patch.set_facecolor(_colour(names[position], colours))
                 patch.set_alpha(0.75)
-            for row, name in enumerate(names):
-                geo = (run.summary.get(name) or {}).get(f"geo_{kind}_latency_s")
-                spread = (run.spread.get(name) or {}).get(kind) or {}
+            for row in positions:
+                geo = (run.summary.get(names[row]) or {}).get(f"geo_{kind}_latency_s")
+                spread = (run.spread.get(names[row]) or {}).get(kind) or {}
                 if geo:
                     ax.plot([geo * 1000], [row], marker="D", color="white", mec="black", ms=5)
                     ax.annotate(
@@ -193,17 +243,24 @@ def latency_chart(run: RunData, colours: dict[str, str]) -> Chart:
             ax.set_xscale("log")
             _ms_axis(ax.xaxis, log=True)
             ax.set_xlabel(f"{kind} latency, ms (log scale)")
-            ax.set_title(f"{kind.capitalize()} latency per call")
             ax.grid(axis="x", which="both", alpha=0.25)
         axes[0].set_yticks(range(len(names)), names)
         axes[0].set_ylim(len(names) - 0.5, -0.5)
 
+    unmeasured = ""
+    for kind in kinds:
+        measured = {row for row, _ in boxes[kind]}
+        missing = [name for row, name in enumerate(names) if row not in measured]
+        if not measured:
+            unmeasured += f" No {kind} latency was measured for any strategy."
+        elif missing:
+            unmeasured += f" No {kind} latency was measured for {', '.join(missing)} (no box)."
     svg = _render(f"{run.label}-latency", (WIDTH_INCHES, 1.3 + ROW_INCHES * len(names)), draw)
     caption = (
         "Latency per strategy with its spread over the cases: box p25–p75, black line the "
         "median, whiskers p10–p90, dots the fastest and slowest call, white diamond (labelled, "
         "ms) the geometric mean the summary reports. Left: to the tool's start (a provisional "
-        "call counts); right: to the final call. Log scale. Spread from "
+        f"call counts); right: to the final call. Log scale.{unmeasured} Spread from "
         f"{run.spread_source}. {_source(run)}"
     )
     return Chart(f"{run.label}-latency", run.label, caption, svg)
@@ -315,7 +372,13 @@ def correctness_chart(run: RunData, colours: dict[str, str]) -> Chart:
     return Chart(name, run.label, caption, svg)
 
 
-def by_args_chart(run: RunData, colours: dict[str, str]) -> Chart | None:
+BY_ARGS_WHAT = (
+    "Geometric-mean final latency per strategy, cases grouped by how many arguments their "
+    "call has (ablations left out)."
+)
+
+
+def by_args_chart(run: RunData, colours: dict[str, str]) -> Chart:
     """Per argument-count bucket the geomean final latency of each (non-ablation) strategy."""
     ordered = dict.fromkeys([*(n for n in run.summary if n in run.by_args), *run.by_args])
     names = [n for n in ordered if not n.startswith(ABLATION_PREFIX)]
@@ -323,45 +386,69 @@ def by_args_chart(run: RunData, colours: dict[str, str]) -> Chart | None:
     buckets = [
         b for b in every_bucket if any((run.by_args[n].get(b) or {}).get("n") for n in names)
     ]
-    if not names or not buckets:
-        return None
+    # Per strategy its bars: (x, geomean final latency in ms) of each bucket it measured.
+    bars = {
+        name: [
+            (x - 0.4 + 0.8 / len(names) * (index + 0.5), geo * 1000)
+            for x, bucket in enumerate(buckets)
+            if (geo := (run.by_args[name].get(bucket) or {}).get("geo_final_latency_s"))
+        ]
+        for index, name in enumerate(names)
+    }
+    name = f"{run.label}-by-args"
+    title = "Latency by the number of arguments in the call"
+    if not any(bars.values()):
+        why = "no case has both a call with counted arguments and a measured final latency"
+        what = f"{BY_ARGS_WHAT} Argument counts from {run.by_args_source}."
+        return _no_data_chart(name, run, title, why, what)
 
     def cases_in(bucket: str) -> int:
-        return max(int(run.by_args[n].get(bucket, {}).get("n") or 0) for n in names)
+        return max(int((run.by_args[n].get(bucket) or {}).get("n") or 0) for n in names)
 
     def draw(figure: Figure) -> None:
         ax = figure.subplots()
         width = 0.8 / len(names)
-        for index, name in enumerate(names):
-            xs, heights = [], []
-            for x, bucket in enumerate(buckets):
-                geo = run.by_args[name].get(bucket, {}).get("geo_final_latency_s")
-                if geo:
-                    xs.append(x - 0.4 + width * (index + 0.5))
-                    heights.append(geo * 1000)
-            ax.bar(xs, heights, width=width * 0.95, color=_colour(name, colours), label=name)
+        for strategy, drawn in bars.items():
+            xs = [x for x, _ in drawn]
+            heights = [height for _, height in drawn]
+            ax.bar(
+                xs, heights, width=width * 0.95, color=_colour(strategy, colours), label=strategy
+            )
         ax.set_xticks(
             range(len(buckets)),
             [f"{b} argument{'' if b == '1' else 's'}\n{cases_in(b)} cases" for b in buckets],
         )
         ax.set_ylabel("final latency, ms (geometric mean)")
-        ax.set_title("Latency by the number of arguments in the call")
+        ax.set_title(title)
         _ms_axis(ax.yaxis, log=False)
         ax.grid(axis="y", alpha=0.25)
         ax.legend(fontsize=7, ncols=min(3, len(names)), loc="upper left")
 
-    name = f"{run.label}-by-args"
     svg = _render(name, (WIDTH_INCHES, 4.2), draw)
-    caption = (
-        "Geometric-mean final latency per strategy, cases grouped by how many arguments their "
-        "call has (ablations left out). Argument counts from "
-        f"{run.by_args_source}. {_source(run)}"
-    )
+    caption = f"{BY_ARGS_WHAT} Argument counts from {run.by_args_source}. {_source(run)}"
     return Chart(name, run.label, caption, svg)
 
 
 def _saves(delta_s: float) -> str:
     return f"{'saves' if delta_s >= 0 else 'costs'} {abs(delta_s) * 1000:,.1f} ms"
+
+
+def no_waterfall_chart(run: RunData) -> Chart:
+    """In place of the waterfall of a run with ablations that cannot have one: why not."""
+    missing = [name for name in (BASELINE, FULL_WEAVE) if name not in _strategies(run)]
+    why = (
+        f"the run has ablations but no {' or '.join(missing)}"
+        if missing
+        else "no case on which constrained, weave and every ablation all measured a final latency"
+    )
+    return _no_data_chart(
+        f"{run.label}-ablation",
+        run,
+        "Where weave's speedup over constrained comes from",
+        why,
+        "Ablation waterfall: from constrained's geometric-mean final latency down to weave's, one "
+        "step per component turned off.",
+    )
 
 
 def ablation_chart(run: RunData, waterfall: Waterfall) -> Chart:
@@ -457,45 +544,60 @@ def _grouped_by_run(
     strategies: Sequence[str],
     value: Callable[[Mapping[str, Any]], float | None],
     fmt: Callable[[float], str],
+    *,
     xlabel: str,
     title: str,
+    caption: str,
+    why_empty: str,
     reference: float | None = None,
-) -> str:
+) -> Chart:
+    """One bar per run and strategy of ``value`` (of the strategy's summary); "no data" and
+    ``why_empty`` when no run has a value for any of ``strategies``."""
+    # (run index, row, value) of every bar.
+    bars = [
+        (index, row, number)
+        for index, run in enumerate(runs)
+        for row, strategy in enumerate(strategies)
+        if (number := value(run.summary.get(strategy) or {})) is not None
+    ]
+    if not bars:
+        caption += f" Not drawn: {why_empty}."
+
     def draw(figure: Figure) -> None:
         ax = figure.subplots()
+        ax.set_title(title)
+        if not bars:
+            _no_data(ax, why_empty)
+            ax.set_yticks([])
+            return
         height = 0.8 / len(runs)
-        largest = 0.0
-        for index, run in enumerate(runs):
+        labelled: set[int] = set()  # the run's label goes on its first bar only
+        for index, row, number in bars:
+            y = row - 0.4 + height * (index + 0.5)
             colour = RUN_COLOURS[index % len(RUN_COLOURS)]
-            label: str | None = run.label  # on the run's first bar only
-            for row, strategy in enumerate(strategies):
-                number = value(run.summary.get(strategy) or {})
-                if number is None:
-                    continue
-                y = row - 0.4 + height * (index + 0.5)
-                ax.barh(y, number, height=height * 0.92, color=colour, label=label)
-                label = None
-                ax.annotate(
-                    fmt(number),
-                    (number, y),
-                    xytext=(3, 0),
-                    textcoords="offset points",
-                    va="center",
-                    fontsize=6,
-                )
-                largest = max(largest, number)
+            label = None if index in labelled else runs[index].label
+            labelled.add(index)
+            ax.barh(y, number, height=height * 0.92, color=colour, label=label)
+            ax.annotate(
+                fmt(number),
+                (number, y),
+                xytext=(3, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=6,
+            )
         if reference is not None:
             ax.axvline(reference, color="black", lw=0.8, ls="--")
         ax.set_yticks(range(len(strategies)), strategies)
         ax.set_ylim(len(strategies) - 0.5, -0.5)
-        ax.set_xlim(0, (largest or 1) * 1.2)
+        ax.set_xlim(0, max(number for _, _, number in bars) * 1.2 or 1)
         ax.set_xlabel(xlabel)
-        ax.set_title(title)
         ax.grid(axis="x", alpha=0.25)
         ax.legend(fontsize=7, loc="lower right")
 
-    rows = len(strategies) * max(1.0, 0.45 * len(runs))
-    return _render(name, (WIDTH_INCHES, 1.3 + ROW_INCHES * rows), draw)
+    rows = len(strategies) * max(1.0, 0.45 * len(runs)) if bars else 0
+    size = (WIDTH_INCHES, max(NO_DATA_INCHES, 1.3 + ROW_INCHES * rows))
+    return Chart(name, None, caption, _render(name, size, draw))
 
 
 def _all_strategies(runs: Sequence[RunData]) -> list[str]:
@@ -512,37 +614,27 @@ def cross_run_charts(runs: Sequence[RunData]) -> list[Chart]:
         strategies,
         lambda n: None if n.get("geo_final_latency_s") is None else n["geo_final_latency_s"] * 1000,
         lambda v: f"{v:,.0f}",
-        "final latency, ms (geometric mean over the run's cases)",
-        "Final latency per strategy, by run",
+        xlabel="final latency, ms (geometric mean over the run's cases)",
+        title="Final latency per strategy, by run",
+        caption="Geometric-mean final latency of each strategy, one bar per run (a strategy a "
+        f"run did not measure has no bar). From each run's summary.json. Runs: {listed}.",
+        why_empty="no run measured a final latency",
     )
-    others = [s for s in strategies if s != BASELINE]
     speedup = _grouped_by_run(
         "runs-speedup",
         runs,
-        others,
+        [s for s in strategies if s != BASELINE],
         lambda n: n.get("speedup_vs_constrained"),
         lambda v: f"{v:.2f}×",
-        "speedup vs constrained (geomean tool latency of constrained / the strategy's)",
-        "Speedup vs constrained, by run (dashed: as fast as constrained)",
+        xlabel="speedup vs constrained (geomean tool latency of constrained / the strategy's)",
+        title="Speedup vs constrained, by run (dashed: as fast as constrained)",
+        caption="Each strategy's speedup over constrained within its own run (summary.json's "
+        "speedup_vs_constrained: geomean tool latency of constrained / the strategy's), one "
+        f"bar per run; right of the dashed line is faster than constrained. Runs: {listed}.",
+        why_empty="no run measured the tool latency of both constrained and another strategy",
         reference=1.0,
     )
-    return [
-        Chart(
-            "runs-latency",
-            None,
-            "Geometric-mean final latency of each strategy, one bar per run (a strategy a run "
-            f"did not measure has no bar). From each run's summary.json. Runs: {listed}.",
-            latency,
-        ),
-        Chart(
-            "runs-speedup",
-            None,
-            "Each strategy's speedup over constrained within its own run (summary.json's "
-            "speedup_vs_constrained: geomean tool latency of constrained / the strategy's), one "
-            f"bar per run; right of the dashed line is faster than constrained. Runs: {listed}.",
-            speedup,
-        ),
-    ]
+    return [latency, speedup]
 
 
 def draw_all(runs: Sequence[RunData]) -> list[Chart]:
@@ -553,10 +645,10 @@ def draw_all(runs: Sequence[RunData]) -> list[Chart]:
     for run in runs:
         charts.append(latency_chart(run, colours))
         charts.append(passes_chart(run, colours))
-        by_args = by_args_chart(run, colours)
-        if by_args is not None:
-            charts.append(by_args)
+        charts.append(by_args_chart(run, colours))
         if run.waterfall is not None:
             charts.append(ablation_chart(run, run.waterfall))
+        elif ablations(_strategies(run)):
+            charts.append(no_waterfall_chart(run))
         charts.append(correctness_chart(run, colours))
     return charts

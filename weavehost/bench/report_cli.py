@@ -1,9 +1,9 @@
 """``weavehost bench-report``: the click command over ``html_report.build_report``.
 
 Stage: CLI (thin). It reads one or more ``weavehost bench --out`` folders and writes the SVG
-charts and ``report.html`` into ``--out``. A missing run folder or ``results.jsonl``, and a
-missing matplotlib, are :class:`BenchError` (exit 2) that the CLI group turns into one
-``Error:`` line.
+charts and ``report.html`` into ``--out``. A missing run folder or ``results.jsonl``, a folder
+that is not a ``weavehost bench`` run (a ``weavehost bench-agent`` one included), and a missing
+matplotlib, are :class:`BenchError` (exit 2) that the CLI group turns into one ``Error:`` line.
 """
 
 from __future__ import annotations
