@@ -54,6 +54,18 @@ def test_a_bare_list_smollm2_writes_is_a_call_that_every_strategy_finishes_in_th
     assert result.text.startswith('[{"name"')  # in the trigger's layout, not <tool_call>
 
 
+def test_an_answer_that_may_not_call_is_cut_where_smollm2_writes_the_call_another_way(
+    fresh_engine,
+):
+    # With the list's opener banned, SmolLM2-135M writes {{"name": "get_current_weather", ...
+    model = EngineModel(fresh_engine, FORMATS["smollm2"], get_strategy("weave"))
+    model.sync(BARE_LIST_HISTORY, [CURRENT_WEATHER])
+    shown: list[str] = []
+    free = model.free_decode(shown.append, 80, allow_call=False)
+    assert (free.call, free.stop) == (False, "call_text")
+    assert '"name"' not in free.text and "get_current_weather" not in "".join(shown)
+
+
 def weather_server() -> MCPServer:
     server = MCPServer("weather", log_level="WARNING")
 

@@ -44,6 +44,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from weavehost.agent.call_text import CallText
 from weavehost.agent.prompt_cache import CacheStatus, PromptCache, common_prefix, stable_prefix
 from weavehost.decode import MAX_CALLS, CallRequest, CallResult, DecodeStrategy, ToolSchema
 from weavehost.decode import write_calls as write_reply
@@ -91,7 +92,9 @@ class FreeText:
 
     text: str
     call: bool
-    # "end" (end-of-generation token), "call" (opener seen), "max_tokens", "stop_sequence"
+    # "end" (end-of-generation token), "call" (opener seen), "max_tokens", "stop_sequence",
+    # "call_text" (calls not allowed, and the text turned into a call naming a tool on offer:
+    # it is cut where that began, see weavehost.agent.call_text)
     stop: str
     tokens: int = 0
 
@@ -377,6 +380,8 @@ class EngineModel:
         shown = ""
         # With calls not allowed, a token that began the opener is banned at its position.
         banned: dict[int, set[int]] = {}
+        # With calls not allowed, call-shaped text written past the ban ends the answer.
+        call_text = None if allow_call else CallText(self._offered)
         skip = 0  # bytes before this are prose: a trigger there named no tool on offer
 
         def stream(upto: int) -> None:
@@ -424,14 +429,23 @@ class EngineModel:
                 banned.setdefault(first, set()).add(tokens[first])
                 data = data[: offsets[first]]
                 del tokens[first:], offsets[first:]
+                if call_text is not None:
+                    call_text.cut(len(data))
                 logits = engine.last_logits(0)
                 continue
+            # Past a banned trigger, a call written another way ends the answer.
+            found, call_held = call_text.scan(data) if call_text else (-1, len(data))
+            if found >= 0:  # the text ends before the call; this token is not read
+                data = data[:found]
+                stop = "call_text"
+                break
             logits = engine.decode_one(0, token)
             self.held.append(token)
             held = max(_held_back(data, b, at_start_only=t.at_start) for t, b in self._triggers)
             for stop_bytes in stops:  # nor is text that could still become a stop sequence
                 held = max(held, _held_back(data, stop_bytes, at_start_only=False))
-            stream(at if at >= 0 else len(data) - held)  # a call still undecided is not shown
+            # A call still undecided is not shown, nor is text that could become call text.
+            stream(min(at if at >= 0 else len(data) - held, call_held))
         stream(len(data))
         self._remember_reply()
         return FreeText(

@@ -26,7 +26,9 @@ Invariants:
   are approved) one by one, in order, after the reply is written.
 * **Bounded.** At most ``max_steps`` model steps per turn; a turn that hits the bound says so.
   A step's free text (the answer) stops at the model's end of turn, at a repeated call, or at
-  ``free_tokens`` (``--max-answer-tokens``), with a ``notice`` when that bound cut it.
+  ``free_tokens`` (``--max-answer-tokens``), with a ``notice`` when that bound cut it. Where
+  no call may be made (``none``, or after a repeat) an answer that turns into a call anyway
+  is cut where the call began, with a ``notice`` (:mod:`weavehost.agent.call_text`).
 * **Tool choice** (:mod:`weavehost.agent.options`): ``required`` or a tool's name makes the
   first step a call (to that tool only, for a name); ``none`` never lets a call begin.
 * **Always fits.** Before each step the model is shown a view of the transcript that fits its
@@ -320,6 +322,9 @@ class Session:
         emit(Event("timings", timings))
 
         if not results:
+            if free.stop == "call_text":
+                text = "the model wrote a call where none may be made now; its answer was cut"
+                emit(Event("notice", {"text": text + " where the call began"}))
             if free.stop == "max_tokens":
                 emit(Event("notice", {"text": f"the answer reached its bound of {free_tokens} "
                                               "tokens and was cut (--max-answer-tokens "
