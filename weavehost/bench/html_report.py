@@ -291,7 +291,8 @@ def build_report(run_dirs: Sequence[Path], out: Path, *, title: str | None = Non
 
     The runs are all read (and matplotlib found) before anything is written.
     """
-    from weavehost.bench import report_charts  # needs matplotlib; says so when it is missing
+    # The charts need matplotlib; require_matplotlib says so when it is missing.
+    from weavehost.bench import report_charts, report_cross
 
     report_charts.require_matplotlib()
     if not run_dirs:
@@ -300,7 +301,7 @@ def build_report(run_dirs: Sequence[Path], out: Path, *, title: str | None = Non
         load_run_dir(path, label)
         for path, label in zip(run_dirs, _unique_labels(run_dirs), strict=True)
     ]
-    charts = report_charts.draw_all(runs)
+    charts = report_cross.draw_all(runs)
     try:
         out.mkdir(parents=True, exist_ok=True)
         written = []

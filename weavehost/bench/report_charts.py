@@ -1,6 +1,8 @@
-"""The charts of ``weavehost bench-report``, drawn with matplotlib as SVG text.
+"""The charts of ``weavehost bench-report``, drawn with matplotlib as SVG text: how every chart
+is rendered, and one run's charts (:func:`run_charts`).
 
-Stage: benchmark report (drawing only; the numbers come from :mod:`weavehost.bench.html_report`).
+Stage: benchmark report (drawing only; the numbers come from :mod:`weavehost.bench.html_report`;
+the charts across runs, and every chart in page order, are :mod:`weavehost.bench.report_cross`'s).
 Guarantees:
 
 - matplotlib is optional (the ``bench`` extra): :func:`require_matplotlib` raises a
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["MATPLOTLIB_MISSING", "Chart", "draw_all", "require_matplotlib"]
+__all__ = ["MATPLOTLIB_MISSING", "Chart", "no_data", "render", "require_matplotlib", "run_charts"]
 
 MATPLOTLIB_MISSING = "bench-report needs matplotlib: pip install 'weavehost[bench]'"
 
@@ -58,7 +60,6 @@ STRATEGY_COLOURS = {
     "llama_cpp_python_lookup": "#bcbd22",
 }
 SPARE_COLOURS = ("#9467bd", "#17becf", "#8c564b", "#e377c2", "#aec7e8", "#98df8a", "#c5b0d5")
-RUN_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#17becf")
 SAVED_COLOUR, COST_COLOUR, REST_COLOUR = "#2ca02c", "#d62728", "#bbbbbb"
 ROW_INCHES = 0.42  # height of one strategy's row in a horizontal chart
 NO_DATA_INCHES = 1.8  # height of a chart with nothing to draw
@@ -105,7 +106,9 @@ def _prefix_ids(svg: str, prefix: str) -> str:
     return re.sub(r'href="#([^"]+)"', rf'href="#{prefix}-\1"', svg)
 
 
-def _render(name: str, size: tuple[float, float], draw: Callable[[Figure], None]) -> str:
+def render(name: str, size: tuple[float, float], draw: Callable[[Figure], None]) -> str:
+    """The SVG text of one chart: ``draw`` fills a new Figure of ``size`` inches, rendered as
+    the module docstring says, every id in it prefixed with ``name``."""
     import matplotlib
     from matplotlib.figure import Figure
 
@@ -117,7 +120,7 @@ def _render(name: str, size: tuple[float, float], draw: Callable[[Figure], None]
     return _prefix_ids(buffer.getvalue(), name)
 
 
-def _no_data(ax: Axes, why: str) -> None:
+def no_data(ax: Axes, why: str) -> None:
     """Write "no data" and why across ``ax``, where its bars would be."""
     ax.text(
         0.5,
@@ -139,10 +142,10 @@ def _no_data_chart(name: str, run: RunData, title: str, why: str, what: str) -> 
     def draw(figure: Figure) -> None:
         ax = figure.subplots()
         ax.set_title(title)
-        _no_data(ax, why)
+        no_data(ax, why)
         ax.set_yticks([])
 
-    svg = _render(name, (WIDTH_INCHES, NO_DATA_INCHES), draw)
+    svg = render(name, (WIDTH_INCHES, NO_DATA_INCHES), draw)
     return Chart(name, run.label, f"{what} Not drawn: {why}. {_source(run)}", svg)
 
 
@@ -212,7 +215,7 @@ def latency_chart(run: RunData, colours: dict[str, str]) -> Chart:
         for ax, kind in zip(axes, kinds, strict=True):
             ax.set_title(f"{kind.capitalize()} latency per call")
             if not boxes[kind]:
-                _no_data(ax, f"no {kind} latency was measured")
+                no_data(ax, f"no {kind} latency was measured")
                 continue
             positions = [row for row, _ in boxes[kind]]
             drawn = ax.bxp(
@@ -255,7 +258,7 @@ def latency_chart(run: RunData, colours: dict[str, str]) -> Chart:
             unmeasured += f" No {kind} latency was measured for any strategy."
         elif missing:
             unmeasured += f" No {kind} latency was measured for {', '.join(missing)} (no box)."
-    svg = _render(f"{run.label}-latency", (WIDTH_INCHES, 1.3 + ROW_INCHES * len(names)), draw)
+    svg = render(f"{run.label}-latency", (WIDTH_INCHES, 1.3 + ROW_INCHES * len(names)), draw)
     caption = (
         "Latency per strategy with its spread over the cases: box p25–p75, black line the "
         "median, whiskers p10–p90, dots the fastest and slowest call, white diamond (labelled, "
@@ -313,7 +316,7 @@ def passes_chart(run: RunData, colours: dict[str, str]) -> Chart:
         ax.grid(axis="x", alpha=0.25)
 
     name = f"{run.label}-passes"
-    svg = _render(name, (WIDTH_INCHES, 1.1 + ROW_INCHES * len(names)), draw)
+    svg = render(name, (WIDTH_INCHES, 1.1 + ROW_INCHES * len(names)), draw)
     caption = (
         "Mean forward passes (llama_decode calls) per call, prefill passes of the call included; "
         "in brackets the mean rows per pass (all rows / all passes), where the run recorded "
@@ -362,7 +365,7 @@ def correctness_chart(run: RunData, colours: dict[str, str]) -> Chart:
         ax.grid(axis="x", alpha=0.25)
 
     name = f"{run.label}-correctness"
-    svg = _render(name, (WIDTH_INCHES, 1.1 + ROW_INCHES * 1.3 * len(names)), draw)
+    svg = render(name, (WIDTH_INCHES, 1.1 + ROW_INCHES * 1.3 * len(names)), draw)
     caption = (
         "Solid: share of judged cases whose call BFCL's rules accept (correct_rate); hatched: "
         "share of compared cases whose calls equal constrained's as parsed JSON "
@@ -424,7 +427,7 @@ def by_args_chart(run: RunData, colours: dict[str, str]) -> Chart:
         ax.grid(axis="y", alpha=0.25)
         ax.legend(fontsize=7, ncols=min(3, len(names)), loc="upper left")
 
-    svg = _render(name, (WIDTH_INCHES, 4.2), draw)
+    svg = render(name, (WIDTH_INCHES, 4.2), draw)
     caption = f"{BY_ARGS_WHAT} Argument counts from {run.by_args_source}. {_source(run)}"
     return Chart(name, run.label, caption, svg)
 
@@ -520,7 +523,7 @@ def ablation_chart(run: RunData, waterfall: Waterfall) -> Chart:
         ax.grid(axis="y", alpha=0.25)
 
     name = f"{run.label}-ablation"
-    svg = _render(name, (WIDTH_INCHES, 4.4), draw)
+    svg = render(name, (WIDTH_INCHES, 4.4), draw)
     components = ", ".join(s.strategy for s in waterfall.steps)
     caption = (
         "Ablation waterfall: from constrained's geometric-mean final latency down to weave's. "
@@ -535,120 +538,12 @@ def ablation_chart(run: RunData, waterfall: Waterfall) -> Chart:
     return Chart(name, run.label, caption, svg)
 
 
-# --- across runs ------------------------------------------------------------------------------
-
-
-def _grouped_by_run(
-    name: str,
-    runs: Sequence[RunData],
-    strategies: Sequence[str],
-    value: Callable[[Mapping[str, Any]], float | None],
-    fmt: Callable[[float], str],
-    *,
-    xlabel: str,
-    title: str,
-    caption: str,
-    why_empty: str,
-    reference: float | None = None,
-) -> Chart:
-    """One bar per run and strategy of ``value`` (of the strategy's summary); "no data" and
-    ``why_empty`` when no run has a value for any of ``strategies``."""
-    # (run index, row, value) of every bar.
-    bars = [
-        (index, row, number)
-        for index, run in enumerate(runs)
-        for row, strategy in enumerate(strategies)
-        if (number := value(run.summary.get(strategy) or {})) is not None
-    ]
-    if not bars:
-        caption += f" Not drawn: {why_empty}."
-
-    def draw(figure: Figure) -> None:
-        ax = figure.subplots()
-        ax.set_title(title)
-        if not bars:
-            _no_data(ax, why_empty)
-            ax.set_yticks([])
-            return
-        height = 0.8 / len(runs)
-        labelled: set[int] = set()  # the run's label goes on its first bar only
-        for index, row, number in bars:
-            y = row - 0.4 + height * (index + 0.5)
-            colour = RUN_COLOURS[index % len(RUN_COLOURS)]
-            label = None if index in labelled else runs[index].label
-            labelled.add(index)
-            ax.barh(y, number, height=height * 0.92, color=colour, label=label)
-            ax.annotate(
-                fmt(number),
-                (number, y),
-                xytext=(3, 0),
-                textcoords="offset points",
-                va="center",
-                fontsize=6,
-            )
-        if reference is not None:
-            ax.axvline(reference, color="black", lw=0.8, ls="--")
-        ax.set_yticks(range(len(strategies)), strategies)
-        ax.set_ylim(len(strategies) - 0.5, -0.5)
-        ax.set_xlim(0, max(number for _, _, number in bars) * 1.2 or 1)
-        ax.set_xlabel(xlabel)
-        ax.grid(axis="x", alpha=0.25)
-        ax.legend(fontsize=7, loc="lower right")
-
-    rows = len(strategies) * max(1.0, 0.45 * len(runs)) if bars else 0
-    size = (WIDTH_INCHES, max(NO_DATA_INCHES, 1.3 + ROW_INCHES * rows))
-    return Chart(name, None, caption, _render(name, size, draw))
-
-
-def _all_strategies(runs: Sequence[RunData]) -> list[str]:
-    return list(dict.fromkeys(n for run in runs for n in run.summary))
-
-
-def cross_run_charts(runs: Sequence[RunData]) -> list[Chart]:
-    """Latency per strategy grouped by run, and each strategy's speedup vs constrained per run."""
-    strategies = _all_strategies(runs)
-    listed = "; ".join(run_heading(r) for r in runs)
-    latency = _grouped_by_run(
-        "runs-latency",
-        runs,
-        strategies,
-        lambda n: None if n.get("geo_final_latency_s") is None else n["geo_final_latency_s"] * 1000,
-        lambda v: f"{v:,.0f}",
-        xlabel="final latency, ms (geometric mean over the run's cases)",
-        title="Final latency per strategy, by run",
-        caption="Geometric-mean final latency of each strategy, one bar per run (a strategy a "
-        f"run did not measure has no bar). From each run's summary.json. Runs: {listed}.",
-        why_empty="no run measured a final latency",
-    )
-    speedup = _grouped_by_run(
-        "runs-speedup",
-        runs,
-        [s for s in strategies if s != BASELINE],
-        lambda n: n.get("speedup_vs_constrained"),
-        lambda v: f"{v:.2f}×",
-        xlabel="speedup vs constrained (geomean tool latency of constrained / the strategy's)",
-        title="Speedup vs constrained, by run (dashed: as fast as constrained)",
-        caption="Each strategy's speedup over constrained within its own run (summary.json's "
-        "speedup_vs_constrained: geomean tool latency of constrained / the strategy's), one "
-        f"bar per run; right of the dashed line is faster than constrained. Runs: {listed}.",
-        why_empty="no run measured the tool latency of both constrained and another strategy",
-        reference=1.0,
-    )
-    return [latency, speedup]
-
-
-def draw_all(runs: Sequence[RunData]) -> list[Chart]:
-    """Every chart of the report, in page order: across runs (several runs), then per run."""
-    require_matplotlib()
-    colours: dict[str, str] = {}
-    charts = cross_run_charts(runs) if len(runs) > 1 else []
-    for run in runs:
-        charts.append(latency_chart(run, colours))
-        charts.append(passes_chart(run, colours))
-        charts.append(by_args_chart(run, colours))
-        if run.waterfall is not None:
-            charts.append(ablation_chart(run, run.waterfall))
-        elif ablations(_strategies(run)):
-            charts.append(no_waterfall_chart(run))
-        charts.append(correctness_chart(run, colours))
+def run_charts(run: RunData, colours: dict[str, str]) -> list[Chart]:
+    """The charts of one run, in page order (``colours``: the strategies' colours so far)."""
+    charts = [latency_chart(run, colours), passes_chart(run, colours), by_args_chart(run, colours)]
+    if run.waterfall is not None:
+        charts.append(ablation_chart(run, run.waterfall))
+    elif ablations(_strategies(run)):
+        charts.append(no_waterfall_chart(run))
+    charts.append(correctness_chart(run, colours))
     return charts

@@ -1,0 +1,140 @@
+"""One MCP server's record, and the ``--server`` flag that makes one without a config file.
+
+Stage: configuration (under :mod:`weavehost.config`, which reads a file's servers into
+:class:`ServerConfig` records and re-exports these names). Invariants:
+
+* A ``--server`` value is a ``.py`` path (run with the host's own interpreter), a command line
+  (split as a shell would, its program found on ``PATH``) or an ``http(s)://`` URL; the server
+  is named after the script, the program or the URL's host, made unique with ``-2``, ``-3`` ….
+  A bad value is a :class:`~weavehost.errors.ConfigError` naming the flag and the problem.
+* ``python``/``python3`` as a command means the host's own interpreter (:func:`resolve_command`),
+  so an example server finds the ``mcp`` package the host was installed with.
+* Records are frozen; nothing here spawns a process or touches the network.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
+
+from weavehost.config_check import mask_url
+from weavehost.errors import ConfigError
+
+__all__ = ["ServerConfig", "resolve_command", "server_from_flag"]
+
+# Commands that mean "a Python interpreter": run them with the host's own interpreter, so an
+# example server finds the `mcp` package the host was installed with.
+_PYTHON_COMMANDS = frozenset({"python", "python3"})
+_NAME_OK = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """One MCP server: a command to spawn (stdio) or a URL (streamable HTTP)."""
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    url: str | None = None
+    cwd: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    # "auto" (2026-07-28 discovery, falling back to the handshake), "legacy" (the handshake
+    # only) or a modern protocol version string to adopt directly.
+    protocol: str = "auto"
+    # "http" (streamable HTTP) or "sse" (the legacy SSE transport), for a server with a URL.
+    http_transport: Literal["http", "sse"] = "http"
+    oauth: bool = False  # authorize with OAuth (weavehost auth SERVER) before connecting
+    tools_include: tuple[str, ...] | None = None  # None: every tool the server lists
+    tools_exclude: tuple[str, ...] = ()
+    # OAuth client options (only read when ``oauth``): the scopes to ask for (None: what the
+    # server challenges with), the client name registered, and a fixed loopback port for the
+    # redirect (None: any free port; some authorization servers want a pre-registered one).
+    oauth_scopes: tuple[str, ...] | None = None
+    oauth_client_name: str = "weavehost"
+    oauth_redirect_port: int | None = None
+
+    @property
+    def transport(self) -> Literal["stdio", "http", "sse"]:
+        if self.url is None:
+            return "stdio"
+        return self.http_transport
+
+    def describe(self) -> str:
+        """A one-line human description: the URL (its password and query values masked, as they
+        may hold a secret from the environment), or the command line."""
+        if self.url is not None:
+            return mask_url(self.url)
+        return shlex.join([self.command or "", *self.args])
+
+    def allows_tool(self, tool: str) -> bool:
+        """The ``tools`` filter: ``tool`` matches ``include`` (when given) and no ``exclude``.
+        Patterns are exact names or ``fnmatch`` globs, matched case-sensitively."""
+        if self.tools_include is not None and not any(
+            fnmatchcase(tool, p) for p in self.tools_include
+        ):
+            return False
+        return not any(fnmatchcase(tool, p) for p in self.tools_exclude)
+
+
+# --------------------------------------------------------------------------- --server flags
+
+
+def server_from_flag(value: str, taken: Iterable[str] = ()) -> ServerConfig:
+    """Turn one ``--server`` value into a ServerConfig.
+
+    ``http(s)://…`` is a streamable HTTP URL; a path ending in ``.py`` runs with the current
+    Python; anything else is a command line split like a shell would. The server is named after
+    the script, the program or the URL's host, with ``-2``, ``-3`` … on a clash.
+    """
+    text = value.strip()
+    if not text:
+        raise ConfigError("--server: empty value; pass a .py path, a command or an http(s) URL")
+    if text.startswith(("http://", "https://")):
+        parts = urlsplit(text)
+        if not parts.hostname:
+            raise ConfigError(f"--server {value!r}: URL has no host")
+        return ServerConfig(name=_unique(parts.hostname, taken), url=text)
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise ConfigError(f"--server {value!r}: cannot split the command line: {exc}") from None
+    if words[0].endswith(".py"):
+        script = Path(words[0])
+        if not script.is_file():
+            raise ConfigError(f"--server {value!r}: no such Python file: {script}")
+        return ServerConfig(
+            name=_unique(script.stem, taken), command=sys.executable, args=(str(script), *words[1:])
+        )
+    if shutil.which(words[0]) is None and words[0] not in _PYTHON_COMMANDS:
+        raise ConfigError(f"--server {value!r}: command {words[0]!r} not found on PATH")
+    return ServerConfig(
+        name=_unique(Path(words[0]).name, taken), command=words[0], args=tuple(words[1:])
+    )
+
+
+def _unique(base: str, taken: Iterable[str]) -> str:
+    base = _NAME_OK.sub("_", base).strip("_") or "server"
+    taken = set(taken)
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}-{n}"
+    return name
+
+
+def resolve_command(server: ServerConfig) -> str:
+    """The program to exec for a stdio server (``python``/``python3`` → this interpreter)."""
+    if server.command is None:
+        raise ConfigError(f"server {server.name!r} has a URL, not a command")
+    if server.command in _PYTHON_COMMANDS:
+        return sys.executable
+    return server.command
