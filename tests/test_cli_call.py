@@ -23,6 +23,7 @@ import anyio
 import pytest
 from click.testing import CliRunner, Result
 
+from weavehost import mcp_cli
 from weavehost.agent import Event
 from weavehost.cli import main
 from weavehost.config import HostConfig, ServerConfig
@@ -154,6 +155,18 @@ def test_ctrl_c_during_a_call_cancels_it_on_the_server_and_exits_130(tmp_path: P
     [call_request] = recorded(record, "tools/call")
     [cancel] = recorded(record, "notifications/cancelled")
     assert cancel["params"]["requestId"] == call_request["id"]
+
+
+def test_a_ctrl_c_before_the_interrupt_handler_is_installed_exits_130_as_chat_and_run_do(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def interrupted_at_once(*_: object) -> None:
+        raise KeyboardInterrupt  # where a SIGINT lands before run_agent listens for it
+
+    monkeypatch.setattr(mcp_cli, "run_call", interrupted_at_once)
+    result = call("weather", "get_current_weather", '{"city": "Lima"}', "--server", WEATHER)
+    assert result.exit_code == 130, result.output
+    assert "interrupted" in result.stderr and "Aborted!" not in result.output
 
 
 def test_server_may_be_the_path_of_a_server_to_start_for_the_call() -> None:

@@ -2,9 +2,11 @@
 server), elicitation by its elicitor (declined without one), roots (set_roots), progress and
 log events, cancellation by abort; and the console shows progress and logs.
 
-Against the real SDK server in tests/host_fixtures/features_server.py, in-process; a scripted
-model answers sampling where the test is about the host's wiring, the embedded SmolLM2 where the
-model is loaded lazily for a server's request (``model`` mark).
+Against the real SDK server in tests/host_fixtures/features_server.py, in-process (the raw
+server of tests/host_fixtures/raw_server.py over stdio where a test reads what reached the
+server: abort's notifications/cancelled); a scripted model answers sampling where the test is
+about the host's wiring, the embedded SmolLM2 where the model is loaded lazily for a server's
+request (``model`` mark).
 """
 
 # ruff: noqa: E501 - test names are sentences
@@ -12,6 +14,8 @@ model is loaded lazily for a server's request (``model`` mark).
 from __future__ import annotations
 
 import io
+import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +25,7 @@ import pytest
 from tests.host_fixtures.features_server import build
 from weavehost.agent.elicitors import ScriptedElicitor
 from weavehost.agent.events import Event
-from weavehost.config import HostConfig
+from weavehost.config import HostConfig, ServerConfig
 from weavehost.console import EventPrinter, progress_text
 from weavehost.host import Host
 from weavehost.mcp.executor import StaticApprover
@@ -30,6 +34,7 @@ from weavehost.testing import Events, ScriptedModel
 pytestmark = pytest.mark.anyio
 
 BOUND_S = 20
+RAW = str(Path(__file__).parent / "host_fixtures" / "raw_server.py")
 
 
 def host(**kw: Any) -> Host:
@@ -172,14 +177,21 @@ async def test_a_consumer_that_stops_reading_a_call_cancels_it_on_the_server_and
 
 
 async def test_abort_during_a_call_cancels_it(tmp_path: Path) -> None:
+    # Over stdio, so the server can only hear of it by notifications/cancelled (in-process, the
+    # SDK cancels the handler directly). abort() cancels the body of `async with` as well, so
+    # what reached the server is read once the host (and the server) are gone.
     record = tmp_path / "record"
+    server = ServerConfig("raw", command=sys.executable, args=(RAW, "--record", str(record)))
     seen: list[str] = []
     with anyio.fail_after(BOUND_S):
-        async with host() as h:
-            async for event in h.call("wait", {"record": str(record)}):
+        async with Host(HostConfig(servers=(server,), approval="always"), load_model=False) as h:
+            async for event in h.call("progress", {}):
                 seen.append(event.type)
                 h.abort()
-        assert await told_cancelled(record)
+    received = [json.loads(line) for line in record.read_text().splitlines()]
+    [call_request] = [m for m in received if m.get("method") == "tools/call"]
+    [cancel] = [m for m in received if m.get("method") == "notifications/cancelled"]
+    assert cancel["params"]["requestId"] == call_request["id"]
     assert seen == ["progress"]
 
 

@@ -172,7 +172,7 @@ def select_server(config: HostConfig, server: str) -> HostConfig:
     looks_like_flag = any(c in server for c in "/ \t") or server.endswith(".py")
     if looks_like_flag:
         return replace(config, servers=(server_from_flag(server, taken=config.names),))
-    known = ", ".join(config.names) or "none (pass --server or --config)"
+    known = ", ".join(config.names) or "none (pass a path, a command line or a URL, or --config)"
     raise ConfigError(f"no server named {server!r}; servers: {known}")
 
 
@@ -322,6 +322,8 @@ def call(ctx: click.Context, server: str, tool: str, arguments: str, servers: tu
     printer = EventPrinter(as_json=as_json, verbose=(ctx.obj or {}).get("verbose", 0))
     try:
         result = anyio.run(run_call, request, printer)
+    except KeyboardInterrupt:  # Ctrl-C before run_agent's handler was installed, as chat and run
+        result = None
     finally:
         if not as_json:
             printer(Event("done", {}))  # ends a progress bar's line
