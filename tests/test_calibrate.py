@@ -184,6 +184,23 @@ def test_draft_rows_maximise_expected_tokens_per_second_up_to_the_cap():
         )
 
 
+def test_each_guessed_token_is_sized_by_its_own_rate_sure_guesses_fill_a_pass_unsure_do_not():
+    plan = _plan(AVX512)  # 2 rows cost 2x one; 4 rows 2.6x
+    assert plan.draft_length(1, [0.96]) == 0  # one sure guess alone: a 2-row pass, no gain
+    # The grammar's ' ' then a number from the request: a 4-row pass that pays.
+    assert plan.draft_length(1, [0.96, 0.89, 0.89]) == 3
+    assert plan.draft_length(1, [0.96, 0.3, 0.3]) == 0  # unsure after the first: not sent
+    assert plan.draft_length(1, [0.5] * MAX_DRAFT_ROWS) == plan.draft_rows(1, accept_p=0.5)
+    assert plan.draft_length(1, []) == 0
+    with pytest.raises(ValueError, match="probabilities"):
+        plan.draft_length(1, [1.5])
+
+
+def test_the_neutral_plan_sends_guesses_while_all_of_them_are_likely_enough():
+    assert NO_PLAN.draft_length(1, [0.96, 0.89, 0.3]) == 2  # 0.96 * 0.89 >= 0.5; * 0.3 is not
+    assert NO_PLAN.draft_length(1, [0.96] * 10) == 4  # at most NEUTRAL_DRAFT_ROWS
+
+
 def test_the_neutral_plan_pads_nothing_decodes_side_by_side_and_drafts_a_little():
     assert NO_PLAN.source == "none"
     assert [NO_PLAN.width_for(n) for n in range(1, 9)] == list(range(1, 9))
@@ -201,7 +218,7 @@ def test_a_plan_says_where_it_came_from():
 
 
 def _fake_engine(tmp_path: Path) -> SimpleNamespace:
-    model = tmp_path / "m.gguf"
+    model = tmp_path / f"{tmp_path.name}.gguf"  # stored plans live in a shared cache dir
     model.write_bytes(b"GGUF")
     return SimpleNamespace(path=model, n_threads=2)
 

@@ -14,7 +14,13 @@ from weavehost.bench.runner import parse_strategies
 from weavehost.decode import STRATEGIES, CallRequest, run_case
 from weavehost.decode.drafts import DraftSource
 from weavehost.decode.padding import DecodePlan
-from weavehost.decode.weave import ABLATIONS, WeaveOptions, WeaveStrategy
+from weavehost.decode.weave import (
+    ABLATIONS,
+    DEFAULT_PRIOR,
+    DraftAcceptance,
+    WeaveOptions,
+    WeaveStrategy,
+)
 from weavehost.engine.calibrate import CostTable
 
 # 2 and 3 rows cost more than 4: a padding plan pads every 2- or 3-row pass to 4 rows.
@@ -129,7 +135,7 @@ def test_without_drafts_no_lookup_token_is_proposed(fresh_engine):
     )
     result = strategy.run(request)
     assert result.calls
-    assert strategy.lookup.drafted == WeaveStrategy().lookup.drafted  # the prior only
+    assert all(strategy.acceptance.reached(kind) == 0 for kind in ("string", "number", "start"))
 
 
 def test_without_padding_no_pass_is_padded_where_the_plan_would_pad(fresh_engine):
@@ -157,3 +163,12 @@ def test_a_cost_model_gives_every_weave_variant_its_plan_and_keeps_its_options()
     assert isinstance(variant, WeaveStrategy)
     planned = variant.with_plan(plan)
     assert planned.options == variant.options and planned.name == "weave:no_drafts"
+
+
+def test_acceptance_starts_at_each_kinds_prior_and_follows_what_passes_reached():
+    acceptance = DraftAcceptance({"start": (0.5, 10)})
+    assert acceptance.rate("start") == 0.5
+    assert acceptance.rate("unknown") == DEFAULT_PRIOR[0]
+    acceptance.add({"start": (10, 10)})
+    assert acceptance.rate("start") == 15 / 20
+    assert acceptance.reached("start") == 10 and acceptance.reached("unknown") == 0

@@ -121,10 +121,12 @@ def test_the_closer_is_spelled_in_the_models_own_tokens_in_one_pass_once_the_spe
             assert engine.has_next_logits(0)
             return tokens, engine.stats.passes - passes
 
-        own, serial_passes = spell([])
+        own, first_passes = spell([])
         # Qwen's added token is never among them: the model spells the closer in pieces.
         assert engine.tokenize(closer.decode()) not in ([t] for t in own)
-        assert len(own) > 1 and serial_passes == len(own) + 1  # the token before, then each
+        # With no spelling known the tokenizer's split of the rest is drafted after each pass:
+        # fewer passes than one per token (the token before, then each), the same spelling.
+        assert len(own) > 1 and first_passes < len(own) + 1
         assert spell(own) == (own, 1)
         # A wrong guess (the tokenizer's plain split) costs rows, never a different spelling.
         plain = plain_tokens(engine, closer.decode())

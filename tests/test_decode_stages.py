@@ -184,7 +184,7 @@ def test_a_calibration_whose_padding_is_not_an_object_is_a_config_error(tmp_path
     from weavehost.decode.padding import load_plan, plan_path
     from weavehost.errors import ConfigError
 
-    model = tmp_path / "m.gguf"
+    model = tmp_path / f"{tmp_path.name}.gguf"  # its stored plan is this test's alone
     model.write_bytes(b"GGUF")
     engine = SimpleNamespace(path=model, n_threads=2)
     stored = plan_path(model, 2)

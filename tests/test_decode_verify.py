@@ -9,12 +9,14 @@ accepted tokens. Everything is counted, never timed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tests.schemas import FORECAST
 from weavehost.decode import STRATEGIES, CallRequest, ToolSchema
 from weavehost.decode.constraint import constraints_for
 from weavehost.decode.drafts import DraftSource
 from weavehost.decode.padding import DecodePlan
-from weavehost.decode.verify import verified_decode
+from weavehost.decode.verify import GRAMMAR, DraftText, verified_decode
 from weavehost.decode.weave import WeaveCall
 from weavehost.formats import FORMATS, ToolCall, tool_to_openai
 
@@ -149,8 +151,8 @@ class _NoParallel:
     def parallel_pays(self, n_values: int) -> bool:
         return False
 
-    def draft_rows(self, base_rows: int, accept_p: float = 0.5) -> int:
-        return 8
+    def draft_length(self, base_rows: int, accept: Sequence[float]) -> int:
+        return min(8, len(accept))
 
 
 def test_a_token_the_grammar_alone_allows_is_kept_without_logits_and_the_call_is_unchanged(
@@ -179,3 +181,73 @@ def test_a_token_the_grammar_alone_allows_is_kept_without_logits_and_the_call_is
     # The whole call drafted in one pass: logits only before the tokens the model chooses.
     assert len(rows_with_logits) == 1
     assert rows_with_logits[0] < len(expected.tokens) - len(forced)
+
+
+def _all_guesses(base_rows: int, kinds: Sequence[str]) -> int:
+    return len(kinds)
+
+
+def test_the_text_the_grammar_forces_past_its_forced_tokens_is_guessed_and_the_call_is_unchanged(
+    fresh_engine,
+):
+    # After "city": the grammar forces ' "' (a string), but no token for it: ' "' may fuse
+    # with the value's first letters. It is guessed, verified like any draft.
+    engine = fresh_engine
+    expected = _constrained(engine, PARIS, [FORECAST])
+    _prompt(engine, PARIS, [FORECAST])
+    before = engine.stats.snapshot()
+    plain = verified_decode(engine, _whole_call(engine, [FORECAST]), max_tokens=256)
+    plain_passes = engine.stats.since(before).passes
+    _prompt(engine, PARIS, [FORECAST])
+    before = engine.stats.snapshot()
+    guessed = verified_decode(
+        engine, _whole_call(engine, [FORECAST]), max_tokens=256, draft_rows=_all_guesses
+    )
+    assert plain.tokens == guessed.tokens == expected.tokens
+    reached, accepted = guessed.by_kind[GRAMMAR]
+    assert reached >= 2 and accepted >= 1  # ' "' before Paris, ' ' before 3 at least
+    assert engine.stats.since(before).passes < plain_passes
+
+
+def test_a_number_the_request_holds_is_guessed_where_its_value_begins(fresh_engine):
+    engine = fresh_engine
+    expected = _constrained(engine, PARIS, [FORECAST])
+    messages = _prompt(engine, PARIS, [FORECAST])
+    source = DraftSource.from_messages(messages)
+
+    def drafter(written: bytes) -> DraftText | None:
+        guess = source.guess(written.decode("utf-8", errors="ignore"))
+        return DraftText(*guess) if guess else None
+
+    outcome = verified_decode(
+        engine,
+        _whole_call(engine, [FORECAST]),
+        max_tokens=256,
+        drafter=drafter,
+        draft_rows=_all_guesses,
+    )
+    assert outcome.tokens == expected.tokens
+    assert outcome.by_kind["start"][1] >= 1  # the 3 of "the next 3 days", guessed whole
+
+
+def test_guesses_of_every_kind_are_counted_as_reached_only_up_to_the_first_rejected_one(
+    fresh_engine,
+):
+    engine = fresh_engine
+    _prompt(engine, PARIS, [FORECAST])
+
+    def wrong(written: bytes) -> DraftText | None:  # always a wrong city, never a number
+        return DraftText("Berlin is", "string") if written.endswith(b'"') else None
+
+    outcome = verified_decode(
+        engine,
+        _whole_call(engine, [FORECAST]),
+        max_tokens=256,
+        drafter=wrong,
+        draft_rows=_all_guesses,
+    )
+    reached, accepted = outcome.by_kind["string"]
+    # One wrong guess of several tokens, at the city's start: its first token is reached and
+    # rejected; the tokens after it were never reached.
+    assert (reached, accepted) == (1, 0)
+    assert outcome.tokens == _constrained(engine, PARIS, [FORECAST]).tokens

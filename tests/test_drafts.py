@@ -210,3 +210,37 @@ def test_from_messages_reads_users_tools_and_earlier_calls_but_not_the_system_pr
 
 
 # Schema drafts
+
+
+# Guesses with their kind, and where a value begins
+
+
+def test_a_value_not_begun_guesses_the_requests_first_number_not_yet_written() -> None:
+    source = DraftSource([], request="A triangle with a base of 10 and a height of 5.")
+    assert source.guess(CALL + '"base": ') == ("10", "start")
+    assert source.guess(CALL + '"base": 10, "height": ') == ("5", "start")
+    assert source.guess(CALL + '"base": 10, "height": 5, "depth": ') is None
+
+
+def test_a_number_the_request_repeats_is_guessed_as_often_as_it_occurs() -> None:
+    source = DraftSource([], request="Add 3 and 3, then 1,500.")
+    assert source.guess(CALL + '"a": 3, "b": ') == ("3", "start")
+    assert source.guess(CALL + '"a": 3, "b": 3, "c": ') == ("1500", "start")
+
+
+def test_guesses_say_their_kind_and_a_key_or_a_begun_string_guesses_nothing() -> None:
+    source = DraftSource(["Paris in 15 days"], request="Paris in 15 days")
+    assert source.guess(CALL + '"city": "Par') == ("is in 15 days", "string")
+    assert source.guess(CALL + '"days": 1') == ("5", "number")
+    assert source.guess(CALL + '"ci') is None  # a key
+    assert source.guess(CALL + '"city": "') is None  # a string begun: nothing written yet
+    assert source.propose(CALL + '"days": ') == ""  # propose never guesses a value's start
+
+
+def test_the_request_is_the_last_user_message() -> None:
+    messages = [
+        {"role": "user", "content": "Forecast for 7 days"},
+        {"role": "assistant", "content": "Which city?"},
+        {"role": "user", "content": "Oslo, 3 days"},
+    ]
+    assert DraftSource.from_messages(messages).guess(CALL + '"days": ') == ("3", "start")

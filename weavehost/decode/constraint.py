@@ -99,6 +99,12 @@ class Constraint:
         """Tokens the grammar forces next (safe to prefill: none can fuse with what follows)."""
         return list(self.matcher.compute_ff_tokens())
 
+    def forced_bytes(self) -> bytes:
+        """The text the grammar forces next, as bytes: the forced tokens' and, past them, text
+        no token can be prefilled for yet (``": "`` before a string value ends in ``"``, which
+        the value's first token may fuse with)."""
+        return bytes(self.matcher.compute_ff_bytes())
+
     def valid_prefix(self, tokens: list[int]) -> int:
         """How many of ``tokens``, from the start, the grammar would accept now (nothing is
         consumed)."""

@@ -6,7 +6,10 @@ rows of a pass, never a different call. This module therefore aims at cheap, lik
 knows nothing of models or tokens (tokenizing a draft is the caller's job); values are encoded
 by the JSON formats' own ``encode_json_value``.
 
-One source, :class:`DraftSource` — the conversation. ``propose(written)`` looks at the JSON
+One source, :class:`DraftSource` — the conversation. ``guess(written)`` is ``propose``'s draft
+with its kind (``"string"``, ``"number"``), or, where a value has not begun, the request's (the
+last user message's) first number the call has not written yet (``"start"``); the decoder sizes
+each kind by its own acceptance rate. ``propose(written)`` looks at the JSON
 value the call text ends inside. In a string value it finds the longest suffix of the value
 written so far (at least ``min_match`` characters, never reaching back past the value's opening
 quote) in the conversation's texts and returns what followed it there; in a number it returns
@@ -87,23 +90,29 @@ _NUMBER_TAIL = re.compile(r"(?<![\w.+-])(?:-|-?\d[\d.eE+-]*)\Z")
 _NUMBER = re.compile(
     r"(?<![\w.-])-?(?:0|[1-9]\d{0,2}(?:,\d{3})+(?!\d)|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?(?!\d)"
 )
+# A number the call has written as a value (after a colon, a comma or a bracket).
+_WRITTEN_NUMBER = re.compile(r"[:,\[]\s*(-?\d[\d.eE+-]*)")
 # The part of an escaped text a draft may hold: anything but an escape, except ``\\``.
 _PLAIN = re.compile(r"(?:[^\\\x00]|\\\\)*")
 
 _HEX = frozenset("0123456789abcdefABCDEF")
 
-_Kind = Literal["string", "number"]
+_Kind = Literal["string", "number", "start"]
 
 
 class DraftSource:
     """Where drafts come from for one call: the conversation's texts, oldest first."""
 
-    __slots__ = ("_min_match", "_numbers", "_text")
+    __slots__ = ("_min_match", "_numbers", "_starts", "_text")
 
-    def __init__(self, texts: Sequence[str], *, min_match: int = MIN_MATCH) -> None:
+    def __init__(
+        self, texts: Sequence[str], *, min_match: int = MIN_MATCH, request: str = ""
+    ) -> None:
         if min_match < 1:
             raise ValueError(f"min_match must be at least 1, got {min_match}")
         self._min_match = min_match
+        # The request's numbers in order, as JSON writes them: guesses for a value not begun.
+        self._starts = [m.group().replace(",", "") for m in _NUMBER.finditer(request)]
         kept = [text for text in texts if text]
         # Each text as it stands inside a JSON string, so a written value matches it verbatim.
         self._text = "".join(encode_json_value(text)[1:-1] + _END for text in kept)
@@ -123,14 +132,17 @@ class DraftSource:
         string, or ``{"type": "text", "text": ...}`` parts), the assistant's text and the
         argument values of its calls; not the system prompt."""
         texts: list[str] = []
+        request = ""
         for message in messages:
             if message.get("role") in ("system", "developer"):
                 continue
             texts.extend(_content_texts(message.get("content")))
+            if message.get("role") == "user":
+                request = " ".join(_content_texts(message.get("content")))
             if message.get("role") == "assistant":
                 for call in message.get("tool_calls") or ():
                     texts.extend(_argument_texts(call))
-        return cls(texts, min_match=min_match)
+        return cls(texts, min_match=min_match, request=request)
 
     def propose(self, written: str, *, max_chars: int = 64, json_string: bool | None = None) -> str:
         """A draft to follow ``written`` (the call text so far), or ``""``.
@@ -151,7 +163,33 @@ class DraftSource:
             return self._numbers.get(value, "")[:max_chars]
         if kind == "string":
             return self._string_draft(value, max_chars)
-        return ""
+        return ""  # a value not begun is guess()'s
+
+    def guess(self, written: str, *, max_chars: int = 64) -> tuple[str, _Kind] | None:
+        """What :meth:`propose` drafts, with its kind (``"string"``: a string value's rest,
+        ``"number"``: a number's rest), or for a value not begun (``written`` ends after a
+        member's ``:`` and spaces, or in an array) the request's first number not yet written
+        in the call (``"start"``); ``None`` when there is no guess."""
+        kind, value = _value_at_end(written)
+        if kind == "start":
+            text = self._first_unwritten_number(written)
+        elif kind == "number":
+            text = self._numbers.get(value, "")
+        elif kind == "string":
+            text = self._string_draft(value, max_chars)
+        else:
+            return None
+        text = text[:max_chars]
+        return (text, kind) if text else None
+
+    def _first_unwritten_number(self, written: str) -> str:
+        """The request's first number that the call has not written yet (each occurrence
+        counts once: "3 and 3" guesses 3 twice)."""
+        left = list(self._starts)
+        for match in _WRITTEN_NUMBER.finditer(written):
+            if match.group(1) in left:
+                left.remove(match.group(1))
+        return left[0] if left else ""
 
     def _string_draft(self, value: str, max_chars: int) -> str:
         if len(value) < self._min_match:
@@ -212,7 +250,12 @@ def _value_at_end(written: str) -> tuple[_Kind | None, str]:
             previous = token
         end = match.end()
     in_value = previous in ("", ":") or (previous in ("[", ",") and stack[-1:] == ["["])
-    return _number_at_end(written[end:]) if in_value else (None, "")
+    if not in_value:
+        return None, ""
+    rest = written[end:]
+    if previous and not rest.strip():
+        return "start", ""  # after a member's colon or in an array, nothing written yet
+    return _number_at_end(rest)
 
 
 def _number_at_end(text: str) -> tuple[_Kind | None, str]:

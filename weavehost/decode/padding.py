@@ -19,7 +19,7 @@ engine. Without one, :data:`NO_PLAN` is the default: no padding, values drafted 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -188,22 +188,36 @@ class DecodePlan:
         if not 0.0 <= accept_p <= 1.0:
             raise ValueError(f"accept_p is a probability, not {accept_p}")
         if self.table is None:
-            drafts, reach = 0, accept_p
-            while drafts < NEUTRAL_DRAFT_ROWS and reach >= NEUTRAL_DRAFT_ACCEPT:
-                drafts, reach = drafts + 1, reach * accept_p
-            return drafts
+            return self.draft_length(base_rows, [accept_p] * NEUTRAL_DRAFT_ROWS)
         if accept_p == DEFAULT_ACCEPT and 0 <= base_rows < len(self._drafts):
             return self._drafts[base_rows]
         return self._draft_rows(base_rows, accept_p)
 
     def _draft_rows(self, base_rows: int, p: float) -> int:
+        return self.draft_length(base_rows, [p] * MAX_DRAFT_ROWS)
+
+    def draft_length(self, base_rows: int, accept: Sequence[float]) -> int:
+        """How many tokens of a draft to add to a pass of ``base_rows`` rows, when its token
+        ``i`` is accepted with probability ``accept[i]`` if the ones before it were (each
+        source of drafts has its own rate): the :meth:`draft_rows` rule with a probability per
+        token, at most ``MAX_DRAFT_ROWS`` and at most ``len(accept)``."""
+        accept = accept[:MAX_DRAFT_ROWS]
+        if any(not 0.0 <= p <= 1.0 for p in accept):
+            raise ValueError(f"acceptance rates are probabilities, not {list(accept)}")
         table = self.table
-        assert table is not None  # draft_rows answers the neutral plan itself
+        if table is None:
+            drafts, reach = 0, 1.0
+            for p in accept[:NEUTRAL_DRAFT_ROWS]:
+                reach *= p
+                if reach < NEUTRAL_DRAFT_ACCEPT:
+                    break
+                drafts += 1
+            return drafts
         rates: list[float] = []
         expected, reach = float(base_rows), 1.0
-        for d in range(MAX_DRAFT_ROWS + 1):
+        for d in range(len(accept) + 1):
             if d:
-                reach *= p
+                reach *= accept[d - 1]
                 expected += reach
             rows = base_rows + d
             rates.append(expected / self._padded_cost(table, rows) if rows else 0.0)

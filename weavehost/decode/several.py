@@ -333,8 +333,7 @@ def _spell(engine: Engine, target: bytes, first: int, guess: list[int]) -> tuple
     text = b""
     pending = [first]
     while pending:
-        done = len(text) >= len(target)
-        draft = [] if done or guess[: len(tokens)] != tokens else guess[len(tokens) :]
+        draft = _spelling_draft(engine, target, text, tokens, guess)
         rows = [Row(t, (0,), logits=i == len(pending) - 1) for i, t in enumerate(pending)]
         rows += [Row(t, (0,), logits=True) for t in draft]
         start = engine.seq_len(0)
@@ -360,6 +359,24 @@ def _spell(engine: Engine, target: bytes, first: int, guess: list[int]) -> tuple
         if kept < len(draft):
             engine.drop(0, start + len(rows) - len(draft) + kept, next_logits=outs[kept])
     return tokens, text
+
+
+def _spelling_draft(
+    engine: Engine, target: bytes, text: bytes, tokens: list[int], guess: list[int]
+) -> list[int]:
+    """What to draft while spelling ``target`` (``text`` spelled so far, in ``tokens``, the
+    last of them pending): the rest of the last spelling while this one follows it, else the
+    tokenizer's own tokens for the rest (a spelling that splits differently, ``_call`` where
+    the last had ``_`` ``call``, then still ends in one more pass)."""
+    rest = target[len(text) :]
+    if not rest:
+        return []
+    if guess[: len(tokens)] == tokens and len(guess) > len(tokens):
+        return guess[len(tokens) :]
+    try:
+        return plain_tokens(engine, rest.decode("utf-8"))
+    except UnicodeDecodeError:  # the rest begins inside a character the last token began
+        return []
 
 
 def _spells_on(engine: Engine, rest: bytes, token: int) -> bool:

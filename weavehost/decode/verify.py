@@ -20,9 +20,12 @@ how many passes that takes:
 - Drafts come, in this order: from an explicit draft given by the caller (the call ``weave``
   assembled from its parallel values — verified at write-back), from the tokens the grammar
   forces (jump-forward's canonical tokens — verified too, so a forced run whose canonical
-  split differs from the model's own split is caught), and from a ``drafter`` (prompt lookup,
-  :mod:`weavehost.decode.drafts`), as many rows as ``draft_rows`` allows on a
-  pass that already carries the pending and forced rows.
+  split differs from the model's own split is caught), then *guesses*: the text the grammar
+  forces past those tokens (``" "`` before a string value, which no token can be forced for)
+  and a ``drafter``'s text after it (:mod:`weavehost.decode.drafts`), tokenized together. Each
+  guessed token has a kind, and ``draft_rows`` says how many of them a pass carries beside its
+  pending and forced rows (the plan, from each kind's acceptance rate); ``by_kind`` on the
+  outcome counts, per kind, the guessed tokens a pass reached and those it accepted.
 - On return the sequence holds every written token (the last one read with logits) and nothing
   rejected; the constraint has consumed exactly the written tokens.
 
@@ -35,17 +38,41 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from weavehost.decode.constraint import Constraint
 from weavehost.engine import Engine, Row
 
-__all__ = ["DraftMismatch", "Drafter", "VerifiedOutcome", "verified_decode"]
+__all__ = [
+    "GRAMMAR",
+    "DraftMismatch",
+    "DraftRows",
+    "DraftText",
+    "Drafter",
+    "VerifiedOutcome",
+    "verified_decode",
+]
 
-# Proposes draft tokens from the text this run has written so far (its bytes).
-Drafter = Callable[[bytes], list[int]]
+# Where a drafted token came from; acceptance is measured per kind (see DraftStats).
+GRAMMAR = "grammar"  # text the grammar forces that no token could be prefilled for yet
+
+
+@dataclass(frozen=True, slots=True)
+class DraftText:
+    """A drafter's guess at the text that follows, and its kind (``"string"``, ``"number"``,
+    ``"start"``: see :mod:`weavehost.decode.drafts`)."""
+
+    text: str
+    kind: str
+
+
+# Proposes draft text from the text this run has written so far (its bytes).
+Drafter = Callable[[bytes], DraftText | None]
+# How many of a pass's candidate draft tokens to send: given the rows the pass holds anyway and
+# the kind of each candidate, in order.
+DraftRows = Callable[[int, Sequence[str]], int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +97,10 @@ class VerifiedOutcome:
     drafted: int = 0
     accepted: int = 0
     mismatch: DraftMismatch | None = None
-    # Of the drafted tokens, those the drafter proposed (not explicit, not forced).
-    looked_up: int = 0
-    looked_up_accepted: int = 0
+    # Per kind of guessed token (the grammar's text past its forced tokens, the drafter's):
+    # (reached, accepted). Reached: a pass read it and every guessed token before it was
+    # accepted, so accepted / reached is the rate at which the next such token is accepted.
+    by_kind: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def verified_decode(
@@ -84,7 +112,7 @@ def verified_decode(
     pending: Sequence[int] = (),
     draft: Sequence[int] = (),
     drafter: Drafter | None = None,
-    draft_rows: Callable[[int], int] = lambda base_rows: 0,
+    draft_rows: DraftRows = lambda base_rows, kinds: 0,
     stop: Callable[[bytes], bool] | None = None,
     watch: Callable[[bytes], None] | None = None,
     forced: bool = True,
@@ -104,7 +132,8 @@ def verified_decode(
     text = b""
     explicit = list(draft)
     queue = list(pending)  # chosen, consumed, not yet in the KV cache
-    drafted = accepted = looked_up = looked_up_accepted = 0
+    drafted = accepted = 0
+    by_kind: dict[str, list[int]] = {}
     mismatch: DraftMismatch | None = None
     completed_at = time.perf_counter()
     error: str | None = None
@@ -143,13 +172,14 @@ def verified_decode(
                     explicit.pop(0)
             take(token)
         proposal: list[int] = []
-        looked_from = 0  # proposal[looked_from:] came from the drafter
+        kinds: list[str] = []  # of the guessed tokens at the end of the proposal
         from_explicit = bool(explicit)
         if not halted:
             room = max(0, max_tokens - len(tokens))
-            proposal, looked_from = _proposal(
+            proposal, kinds = _proposal(
                 engine, constraint, explicit, drafter, text, room, len(queue), draft_rows, forced
             )
+        guessed_from = len(proposal) - len(kinds)  # proposal[guessed_from:] are guesses
         # The mask before each drafted token, computed once and used again to verify it; a
         # drafted token the mask alone allows needs no logits on the row before it.
         masks = constraint.masks_along(proposal)
@@ -169,8 +199,8 @@ def verified_decode(
         after = {i: next(out) for i in range(len(rows)) if wanted[i]}
         queue = []
         drafted += len(proposal)
-        looked_up += len(proposal) - looked_from
         kept = 0
+        refused = False  # the model chose another token than a drafted one
         for index, token in enumerate(proposal):
             if certain[index]:
                 choice: int | None = token
@@ -178,6 +208,7 @@ def verified_decode(
                 mask = masks[index] if index < len(masks) else None
                 choice = constraint.best(after[before + index], mask)
             if choice != token:
+                refused = True
                 if choice is None:
                     error = "no token allowed"
                     halted = True
@@ -204,7 +235,7 @@ def verified_decode(
         if from_explicit and kept == len(proposal):
             explicit = explicit[kept:]
         accepted += kept
-        looked_up_accepted += max(0, kept - looked_from)
+        _count_kinds(by_kind, kinds, max(0, kept - guessed_from), rejected=refused)
         engine.count_accepted(kept)
         if halted and not queue:
             break
@@ -220,8 +251,7 @@ def verified_decode(
         drafted,
         accepted,
         mismatch,
-        looked_up,
-        looked_up_accepted,
+        {kind: (reached, kept) for kind, (reached, kept) in by_kind.items()},
     )
 
 
@@ -233,26 +263,65 @@ def _proposal(
     text: bytes,
     room: int,
     pending: int,
-    draft_rows: Callable[[int], int],
+    draft_rows: DraftRows,
     forced: bool = True,
-) -> tuple[list[int], int]:
-    """The draft for the next pass and where the drafter's part of it starts: the rest of the
-    explicit draft (whole), else the forced tokens and then the drafter's, the drafter's
-    as many as ``draft_rows`` allows beside the pending and forced rows; only what the grammar
-    accepts from here, at most ``room``."""
+) -> tuple[list[int], list[str]]:
+    """The draft for the next pass and the kind of each guessed token at its end: the rest of
+    the explicit draft (whole, no guesses), else the forced tokens, then guesses — the text
+    the grammar forces past them (its first token may fuse with what follows, so it is not
+    forced) and the drafter's text after it, tokenized together — as many as ``draft_rows``
+    allows beside the pending and forced rows; only what the grammar accepts from here, at
+    most ``room``."""
     if explicit:
         proposal = explicit[:room]
-        looked_from = len(proposal)
-    else:
-        proposal = constraint.forced()[:room] if forced else []
-        looked_from = len(proposal)
-        base = pending + len(proposal)
-        cap = 0 if drafter is None else min(draft_rows(base), room - len(proposal))
-        if drafter is not None and cap > 0:
-            forced_text = b"".join(engine.token_bytes(t) for t in proposal)
-            proposal += drafter(text + forced_text)[:cap]
+        return proposal[: constraint.valid_prefix(proposal)], []
+    proposal = constraint.forced()[:room] if forced else []
+    written = text + b"".join(engine.token_bytes(t) for t in proposal)
+    lead = b""  # forced text no token could be prefilled for
+    if forced:
+        forced_text = constraint.forced_bytes()
+        if forced_text.startswith(written[len(text) :]):
+            lead = forced_text[len(written) - len(text) :]
+    guess = drafter(written + lead) if drafter is not None else None
+    candidates, kinds = _guesses(engine, lead, guess)
+    cap = min(draft_rows(pending + len(proposal), kinds), room - len(proposal)) if kinds else 0
+    forced_rows = len(proposal)
+    proposal += candidates[: max(0, cap)]
     valid = constraint.valid_prefix(proposal)
-    return proposal[:valid], min(looked_from, valid)
+    return proposal[:valid], kinds[: max(0, valid - forced_rows)]
+
+
+def _guesses(engine: Engine, lead: bytes, guess: DraftText | None) -> tuple[list[int], list[str]]:
+    """``lead`` (the grammar's text) and the drafter's ``guess`` as tokens, tokenized together
+    so the split is the tokenizer's, each with its kind: a token that begins inside ``lead``
+    is the grammar's."""
+    try:
+        head = lead.decode("utf-8")
+    except UnicodeDecodeError:  # the forced text ends inside a character: no guess from it
+        head, lead = "", b""
+    body = guess.text if guess is not None else ""
+    if not head + body:
+        return [], []
+    tokens = engine.tokenize(head + body)
+    kinds: list[str] = []
+    offset = 0
+    for token in tokens:
+        kinds.append(GRAMMAR if offset < len(lead) else guess.kind)  # type: ignore[union-attr]
+        offset += len(engine.token_bytes(token))
+    return tokens, kinds
+
+
+def _count_kinds(
+    by_kind: dict[str, list[int]], kinds: Sequence[str], kept: int, *, rejected: bool
+) -> None:
+    """Count a pass's guessed tokens by kind: the first ``kept`` accepted, the next one reached
+    and rejected (when the pass rejected one), the rest never reached."""
+    for index, kind in enumerate(kinds):
+        if index > kept or (index == kept and not rejected):
+            break
+        counts = by_kind.setdefault(kind, [0, 0])
+        counts[0] += 1
+        counts[1] += index < kept
 
 
 def _follow(engine: Engine, explicit: list[int], chosen: int) -> tuple[list[int], bool]:

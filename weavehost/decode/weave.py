@@ -20,10 +20,10 @@ Stage: decoding, in the paper's order (sections 4-5), with every token verified:
    constraint the selector used: each token is kept only if it is the masked argmax after the
    tokens before it. From the first token that is not, and after the required values (the
    optional arguments, the tail), greedy constrained decoding goes on with forced runs and
-   prompt-lookup drafts verified many per pass. So the final call is the call greedy
-   token-by-token ``constrained`` decoding writes (lossless), up to floating-point near-ties
-   between passes of different widths; ``mismatch`` on the result says where a parallel value
-   lost, with the logit gap.
+   guesses (the grammar's text, values from the conversation) verified many per pass. So the
+   final call is the call greedy token-by-token ``constrained`` decoding writes (lossless), up
+   to floating-point near-ties between passes of different widths; ``mismatch`` on the result
+   says where a parallel value lost, with the logit gap.
 6. **Final call** — equal to the provisional one (its early result stands) or a corrected call.
 
 Each stage is one method of :class:`WeaveCall`, in this order, on one call's state. A stage
@@ -51,7 +51,14 @@ from weavehost.decode.constraint import Constraint, constraints_for
 from weavehost.decode.guided import JumpForwardStrategy
 from weavehost.decode.padding import DecodePlan, load_plan
 from weavehost.decode.values import ValueTask, decode_values, prefill_skeleton
-from weavehost.decode.verify import Drafter, VerifiedOutcome, verified_decode
+from weavehost.decode.verify import (
+    GRAMMAR,
+    Drafter,
+    DraftRows,
+    DraftText,
+    VerifiedOutcome,
+    verified_decode,
+)
 from weavehost.engine import Engine
 from weavehost.errors import ConstraintError, FormatError
 from weavehost.formats.base import ModelFormat, ToolCall
@@ -59,7 +66,9 @@ from weavehost.formats.base import ModelFormat, ToolCall
 __all__ = [
     "VALUE_TOKEN_CAP",
     "ABLATIONS",
-    "LookupAcceptance",
+    "DEFAULT_PRIOR",
+    "DRAFT_PRIORS",
+    "DraftAcceptance",
     "WeaveCall",
     "WeaveOptions",
     "WeaveStrategy",
@@ -70,10 +79,20 @@ logger = logging.getLogger(__name__)
 
 # The most tokens one value may take in parallel before it is decoded serially instead.
 VALUE_TOKEN_CAP = 96
-# The per-token acceptance of prompt-lookup drafts assumed before any was seen, and how many
-# drafted tokens that assumption weighs (see LookupAcceptance).
-LOOKUP_PRIOR_RATE = 0.5
-LOOKUP_PRIOR_WEIGHT = 50
+# The acceptance assumed for each kind of guessed token before any was seen (rate, and how
+# many reached tokens it weighs; see DraftAcceptance): measured on the first 40 BFCL
+# simple_python cases with Qwen2.5-Coder-0.5B Q4_0 and SmolLM2-135M (docs/decoder.md, "Guesses
+# and their rates"): the grammar's text 50/51 and 171/178, a value's start from the request
+# 83/92 and 187/210, a string's rest 14/20 and 37/53; a number's rest 18/18, held at 0.9 for so
+# few. Each rate is the lower of the two models'.
+DRAFT_PRIORS: dict[str, tuple[float, int]] = {
+    GRAMMAR: (0.96, 50),
+    "start": (0.89, 50),
+    "string": (0.70, 50),
+    "number": (0.90, 50),
+}
+# Of a kind with no prior (none today).
+DEFAULT_PRIOR = (0.5, 50)
 
 
 def tokenize_call_text(engine: Engine, parts: Sequence[tuple[str, bool]]) -> list[int]:
@@ -105,26 +124,34 @@ def tokenize_call_text(engine: Engine, parts: Sequence[tuple[str, bool]]) -> lis
     return tokens
 
 
-@dataclass(slots=True)
-class LookupAcceptance:
-    """How often prompt-lookup drafts were accepted so far, per token, with a prior.
+class DraftAcceptance:
+    """How often each kind of guessed token was accepted when a pass reached it, with a prior
+    per kind (:data:`DRAFT_PRIORS`) so a few calls do not swing it. The plan sizes each pass's
+    guesses from these rates (:meth:`DecodePlan.draft_length`)."""
 
-    The plan sizes lookup drafts from this rate (:meth:`DecodePlan.draft_rows`). The prior is
-    the rate measured on the first 40 BFCL ``simple_python`` cases with Qwen2.5-Coder-0.5B
-    Q4_0 (77 of 157 drafted tokens kept, drafts of up to 8; ``docs/decoder.md``),
-    worth ``PRIOR_WEIGHT`` drafted tokens, so a few calls do not swing it.
-    """
+    def __init__(self, priors: dict[str, tuple[float, int]] | None = None) -> None:
+        self._priors = DRAFT_PRIORS if priors is None else priors
+        self._counts: dict[str, list[float]] = {}
 
-    accepted: float = LOOKUP_PRIOR_RATE * LOOKUP_PRIOR_WEIGHT
-    drafted: float = LOOKUP_PRIOR_WEIGHT
+    def rate(self, kind: str) -> float:
+        reached, accepted = self._counts.get(kind) or self._prior(kind)
+        return accepted / reached
 
-    @property
-    def rate(self) -> float:
-        return self.accepted / self.drafted
+    def reached(self, kind: str) -> int:
+        """Tokens of ``kind`` that passes reached (the prior not counted)."""
+        counts = self._counts.get(kind)
+        return 0 if counts is None else round(counts[0] - self._prior(kind)[0])
 
-    def add(self, accepted: int, drafted: int) -> None:
-        self.accepted += accepted
-        self.drafted += drafted
+    def add(self, by_kind: dict[str, tuple[int, int]]) -> None:
+        """Add a run's (reached, accepted) per kind."""
+        for kind, (reached, accepted) in by_kind.items():
+            counts = self._counts.setdefault(kind, self._prior(kind))
+            counts[0] += reached
+            counts[1] += accepted
+
+    def _prior(self, kind: str) -> list[float]:
+        rate, weight = self._priors.get(kind, DEFAULT_PRIOR)
+        return [float(weight), rate * weight]
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +165,8 @@ class WeaveOptions:
       rest of the head comes with the skeleton; off: the whole head is decoded first.
     - ``forced``: the tokens the grammar alone allows are drafted and read many per pass; off:
       one pass per token where no other draft is pending, as ``constrained`` decodes.
-    - ``drafts``: prompt-lookup drafts from the conversation; off: none.
+    - ``drafts``: guesses from the conversation (a value's start, a string's or number's rest:
+      :meth:`~weavehost.decode.drafts.DraftSource.guess`); off: none.
     - ``padding``: passes padded to the cheapest measured width; off: every pass as wide as its
       rows.
     - ``provisional``: the provisional call (``on_provisional``, and ``tool_latency_s`` counted to
@@ -192,7 +220,7 @@ class WeaveStrategy:
         self._plan = plan
         self.options = options if options is not None else WeaveOptions()
         self.name = self.options.name
-        self.lookup = LookupAcceptance()
+        self.acceptance = DraftAcceptance()
         self._unpadded: dict[int, tuple[DecodePlan, DecodePlan]] = {}
 
     def with_plan(self, plan: DecodePlan) -> WeaveStrategy:
@@ -203,7 +231,8 @@ class WeaveStrategy:
         plan = self._plan if self._plan is not None else load_plan(request.engine)
         if not self.options.padding:
             plan = self._without_padding(plan)
-        return WeaveCall(request, plan=plan, lookup=self.lookup, options=self.options).run()
+        call = WeaveCall(request, plan=plan, acceptance=self.acceptance, options=self.options)
+        return call.run()
 
     def _without_padding(self, plan: DecodePlan) -> DecodePlan:
         """``plan`` with no padding, made once per plan."""
@@ -228,12 +257,12 @@ class WeaveCall:
         request: CallRequest,
         *,
         plan: DecodePlan | None = None,
-        lookup: LookupAcceptance | None = None,
+        acceptance: DraftAcceptance | None = None,
         options: WeaveOptions | None = None,
     ) -> None:
         self.request = request
         self.options = options if options is not None else WeaveOptions()
-        self.lookup = lookup if lookup is not None else LookupAcceptance()
+        self.acceptance = acceptance if acceptance is not None else DraftAcceptance()
         self.engine, self.fmt = request.engine, request.format
         # ``None``: the engine's calibrated plan (or the neutral one).
         self.plan = plan if plan is not None else load_plan(self.engine)
@@ -292,6 +321,7 @@ class WeaveCall:
             self.request,
             self.whole,
             self._drafter(),
+            draft_rows=self._draft_rows,
             settle_early=self.options.selector,
             forced=self.options.forced,
         )
@@ -411,13 +441,13 @@ class WeaveCall:
             pending=pending,
             draft=draft,
             drafter=self._drafter(),
-            draft_rows=lambda base: self.plan.draft_rows(base, accept_p=self.lookup.rate),
+            draft_rows=self._draft_rows,
             max_tokens=max(1, self.request.max_tokens - len(self.head_tokens)),
             watch=self._watch if self._watches() else None,
             forced=self.options.forced,
         )
         self.verified = outcome
-        self.lookup.add(outcome.looked_up_accepted, outcome.looked_up)
+        self.acceptance.add(outcome.by_kind)
         self.call_tokens = self.head_tokens + outcome.tokens
         self.final_text = self.head_written + outcome.text
         self.final_at = outcome.completed_at
@@ -496,18 +526,23 @@ class WeaveCall:
         )
 
     def _drafter(self) -> Drafter | None:
-        """Prompt-lookup drafts over the conversation for text written after the head."""
+        """Guesses from the conversation (:meth:`DraftSource.guess`) for text written after
+        the head."""
         source = self.request.drafts
         if source is None or not self.options.drafts:
             return None
-        engine = self.engine
 
-        def propose(written: bytes) -> list[int]:
+        def propose(written: bytes) -> DraftText | None:
             text = (self.head_written.encode() + written).decode("utf-8", errors="ignore")
-            more = source.propose(text)
-            return engine.tokenize(more) if more else []
+            guess = source.guess(text)
+            return DraftText(*guess) if guess is not None else None
 
         return propose
+
+    def _draft_rows(self, base_rows: int, kinds: Sequence[str]) -> int:
+        """How many guessed tokens of these kinds a pass of ``base_rows`` rows carries."""
+        rates = [self.acceptance.rate(kind) for kind in kinds]
+        return self.plan.draft_length(base_rows, rates)
 
     def _drop_value_sequences(self) -> None:
         for task in self.tasks:
@@ -530,6 +565,7 @@ def _select(
     whole: Constraint,
     drafter: Drafter | None,
     *,
+    draft_rows: DraftRows | None = None,
     settle_early: bool = True,
     forced: bool = True,
 ) -> tuple[ToolSchema, str, list[int]] | str:
@@ -558,6 +594,7 @@ def _select(
         whole,
         max_tokens=request.max_tokens,
         drafter=drafter,
+        draft_rows=draft_rows or (lambda _base, _kinds: 0),
         stop=settled,
         forced=forced,
     )
