@@ -547,14 +547,7 @@ def test_remote_abort_stops_a_whole_reply_whose_body_the_server_holds_after_its_
     with open_remote_model(remote, n_ctx=2048) as model:
         model.sync([{"role": "user", "content": "count"}], [])
 
-        def read() -> None:
-            try:
-                model.free_decode(lambda _text: None, 50)
-            except BaseException as exc:  # noqa: BLE001 - handed to the test
-                failures.append(exc)
-
-        reader = threading.Thread(target=read)
-        reader.start()
+        reader = _free_decode_in_thread(model, failures)
         deadline = time.monotonic() + 10
         while not fake.posts() and time.monotonic() < deadline:  # the request arrived
             time.sleep(0.01)
@@ -562,6 +555,21 @@ def test_remote_abort_stops_a_whole_reply_whose_body_the_server_holds_after_its_
         reader.join(timeout=HOLD_BOUND_S / 2)
         assert not reader.is_alive()  # stopped while the server still held the body
     assert len(failures) == 1 and isinstance(failures[0], AbortedError)
+
+
+def _free_decode_in_thread(model: Any, failures: list[BaseException]) -> threading.Thread:
+    """``model.free_decode`` started on a thread of its own; what it raises goes to
+    ``failures``."""
+
+    def read() -> None:
+        try:
+            model.free_decode(lambda _text: None, 50)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            failures.append(exc)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    return reader
 
 
 @pytest.fixture
@@ -607,14 +615,7 @@ def test_remote_abort_stops_a_request_the_server_has_not_begun_to_answer(
     with open_remote_model(RemoteModelConfig(url=url, stream=False), n_ctx=2048) as model:
         model.sync([{"role": "user", "content": "count"}], [])
 
-        def read() -> None:
-            try:
-                model.free_decode(lambda _text: None, 50)
-            except BaseException as exc:  # noqa: BLE001 - handed to the test
-                failures.append(exc)
-
-        reader = threading.Thread(target=read)
-        reader.start()
+        reader = _free_decode_in_thread(model, failures)
         assert posted.wait(5)  # the request is on the server, which says nothing yet
         model.abort()
         reader.join(timeout=HOLD_BOUND_S / 2)
