@@ -244,3 +244,11 @@ def test_the_request_is_the_last_user_message() -> None:
         {"role": "user", "content": "Oslo, 3 days"},
     ]
     assert DraftSource.from_messages(messages).guess(CALL + '"days": ') == ("3", "start")
+
+
+def test_forced_text_that_ends_inside_a_character_is_guessed_up_to_its_last_whole_one() -> None:
+    from weavehost.decode.verify import _whole_characters
+
+    assert _whole_characters(' "é'.encode()) == ' "é'.encode()
+    assert _whole_characters(' "é'.encode()[:-1]) == b' "'
+    assert _whole_characters(b"\xff") == b""

@@ -281,7 +281,7 @@ def _proposal(
     if forced:
         forced_text = constraint.forced_bytes()
         if forced_text.startswith(written[len(text) :]):
-            lead = forced_text[len(written) - len(text) :]
+            lead = _whole_characters(forced_text[len(written) - len(text) :])
     guess = drafter(written + lead) if drafter is not None else None
     candidates, kinds = _guesses(engine, lead, guess)
     cap = min(draft_rows(pending + len(proposal), kinds), room - len(proposal)) if kinds else 0
@@ -295,10 +295,7 @@ def _guesses(engine: Engine, lead: bytes, guess: DraftText | None) -> tuple[list
     """``lead`` (the grammar's text) and the drafter's ``guess`` as tokens, tokenized together
     so the split is the tokenizer's, each with its kind: a token that begins inside ``lead``
     is the grammar's."""
-    try:
-        head = lead.decode("utf-8")
-    except UnicodeDecodeError:  # the forced text ends inside a character: no guess from it
-        head, lead = "", b""
+    head = lead.decode("utf-8")  # whole characters (_whole_characters)
     body = guess.text if guess is not None else ""
     if not head + body:
         return [], []
@@ -309,6 +306,17 @@ def _guesses(engine: Engine, lead: bytes, guess: DraftText | None) -> tuple[list
         kinds.append(GRAMMAR if offset < len(lead) else guess.kind)  # type: ignore[union-attr]
         offset += len(engine.token_bytes(token))
     return tokens, kinds
+
+
+def _whole_characters(data: bytes) -> bytes:
+    """``data`` up to its last whole UTF-8 character (forced text may end inside one)."""
+    for cut in range(len(data), max(-1, len(data) - 4), -1):
+        try:
+            data[:cut].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        return data[:cut]
+    return b""
 
 
 def _count_kinds(
