@@ -72,23 +72,19 @@ def source_commit() -> str | None:
     if not (root / ".git").exists():
         return None
     try:
-        head = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        ).stdout.strip()
+        head = _git(root, "rev-parse", "--short=12", "HEAD")
+        dirty = _git(root, "status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.SubprocessError):
         return None
     return f"{head}+dirty" if dirty else head or None
+
+
+def _git(root: Path, *args: str) -> str:
+    """``git -C root ARGS``'s output, stripped; raises where git fails or is absent."""
+    done = subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=5, check=True
+    )
+    return done.stdout.strip()
 
 
 def busy_warning(load: float | None, threads: int) -> str | None:

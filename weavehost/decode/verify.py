@@ -55,7 +55,7 @@ __all__ = [
     "verified_decode",
 ]
 
-# Where a drafted token came from; acceptance is measured per kind (see DraftStats).
+# Where a guessed token came from; acceptance is counted per kind (VerifiedOutcome.by_kind).
 GRAMMAR = "grammar"  # text the grammar forces that no token could be prefilled for yet
 
 
@@ -251,7 +251,7 @@ def verified_decode(
         drafted,
         accepted,
         mismatch,
-        {kind: (reached, kept) for kind, (reached, kept) in by_kind.items()},
+        {kind: (reached, hits) for kind, (reached, hits) in by_kind.items()},
     )
 
 
