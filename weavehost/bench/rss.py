@@ -12,8 +12,9 @@ Stage: benchmark (measurement). Guarantees and limits:
   models when the stock peer is loaded next to the engine, Python, the tokenizer tables).
   Where ``/proc`` does not exist the peak is ``None``.
 - :func:`max_rss_bytes` is the kernel's high-water mark of the whole process
-  (``getrusage``'s ``ru_maxrss``), from its start. The kernel syncs its per-thread page
-  counters lazily, so it may trail a ``statm`` sample by a few pages.
+  (``getrusage``'s ``ru_maxrss``), from its start. The kernel syncs its page counters lazily,
+  so it may trail a ``statm`` sample: by a few pages here, by 55 MB on the CI machine. The
+  sampled peak is the figure to read; this one is the whole run's, for context.
 - :func:`kv_bytes_per_cell` is arithmetic on the GGUF's metadata (layers, heads, head sizes)
   for llama.cpp's default KV type, f16: what one cell holds, not what was allocated. llama.cpp
   allocates the whole cache (``n_ctx`` cells) when the context is made, so cells in use never
