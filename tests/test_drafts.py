@@ -252,3 +252,38 @@ def test_forced_text_that_ends_inside_a_character_is_guessed_up_to_its_last_whol
     assert _whole_characters(' "é'.encode()) == ' "é'.encode()
     assert _whole_characters(' "é'.encode()[:-1]) == b' "'
     assert _whole_characters(b"\xff") == b""
+
+
+# A call caught in a loop
+
+
+def test_a_call_that_writes_the_same_item_twice_in_a_row_is_guessed_the_next_turns() -> None:
+    source = DraftSource([], request="chicken and mushrooms, 500 calories")
+    looping = CALL + '"ingredients": ["chicken", "vegetables", "vegetables", '
+    assert source.guess(looping, max_chars=28) == ('"vegetables", "vegetables", ', "repeat")
+
+
+def test_a_loop_inside_a_string_is_guessed_past_the_end_of_what_was_written() -> None:
+    source = DraftSource([])
+    assert source.guess(CALL + '"battle": "Stalingrad, Stalingrad, Stali', max_chars=17) == (
+        "ngrad, Stalingrad",
+        "repeat",
+    )
+
+
+def test_text_seen_earlier_in_the_call_but_not_twice_in_a_row_is_not_guessed() -> None:
+    source = DraftSource([])
+    assert source.guess(CALL + '"items": [{"a": "x", "b": 1}, {"a": "') is None
+    assert source.guess(CALL + '"tags": ["vegetables", "fruit", "vegetables", ') is None
+    assert source.guess(CALL + '"x": "abcabc') is None  # shorter than REPEAT_MIN each time
+
+
+def test_the_conversation_is_asked_before_the_loop_and_an_array_of_strings_takes_no_number() -> (
+    None
+):
+    source = DraftSource(["mushrooms and vegetables"], request="2 eggs, mushrooms")
+    looping = CALL + '"q": "vegetables, vegetables, veg'
+    assert source.guess(looping) == ("etables", "string")  # the conversation's text first
+    # after a string item, the next item is no number from the request
+    assert source.guess(CALL + '"tags": ["eggs", ') is None
+    assert source.guess(CALL + '"counts": [') == ("2", "start")

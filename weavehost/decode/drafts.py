@@ -6,10 +6,12 @@ rows of a pass, never a different call. This module therefore aims at cheap, lik
 knows nothing of models or tokens (tokenizing a draft is the caller's job); values are encoded
 by the JSON formats' own ``encode_json_value``.
 
-One source, :class:`DraftSource` — the conversation. ``guess(written)`` is ``propose``'s draft
-with its kind (``"string"``, ``"number"``), or, where a value has not begun, the request's (the
-last user message's) first number the call has not written yet (``"start"``); the decoder sizes
-each kind by its own acceptance rate. ``propose(written)`` looks at the JSON
+Two sources, both in :class:`DraftSource`: the conversation, and the call's own text.
+``guess(written)`` is ``propose``'s draft with its kind (``"string"``, ``"number"``), or, where a
+value has not begun, the request's (the last user message's) first number the call has not
+written yet (``"start"``); where the conversation has nothing and the call has begun to loop,
+the loop's next turns (``"repeat"``). The decoder sizes each kind by its own acceptance rate.
+``propose(written)`` looks at the JSON
 value the call text ends inside. In a string value it finds the longest suffix of the value
 written so far (at least ``min_match`` characters, never reaching back past the value's opening
 quote) in the conversation's texts and returns what followed it there; in a number it returns
@@ -49,6 +51,14 @@ Choices:
 - Numbers are matched from their first character against whole numbers of the texts, so no
   ``min_match`` applies (``1`` drafts ``5`` from "15 days"; it never drafts from inside
   ``2015``); an exact number wins over a longer one when it is more recent.
+- A repeat is drafted only where the call is in a loop: its text ends with the same piece of
+  at least :data:`REPEAT_MIN` characters twice in a row (``"vegetables", "vegetables", ``,
+  ``Stalingrad, Stalingrad, ``), and the draft goes on with that piece, as often as
+  ``max_chars`` allows. A small model that loops writes until its token budget ends, one
+  pass a token without this; with it, a few tokens a pass. A suffix merely seen before in the
+  call is not drafted: on the first 40 ``simple_python`` and ``multiple`` cases with
+  Qwen2.5-Coder (tuning set) such drafts (``", "`` and a key, a repeated key of an array of
+  objects) were accepted 0 times in 10, and loops 374 times in 386.
 - :meth:`DraftSource.from_messages` indexes user messages, tool results and the assistant's
   earlier text and the argument values of its earlier calls (a later call often repeats a path
   or an id of an earlier one), oldest first; not the system prompt, whose instructions and tool
@@ -67,11 +77,14 @@ from weavehost.formats.jsoncalls import encode_json_value
 __all__ = [
     "MAX_MATCH",
     "MIN_MATCH",
+    "REPEAT_MIN",
     "DraftSource",
 ]
 
 # The shortest suffix of a string value that is looked up (see the module's choices).
 MIN_MATCH = 3
+# The shortest suffix of the call text looked up in the call itself (see the module's choices).
+REPEAT_MIN = 6
 # The longest suffix looked up: longer ones would rarely pick a different occurrence, and the
 # bound keeps a long value's searches short.
 MAX_MATCH = 256
@@ -90,6 +103,8 @@ _NUMBER_TAIL = re.compile(r"(?<![\w.+-])(?:-|-?\d[\d.eE+-]*)\Z")
 _NUMBER = re.compile(
     r"(?<![\w.-])-?(?:0|[1-9]\d{0,2}(?:,\d{3})+(?!\d)|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?(?!\d)"
 )
+# The text ends after an array item that was a string and its comma: the next item is not begun.
+_STRING_ITEM_BEFORE = re.compile(r'"\s*,\s*\Z')
 # A number the call has written as a value (after a colon, a comma or a bracket).
 _WRITTEN_NUMBER = re.compile(r"[:,\[]\s*(-?\d[\d.eE+-]*)")
 # The part of an escaped text a draft may hold: anything but an escape, except ``\\``.
@@ -97,7 +112,7 @@ _PLAIN = re.compile(r"(?:[^\\\x00]|\\\\)*")
 
 _HEX = frozenset("0123456789abcdefABCDEF")
 
-_Kind = Literal["string", "number", "start"]
+_Kind = Literal["string", "number", "start", "repeat"]
 
 
 class DraftSource:
@@ -169,18 +184,23 @@ class DraftSource:
         """What :meth:`propose` drafts, with its kind (``"string"``: a string value's rest,
         ``"number"``: a number's rest), or for a value not begun (``written`` ends after a
         member's ``:`` and spaces, or in an array) the request's first number not yet written
-        in the call (``"start"``); ``None`` when there is no guess."""
+        in the call (``"start"``); where those have nothing and the call has begun to loop,
+        the loop's next turn (``"repeat"``); ``None`` when there is no guess."""
+        if max_chars <= 0:
+            return None
         kind, value = _value_at_end(written)
+        text = ""
         if kind == "start":
-            text = self._first_unwritten_number(written)
+            if not _STRING_ITEM_BEFORE.search(written):  # an array of strings takes no number
+                text = self._first_unwritten_number(written)
         elif kind == "number":
             text = self._numbers.get(value, "")
         elif kind == "string":
             text = self._string_draft(value, max_chars)
-        else:
-            return None
-        text = text[:max_chars]
-        return (text, kind) if text else None
+        if text:
+            return text[:max_chars], kind  # type: ignore[return-value]
+        text = _repeat_draft(written, max_chars)
+        return (text, "repeat") if text else None
 
     def _first_unwritten_number(self, written: str) -> str:
         """The request's first number that the call has not written yet (each occurrence
@@ -217,6 +237,31 @@ class DraftSource:
             at += len(head)
         rest = _PLAIN.match(text, at, at + max(0, max_chars - len(head)))
         return (head + (rest.group() if rest else ""))[:max_chars]
+
+
+def _repeat_draft(written: str, max_chars: int) -> str:
+    """Where ``written`` ends in a loop — its last ``d`` characters (at least
+    :data:`REPEAT_MIN`) written twice in a row — the loop's next ``max_chars`` characters;
+    ``""`` otherwise."""
+    end = len(written)
+    earlier = written[: end - 1]  # an occurrence must end before the suffix itself does
+    if end <= REPEAT_MIN or written[-REPEAT_MIN:] not in earlier:
+        return ""
+    low, high = REPEAT_MIN, min(end - 1, MAX_MATCH)
+    while low < high:  # the longest suffix that occurs earlier
+        middle = (low + high + 1) // 2
+        if written[-middle:] in earlier:
+            low = middle
+        else:
+            high = middle - 1
+    at = earlier.rfind(written[-low:]) + low
+    if low < end - at:
+        return ""  # the text does not end in one period written twice over: not a loop
+    draft: list[str] = []
+    for offset in range(max_chars):
+        position = at + offset  # past the end, the draft repeats what it drafted
+        draft.append(written[position] if position < end else draft[position - end])
+    return "".join(draft)
 
 
 def _try_encode(value: Any) -> str | None:
