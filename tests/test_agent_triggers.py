@@ -10,6 +10,7 @@ Tokyo with ``auto``, writes a bare ``{"name"`` object, and the call runs on a st
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,12 +19,14 @@ from mcp_types import ToolAnnotations
 
 from tests.schemas import CURRENT_WEATHER
 from weavehost import Host
-from weavehost.agent.model import EngineModel
+from weavehost.agent.model import CALL_TEXT_RETRIES, EngineModel
 from weavehost.decode import STRATEGIES, get_strategy
+from weavehost.engine import Engine
 from weavehost.formats import FORMATS, ToolCall
 from weavehost.testing import Events
 
 TIME_SERVER = Path(__file__).parent / "host_fixtures" / "time_server.py"
+WEATHER_SERVER = Path(__file__).parent.parent / "tools" / "weather.py"
 # Made by ``python -m weavehost.bench.assets`` (CI fetches it; the tests' own cache is empty).
 # A hang guard, not a speed claim: the Tokyo turn is three steps of a 0.5B model on a busy
 # 2-core machine (~80 s measured); a healthy run on a CI runner is far below.
@@ -54,16 +57,51 @@ def test_a_bare_list_smollm2_writes_is_a_call_that_every_strategy_finishes_in_th
     assert result.text.startswith('[{"name"')  # in the trigger's layout, not <tool_call>
 
 
-def test_an_answer_that_may_not_call_is_cut_where_smollm2_writes_the_call_another_way(
+def test_an_answer_that_may_not_call_takes_back_the_call_smollm2_writes_another_way_and_goes_on_in_words(
     fresh_engine,
 ):
-    # With the list's opener banned, SmolLM2-135M writes {{"name": "get_current_weather", ...
+    # With the list's opener banned, SmolLM2-135M writes {{"name": "get_current_weather", ...:
+    # that is taken back, and a word is written where it began.
     model = EngineModel(fresh_engine, FORMATS["smollm2"], get_strategy("weave"))
     model.sync(BARE_LIST_HISTORY, [CURRENT_WEATHER])
     shown: list[str] = []
     free = model.free_decode(shown.append, 80, allow_call=False)
-    assert (free.call, free.stop) == (False, "call_text")
-    assert '"name"' not in free.text and "get_current_weather" not in "".join(shown)
+    assert (free.call, free.stop) == (False, "end")
+    assert free.text == "".join(shown) and free.text[:1].isalnum()
+    assert '"name"' not in free.text and "get_current_weather" not in free.text
+
+
+# Qwen2.5-Coder-0.5B after a weather result: its answer is the call again, as call text.
+PARIS_ANSWERED = [
+    {"role": "user", "content": "What is the weather in Paris?"},
+    {"role": "assistant", "content": "", "tool_calls": [
+        {"name": "get_current_weather", "arguments": {"city": "Paris"}}]},
+    {"role": "tool", "content": "Paris: partly cloudy, -2.9 C, humidity 53%, wind 20.8 km/h"},
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def qwen_model(qwen_gguf: Path) -> Iterator[EngineModel]:
+    with Engine.open(qwen_gguf, n_ctx=2048, n_seq_max=4, n_threads=2) as engine:
+        yield EngineModel(engine, FORMATS["qwen"], get_strategy("weave"))
+
+
+@pytest.mark.parametrize("retries", [CALL_TEXT_RETRIES, 0])
+def test_qwen_s_call_text_in_an_answer_is_taken_back_for_words_until_the_retries_are_spent_then_cut(
+    qwen_model: EngineModel, retries: int, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr("weavehost.agent.model.CALL_TEXT_RETRIES", retries)
+    qwen_model.engine.clear()
+    qwen_model.held = []
+    qwen_model.sync(PARIS_ANSWERED, [CURRENT_WEATHER])
+    shown: list[str] = []
+    free = qwen_model.free_decode(shown.append, 120, allow_call=False)
+    assert free.text == "".join(shown)
+    assert '"name"' not in free.text and "{" not in free.text
+    if retries:
+        assert free.stop == "end" and "-2.9 C" in free.text
+    else:  # cut where the call text began: what was shown stays the answer
+        assert free.stop == "call_text" and "-2.9" not in free.text
 
 
 def weather_server() -> MCPServer:
@@ -120,4 +158,27 @@ async def test_qwen_asked_the_time_in_tokyo_with_auto_runs_get_current_time_and_
     answer = "".join(e["text"] for e in events[last_result:] if e.type == "text")
     assert clock in answer
     assert "<tool_call>" not in answer and '"name"' not in answer and '"arguments"' not in answer
+    assert events.of("done")[0]["stop"] == "answer"
+
+
+@pytest.mark.model
+@pytest.mark.anyio
+async def test_qwen_that_repeats_its_call_instead_of_answering_answers_in_words_with_the_result(
+    qwen_gguf: Path,
+):
+    # Qwen2.5-Coder-0.5B calls again after the result; the repeat is not run, and in the answer
+    # that follows it first ends at once, then writes the call as bare JSON: each is taken back
+    # and a word written in its place, so the answer carries the result.
+    async with Host(servers=[str(WEATHER_SERVER)], trust=["weather"], model=str(qwen_gguf),
+                    tool_choice="auto", prompt_cache=False, threads=2) as host:  # fmt: skip
+        prompt = "What's the current weather in Berlin?"
+        events = await Events.collect(host.run(prompt), timeout=QWEN_TURN_BOUND_S)
+    assert [e["text"] for e in events.of("tool_result")] == [
+        "Berlin: thunderstorms, 7.0 C, humidity 52%, wind 4.7 km/h"
+    ]
+    last_result = max(i for i, e in enumerate(events) if e.type == "tool_result")
+    answer = "".join(e["text"] for e in events[last_result:] if e.type == "text")
+    assert "7.0 C" in answer
+    assert '"name"' not in answer and "{" not in answer
+    assert not [n for n in events.of("notice") if "cut" in n["text"]]
     assert events.of("done")[0]["stop"] == "answer"

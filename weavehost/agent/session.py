@@ -28,7 +28,8 @@ Invariants:
   A step's free text (the answer) stops at the model's end of turn, at a repeated call, or at
   ``free_tokens`` (``--max-answer-tokens``), with a ``notice`` when that bound cut it. Where
   no call may be made (``none``, or after a repeat) an answer that turns into a call anyway
-  is cut where the call began, with a ``notice`` (:mod:`weavehost.agent.call_text`).
+  is taken back and a word written where it began, a few times, then cut where the call
+  began, with a ``notice`` (:mod:`weavehost.agent.call_text`).
 * **Tool choice** (:mod:`weavehost.agent.options`): ``required`` or a tool's name makes the
   first step a call (to that tool only, for a name); ``none`` never lets a call begin.
 * **Always fits.** Before each step the model is shown a view of the transcript that fits its
