@@ -21,9 +21,24 @@ def propose(texts: list[str], written: str, **options: object) -> str:
 # Strings copied from the conversation
 
 
-def test_a_city_copied_from_the_request_is_drafted_to_the_end_of_its_text() -> None:
-    # The draft runs past the value ("today?"): the decoder keeps "is" and rejects the rest.
-    assert propose(["What's the weather in Paris today?"], CALL + '"city": "Par') == "is today?"
+def test_a_city_copied_from_the_request_is_drafted_to_the_end_of_its_word() -> None:
+    # A copied value is mostly a name: the draft ends with its word, not with the sentence.
+    assert propose(["What's the weather in Paris today?"], CALL + '"city": "Par') == "is"
+
+
+def test_a_name_goes_on_with_the_capitalised_words_that_follow_it() -> None:
+    texts = ["Drive from New York City to Washington D.C. and Los Angeles."]
+    assert propose(texts, '{"from": "Ne') == ""  # under min_match
+    assert propose(texts, '{"from": "New') == " York City"
+    assert propose(texts, '{"to": "Washin') == "gton D.C"  # a sentence's full stop ends it
+    assert propose(texts, '{"to": "Los Ang') == "eles"
+
+
+def test_a_path_runs_on_through_its_dots_and_a_lowercase_next_word_is_not_drafted() -> None:
+    texts = ["open notes.txt and then Budget 2024.xlsx"]
+    assert propose(texts, '{"path": "not') == "es.txt"
+    assert propose(texts, '{"path": "notes.txt and') == ""  # "then" is no name's part
+    assert propose(texts, '{"path": "Budg') == "et 2024.xlsx"
 
 
 def test_a_draft_ends_with_its_source_text() -> None:
@@ -50,7 +65,7 @@ def test_a_suffix_shorter_than_min_match_drafts_nothing() -> None:
     assert MIN_MATCH == 3
     texts = ["What's the weather in Paris today?"]
     assert propose(texts, CALL + '"city": "Pa') == ""
-    assert DraftSource(texts, min_match=2).propose(CALL + '"city": "Pa') == "ris today?"
+    assert DraftSource(texts, min_match=2).propose(CALL + '"city": "Pa') == "ris"
 
 
 def test_min_match_must_be_positive() -> None:
@@ -86,17 +101,17 @@ def test_string_items_of_an_array_are_drafted() -> None:
 
 def test_a_draft_stops_before_a_quote_or_a_line_break_of_its_source() -> None:
     texts = ['Send "hello world" to Bob\nthen stop']
-    assert propose(texts, '{"message": "hel') == "lo world"
+    assert propose(texts, '{"message": "hel') == "lo"
     # The written value's escaped quote matches the source's quote.
     assert propose(texts, '{"message": "Send \\"hello world\\" to B') == "ob"
 
 
 def test_a_backslash_runs_on_and_a_begun_escape_is_completed() -> None:
     texts = ["open C:\\Users\\bob\\notes.txt please"]
-    assert propose(texts, '{"path": "C:\\\\Us') == "ers\\\\bob\\\\notes.txt please"
-    assert propose(texts, '{"path": "C:\\\\Users\\') == "\\bob\\\\notes.txt please"
+    assert propose(texts, '{"path": "C:\\\\Us') == "ers\\\\bob\\\\notes.txt"
+    assert propose(texts, '{"path": "C:\\\\Users\\') == "\\bob\\\\notes.txt"
     quoted = ['say "hi there" now']
-    assert propose(quoted, '{"text": "say \\') == '"hi there'
+    assert propose(quoted, '{"text": "say \\') == '"hi'
 
 
 def test_a_begun_unicode_escape_is_completed_and_a_literal_one_is_not_taken_for_it() -> None:
@@ -132,20 +147,20 @@ def test_a_match_at_another_point_of_an_escape_drafts_nothing() -> None:
 
 def test_unicode_text_is_drafted_as_written() -> None:
     texts = ["Wetter in Zürich, dann 東京都"]
-    assert propose(texts, '{"city": "Zür') == "ich, dann 東京都"
+    assert propose(texts, '{"city": "Zür') == "ich"
     assert DraftSource(texts, min_match=2).propose('{"city": "東京') == "都"
 
 
 def test_max_chars_bounds_the_draft() -> None:
     texts = ["What's the weather in Paris today?"]
-    assert propose(texts, CALL + '"city": "Par', max_chars=3) == "is "
+    assert propose(texts, CALL + '"city": "Par', max_chars=1) == "i"
     assert propose(texts, CALL + '"city": "Par', max_chars=0) == ""
 
 
 def test_json_string_says_where_the_value_is_when_the_caller_knows() -> None:
     texts = ["What's the weather in Paris today? 15 days"]
-    assert propose(texts, "Par", json_string=True) == "is today? 15 days"
-    assert propose(texts, ' "Par', json_string=True) == "is today? 15 days"
+    assert propose(texts, "Par", json_string=True) == "is"
+    assert propose(texts, ' "Par', json_string=True) == "is"
     assert propose(texts, ' "Par', json_string=False) == ""
     assert propose(texts, " 1", json_string=False) == "5"
 
@@ -180,7 +195,7 @@ def test_one_index_answers_many_proposals_on_a_long_conversation() -> None:
     filler = "lorem ipsum dolor sit amet " * 2000  # 54k characters
     source = DraftSource([filler + "to Parma", filler + "to Paris today", "42 items"])
     for _ in range(1000):
-        assert source.propose(CALL + '"city": "Par') == "is today"
+        assert source.propose(CALL + '"city": "Par') == "is"
         assert source.propose('{"n": 4') == "2"
 
 
@@ -199,14 +214,14 @@ def test_from_messages_reads_users_tools_and_earlier_calls_but_not_the_system_pr
         {"role": "tool", "content": [{"type": "text", "text": "Sunny in Marseille"}]},
     ]
     source = DraftSource.from_messages(messages)
-    assert source.propose('{"city": "Par') == "is?"
+    assert source.propose('{"city": "Par') == "is"
     assert source.propose('{"city": "Ly') == ""  # under min_match
     assert source.propose('{"city": "Lyo') == "n"
     assert source.propose('{"path": "/srv/da') == "ta.csv"
     assert source.propose('{"city": "Mars') == "eille"
     assert source.propose('{"days": ') == ""
     assert DraftSource.from_messages(messages, min_match=2).propose('{"city": "Ly') == "on"
-    assert source.propose('{"text": "Che') == "cking."
+    assert source.propose('{"text": "Che') == "cking"
 
 
 # Schema drafts
@@ -230,7 +245,7 @@ def test_a_number_the_request_repeats_is_guessed_as_often_as_it_occurs() -> None
 
 def test_guesses_say_their_kind_and_a_key_or_a_begun_string_guesses_nothing() -> None:
     source = DraftSource(["Paris in 15 days"], request="Paris in 15 days")
-    assert source.guess(CALL + '"city": "Par') == ("is in 15 days", "string")
+    assert source.guess(CALL + '"city": "Par') == ("is", "string")
     assert source.guess(CALL + '"days": 1') == ("5", "number")
     assert source.guess(CALL + '"ci') is None  # a key
     assert source.guess(CALL + '"city": "') is None  # a string begun: nothing written yet

@@ -43,9 +43,17 @@ Choices:
   costs one pass while running on costs rows in every pass. A backslash runs on: it is part of
   paths. A value that ends inside an escape (``\\``, ``\\u00``) drafts the rest of it first, and
   a match that ends at another point of an escape in the source (``\\\\`` against the end of
-  ``\\\\\\"``) drafts nothing. A draft may still run past the end of the value (``Par`` in
-  "Paris today?" drafts ``is today?``): the decoder keeps ``is`` and rejects the rest in the
-  same pass.
+  ``\\\\\\"``) drafts nothing.
+- A string draft ends with its word, or with the capitalised (or numbered) words that follow
+  it: ``Par`` in "Paris today?" drafts ``is``, ``New`` in "New York City to Boston" ``York
+  City``. A word ends at a space, a quote or bracket, a clause's punctuation, or a full stop
+  followed by a space (so ``notes.txt`` and ``D.C`` run on). A value copied from a request is
+  mostly a name; the rest of the sentence was nearly always rejected, and a rejected guess
+  lowers its kind's rate, so the decoder sent fewer guesses. With every guess sent, on the
+  first 40 ``simple_python`` and 40 ``multiple`` cases and ``multiple_89`` (tuning set), string
+  guesses were accepted 70 times of 148 reached tokens (Qwen2.5-Coder-0.5B Q4_0) when they ran
+  to the end of the source's span, 31 of 33 (Qwen) and 125 of 144 (SmolLM2-135M) when they end
+  with the name.
 - ``MIN_MATCH`` is 3 characters: about one token, and two characters (``an``, ``e ``) recur in
   almost any text, so their most recent occurrence is mostly unrelated to the value.
 - Numbers are matched from their first character against whole numbers of the texts, so no
@@ -107,6 +115,14 @@ _NUMBER = re.compile(
 _STRING_ITEM_BEFORE = re.compile(r'"\s*,\s*\Z')
 # A number the call has written as a value (after a colon, a comma or a bracket).
 _WRITTEN_NUMBER = re.compile(r"[:,\[]\s*(-?\d[\d.eE+-]*)")
+# Where a span copied from prose probably ends: a quote or bracket, a clause's punctuation, a
+# sentence's end.
+_VALUE_END = re.compile(r"""['`()\[\]{}?!;,]|\.(?:\s|$)|\x00""")
+# The rest of a word, then any words that follow it capitalised (or numbered): a name's rest.
+_NAME = re.compile(
+    r"(?:[^\s'`()\[\]{}?!;,.\x00\"]|\.(?=[^\s\x00]))*"
+    r"(?: [A-Z0-9](?:[^\s'`()\[\]{}?!;,.\x00\"]|\.(?=[^\s\x00]))*)*"
+)
 # The part of an escaped text a draft may hold: anything but an escape, except ``\\``.
 _PLAIN = re.compile(r"(?:[^\\\x00]|\\\\)*")
 
@@ -236,7 +252,15 @@ class DraftSource:
                 head = text[at : at + (5 if text.startswith("u", at) else 1)]
             at += len(head)
         rest = _PLAIN.match(text, at, at + max(0, max_chars - len(head)))
-        return (head + (rest.group() if rest else ""))[:max_chars]
+        body = rest.group() if rest else ""
+        end = _VALUE_END.search(body)
+        if end is not None:  # the copied span ends there: so does the value, probably
+            body = body[: end.start()]
+        # A value copied from prose is mostly a name: it ends with its word, or with the
+        # capitalised words that follow it ("New York City"), rarely with the sentence.
+        words = _NAME.match(body)
+        body = words.group() if words is not None else ""
+        return (head + body)[:max_chars]
 
 
 def _repeat_draft(written: str, max_chars: int) -> str:
