@@ -142,10 +142,7 @@ async def test_a_call_begun_as_a_bare_list_runs_and_the_next_step_shows_it_in_th
 async def test_qwen_asked_the_time_in_tokyo_with_auto_runs_get_current_time_and_answers_with_the_time(
     qwen_gguf: Path,
 ):
-    async with Host(servers=[str(TIME_SERVER)], trust=["time_server"], model=str(qwen_gguf),
-                    tool_choice="auto", prompt_cache=False, threads=2) as host:  # fmt: skip
-        prompt = "What time is it in Tokyo right now?"
-        events = await Events.collect(host.run(prompt), timeout=QWEN_TURN_BOUND_S)
+    events = await _qwen_turn(qwen_gguf, TIME_SERVER, "What time is it in Tokyo right now?")
     calls = events.of("final_call")
     assert calls and (calls[0]["name"], calls[0]["arguments"]) == (
         "get_current_time",
@@ -154,8 +151,7 @@ async def test_qwen_asked_the_time_in_tokyo_with_auto_runs_get_current_time_and_
     result = events.of("tool_result")[0]
     assert result["status"] == "ok"
     clock = json.loads(result["text"])["datetime"][11:16]  # HH:MM in Tokyo
-    last_result = max(i for i, e in enumerate(events) if e.type == "tool_result")
-    answer = "".join(e["text"] for e in events[last_result:] if e.type == "text")
+    answer = _answer_after_the_last_result(events)
     assert clock in answer
     assert "<tool_call>" not in answer and '"name"' not in answer and '"arguments"' not in answer
     assert events.of("done")[0]["stop"] == "answer"
@@ -169,16 +165,24 @@ async def test_qwen_that_repeats_its_call_instead_of_answering_answers_in_words_
     # Qwen2.5-Coder-0.5B calls again after the result; the repeat is not run, and in the answer
     # that follows it first ends at once, then writes the call as bare JSON: each is taken back
     # and a word written in its place, so the answer carries the result.
-    async with Host(servers=[str(WEATHER_SERVER)], trust=["weather"], model=str(qwen_gguf),
-                    tool_choice="auto", prompt_cache=False, threads=2) as host:  # fmt: skip
-        prompt = "What's the current weather in Berlin?"
-        events = await Events.collect(host.run(prompt), timeout=QWEN_TURN_BOUND_S)
+    events = await _qwen_turn(qwen_gguf, WEATHER_SERVER, "What's the current weather in Berlin?")
     assert [e["text"] for e in events.of("tool_result")] == [
         "Berlin: thunderstorms, 7.0 C, humidity 52%, wind 4.7 km/h"
     ]
-    last_result = max(i for i, e in enumerate(events) if e.type == "tool_result")
-    answer = "".join(e["text"] for e in events[last_result:] if e.type == "text")
+    answer = _answer_after_the_last_result(events)
     assert "7.0 C" in answer
     assert '"name"' not in answer and "{" not in answer
     assert not [n for n in events.of("notice") if "cut" in n["text"]]
     assert events.of("done")[0]["stop"] == "answer"
+
+
+def _answer_after_the_last_result(events: Events) -> str:
+    last_result = max(i for i, e in enumerate(events) if e.type == "tool_result")
+    return "".join(e["text"] for e in events[last_result:] if e.type == "text")
+
+
+async def _qwen_turn(qwen_gguf: Path, server: Path, prompt: str) -> Events:
+    """Every event of one turn on Qwen with ``auto``, the one trusted stdio ``server``."""
+    async with Host(servers=[str(server)], trust=[server.stem], model=str(qwen_gguf),
+                    tool_choice="auto", prompt_cache=False, threads=2) as host:  # fmt: skip
+        return await Events.collect(host.run(prompt), timeout=QWEN_TURN_BOUND_S)

@@ -233,13 +233,7 @@ class DraftSource:
         text = self._text
         if value[-self._min_match :] not in text:
             return ""
-        low, high = self._min_match, min(len(value), MAX_MATCH)
-        while low < high:  # the longest suffix that occurs
-            middle = (low + high + 1) // 2
-            if value[-middle:] in text:
-                low = middle
-            else:
-                high = middle - 1
+        low = _longest_suffix_in(value, text, self._min_match, min(len(value), MAX_MATCH))
         at = text.rfind(value[-low:]) + low
         begun = _open_escape(value, len(value))
         if begun != _open_escape(text, at):
@@ -263,6 +257,20 @@ class DraftSource:
         return (head + body)[:max_chars]
 
 
+def _longest_suffix_in(text: str, haystack: str, shortest: int, longest: int) -> int:
+    """The length of ``text``'s longest suffix that occurs in ``haystack``, from ``shortest``
+    (whose suffix must occur) to ``longest`` characters: a binary search, since a suffix that
+    occurs has every shorter suffix occur."""
+    low, high = shortest, longest
+    while low < high:
+        middle = (low + high + 1) // 2
+        if text[-middle:] in haystack:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
 def _repeat_draft(written: str, max_chars: int) -> str:
     """Where ``written`` ends in a loop — its last ``d`` characters (at least
     :data:`REPEAT_MIN`) written twice in a row — the loop's next ``max_chars`` characters;
@@ -271,13 +279,7 @@ def _repeat_draft(written: str, max_chars: int) -> str:
     earlier = written[: end - 1]  # an occurrence must end before the suffix itself does
     if end <= REPEAT_MIN or written[-REPEAT_MIN:] not in earlier:
         return ""
-    low, high = REPEAT_MIN, min(end - 1, MAX_MATCH)
-    while low < high:  # the longest suffix that occurs earlier
-        middle = (low + high + 1) // 2
-        if written[-middle:] in earlier:
-            low = middle
-        else:
-            high = middle - 1
+    low = _longest_suffix_in(written, earlier, REPEAT_MIN, min(end - 1, MAX_MATCH))
     at = earlier.rfind(written[-low:]) + low
     if low < end - at:
         return ""  # the text does not end in one period written twice over: not a loop
