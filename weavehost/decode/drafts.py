@@ -66,7 +66,10 @@ Choices:
   pass a token without this; with it, a few tokens a pass. A suffix merely seen before in the
   call is not drafted: on the first 40 ``simple_python`` and ``multiple`` cases with
   Qwen2.5-Coder (tuning set) such drafts (``", "`` and a key, a repeated key of an array of
-  objects) were accepted 0 times in 10, and loops 374 times in 386.
+  objects) were accepted 0 times in 10, and loops (every guess sent) 370 times in 371.
+- A value's start is no number where the item before it in its array was a string (an array of
+  strings goes on with strings; the grammar would cut the number anyway, and the loop's guess
+  can stand there instead).
 - :meth:`DraftSource.from_messages` indexes user messages, tool results and the assistant's
   earlier text and the argument values of its earlier calls (a later call often repeats a path
   or an id of an earlier one), oldest first; not the system prompt, whose instructions and tool
