@@ -91,8 +91,7 @@ def test_qwen_s_call_text_in_an_answer_is_taken_back_for_words_until_the_retries
     qwen_model: EngineModel, retries: int, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.setattr("weavehost.agent.model.CALL_TEXT_RETRIES", retries)
-    qwen_model.engine.clear()
-    qwen_model.held = []
+    qwen_model.reset()
     qwen_model.sync(PARIS_ANSWERED, [CURRENT_WEATHER])
     shown: list[str] = []
     free = qwen_model.free_decode(shown.append, 120, allow_call=False)

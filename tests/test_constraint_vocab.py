@@ -28,28 +28,28 @@ def built(engine) -> list[bytes]:
 
 
 def test_the_marked_vocabulary_is_saved_once_and_read_back_exactly(engine, vocab_dir, monkeypatch):
-    first = constraint._marked_tokens(engine)
+    first = constraint.marked_tokens(engine)
     assert first == built(engine)
     (saved,) = vocab_dir.iterdir()
     monkeypatch.setattr(engine, "token_bytes", None)  # a read from the file needs no engine call
-    assert constraint._marked_tokens(engine) == first
+    assert constraint.marked_tokens(engine) == first
     assert list(vocab_dir.iterdir()) == [saved]
 
 
 def test_a_damaged_vocabulary_file_is_rebuilt_and_never_trusted(engine, vocab_dir):
-    good = constraint._marked_tokens(engine)
+    good = constraint.marked_tokens(engine)
     (saved,) = vocab_dir.iterdir()
     data = bytearray(saved.read_bytes())
     data[-5] ^= 0x01  # one flipped bit in a token's bytes
     saved.write_bytes(bytes(data))
-    assert constraint._marked_tokens(engine) == good
+    assert constraint.marked_tokens(engine) == good
     saved.write_bytes(saved.read_bytes()[:100])  # truncated
-    assert constraint._marked_tokens(engine) == good
+    assert constraint.marked_tokens(engine) == good
     assert saved.read_bytes() != data  # rewritten whole
 
 
 def test_a_file_saved_for_another_model_is_not_read(engine, vocab_dir, tmp_path):
-    constraint._marked_tokens(engine)
+    constraint.marked_tokens(engine)
     (saved,) = vocab_dir.iterdir()
     assert constraint._read_vocab(saved, "another model", engine.n_vocab) is None
     assert constraint._read_vocab(tmp_path / "absent.bin", "k", engine.n_vocab) is None

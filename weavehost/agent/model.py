@@ -50,6 +50,7 @@ from weavehost.agent.call_text import CallText
 from weavehost.agent.prompt_cache import CacheStatus, PromptCache, common_prefix, stable_prefix
 from weavehost.decode import MAX_CALLS, CallRequest, CallResult, DecodeStrategy, ToolSchema
 from weavehost.decode import write_calls as write_reply
+from weavehost.decode.constraint import marked_tokens
 from weavehost.decode.drafts import DraftSource
 from weavehost.engine import Engine, EngineStats
 from weavehost.errors import ContextOverflowError
@@ -266,19 +267,14 @@ class EngineModel:
     def _no_word_start(self) -> np.ndarray:
         """Per token of the vocabulary: whether it cannot begin a word of an answer — its text,
         after leading whitespace, is empty or begins with neither a letter, a digit nor a
-        non-ASCII character (so ``{``, ``(``, ``"``, ``<``, a line break alone, and every
-        end-of-generation and special token). Built once per model (a pass over the
-        vocabulary: ~0.1 s on Qwen's 151,936 tokens)."""
-        engine = self.engine
-        out = np.zeros(engine.n_vocab, dtype=bool)
-        for token in range(engine.n_vocab):
-            text = engine.token_bytes(token).lstrip()
-            first = text[:1]
-            out[token] = (
-                not first
-                or not (first.isalnum() or first >= b"\x80")
-                or engine.is_end_of_generation(token)
-            )
+        non-ASCII character (so ``{``, ``(``, ``"``, ``<``, a line break alone), or it is a
+        special, control or end-of-generation token. Built once per model from the vocabulary
+        the constraints read (:func:`~weavehost.decode.constraint.marked_tokens`, kept on
+        disk)."""
+        out = np.fromiter(
+            map(_begins_no_word, marked_tokens(self.engine)), dtype=bool, count=self.engine.n_vocab
+        )
+        out[list(self.engine.end_of_generation_tokens)] = True
         return out
 
     def count_tokens(self, text: str) -> int:
@@ -413,6 +409,20 @@ class EngineModel:
         words: set[int] = set()  # where a call (opener or text) was taken back: a word must come
         worded = False  # the answer has written a letter or a digit
 
+        def take_back(first: int) -> None:
+            """The text and sequence 0 cut back to before token ``first``, which is banned at
+            its place, where a word must now begin."""
+            nonlocal data, worded, logits
+            self._roll_back(start + first)
+            banned.setdefault(first, set()).add(tokens[first])
+            words.add(first)
+            data = data[: offsets[first]]
+            del tokens[first:], offsets[first:]
+            if call_text is not None:
+                call_text.cut(len(data))
+            worded = worded and _WORD.search(data) is not None
+            logits = engine.last_logits(0)
+
         def stream(upto: int) -> None:
             nonlocal shown
             text = data[:upto].decode("utf-8", errors="ignore")
@@ -451,20 +461,13 @@ class EngineModel:
                 # Roll back to the token holding the opener's first byte. The token before it
                 # is read again for its next-token logits.
                 first = max(i for i, offset in enumerate(offsets) if offset <= at)
-                self._roll_back(start + first)
                 if allow_call:
+                    self._roll_back(start + first)
                     self._call_trigger = trigger
                     stream(offsets[first])
                     text = data[: offsets[first]].decode("utf-8", errors="replace")
                     return FreeText(text=text, call=True, stop="call", tokens=first)
-                banned.setdefault(first, set()).add(tokens[first])
-                words.add(first)
-                data = data[: offsets[first]]
-                del tokens[first:], offsets[first:]
-                if call_text is not None:
-                    call_text.cut(len(data))
-                worded = worded and _WORD.search(data) is not None
-                logits = engine.last_logits(0)
+                take_back(first)
                 continue
             # Past a banned trigger, a call written another way is taken back and the token
             # that began it banned there, a few times; then it ends the answer.
@@ -473,16 +476,9 @@ class EngineModel:
                 begins = found + len(data[found:]) - len(data[found:].lstrip())
                 first = max(i for i, offset in enumerate(offsets) if offset <= begins)
                 unseen = offsets[first] >= len(shown.encode("utf-8"))
-                if call_text is not None and retries < CALL_TEXT_RETRIES and unseen:
+                if retries < CALL_TEXT_RETRIES and unseen:
                     retries += 1
-                    self._roll_back(start + first)
-                    banned.setdefault(first, set()).add(tokens[first])
-                    words.add(first)
-                    data = data[: offsets[first]]
-                    del tokens[first:], offsets[first:]
-                    call_text.cut(len(data))
-                    worded = worded and _WORD.search(data) is not None
-                    logits = engine.last_logits(0)
+                    take_back(first)
                     continue
                 data = data[: max(found, len(shown.encode("utf-8")))]  # keep what was shown
                 stop = "call_text"
@@ -580,3 +576,10 @@ class EngineModel:
             budget=self.engine.n_ctx - len(self.held), max_calls=1,
         )  # fmt: skip
         return results[0]
+
+
+def _begins_no_word(piece: bytes) -> bool:
+    """A token's bytes (a special one marked ``b"\\xff"``) begin no word: after leading
+    whitespace, nothing, or neither a letter, a digit nor a non-ASCII character."""
+    first = piece.lstrip()[:1]
+    return not first or first == b"\xff" or not (first.isalnum() or first >= b"\x80")

@@ -45,9 +45,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Constraint", "ConstraintFactory", "constraints_for"]
+__all__ = ["Constraint", "ConstraintFactory", "constraints_for", "marked_tokens"]
 
-# The layout of the vocabulary files under cache_dir()/vocab (see _marked_tokens).
+# The layout of the vocabulary files under cache_dir()/vocab (see marked_tokens).
 VOCAB_FILE_VERSION = 1
 
 
@@ -134,10 +134,10 @@ def _lltokenizer(engine: Engine) -> llguidance.LLTokenizer:
     """llguidance's view of the engine's vocabulary: every token's bytes, with the tokens that
     only special parsing reaches marked by a 0xFF prefix (llguidance's convention), and
     llama.cpp's own tokenize function for the text it must split. The marked token list is
-    kept on disk per model file (:func:`_marked_tokens`)."""
+    kept on disk per model file (:func:`marked_tokens`)."""
     native = engine.native_tokenizer()
     return llguidance.LLTokenizer.from_llamacpp(  # type: ignore[attr-defined]
-        tokens=_marked_tokens(engine),
+        tokens=marked_tokens(engine),
         vocab_ptr=native.vocab,
         tokenize_fptr=native.tokenize_fn,
         eos_token=engine.eos_token,
@@ -145,8 +145,10 @@ def _lltokenizer(engine: Engine) -> llguidance.LLTokenizer:
     )
 
 
-def _marked_tokens(engine: Engine) -> list[bytes]:
-    """Every token's bytes, special ones marked. Reading them from llama.cpp one by one takes
+def marked_tokens(engine: Engine) -> list[bytes]:
+    """Every token's bytes, special and control ones marked with a leading ``b"\\xff"`` (a byte
+    no UTF-8 text holds), for llguidance and for anything else that reads the whole vocabulary
+    (the agent's word-start mask). Reading them from llama.cpp one by one takes
     ~0.5 s for Qwen's 151,936 tokens, in every process; they depend only on the model file and
     the llama.cpp build, so they are kept in ``cache_dir()/vocab`` under a key of both (the
     engine's :attr:`~weavehost.engine.Engine.identity` without the context size) and read back

@@ -163,6 +163,10 @@ class Engine:
     def is_end_of_generation(self, token: int) -> bool:
         return token in self._eog
 
+    @property
+    def end_of_generation_tokens(self) -> frozenset[int]:
+        return self._eog
+
     def is_control(self, token: int) -> bool:
         return self._native.is_control(token)
 
