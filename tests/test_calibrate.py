@@ -196,6 +196,14 @@ def test_each_guessed_token_is_sized_by_its_own_rate_sure_guesses_fill_a_pass_un
         plan.draft_length(1, [1.5])
 
 
+def test_a_pass_that_holds_a_forced_run_carries_guesses_that_alone_would_not_pay():
+    plan = _plan(AVX512)  # 16 rows 50.2 ms, 17 rows 51.9 ms, one row 10.5 ms
+    assert plan.draft_length(1, [0.96]) == 0  # alone, a sure guess doubles the pass
+    assert plan.draft_length(16, [0.96]) == 1  # after 15 forced rows it adds 1.7 ms
+    assert plan.draft_length(16, [0.96, 0.89, 0.89]) == 3
+    assert plan.draft_length(16, [0.96, 0.05, 0.05]) == 1  # an unlikely guess still is not
+
+
 def test_the_neutral_plan_sends_guesses_while_all_of_them_are_likely_enough():
     assert NO_PLAN.draft_length(1, [0.96, 0.89, 0.3]) == 2  # 0.96 * 0.89 >= 0.5; * 0.3 is not
     assert NO_PLAN.draft_length(1, [0.96] * 10) == 4  # at most NEUTRAL_DRAFT_ROWS

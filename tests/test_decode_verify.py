@@ -16,7 +16,7 @@ from weavehost.decode import STRATEGIES, CallRequest, ToolSchema
 from weavehost.decode.constraint import constraints_for
 from weavehost.decode.drafts import DraftSource
 from weavehost.decode.padding import DecodePlan
-from weavehost.decode.verify import GRAMMAR, DraftText, verified_decode
+from weavehost.decode.verify import END, GRAMMAR, DraftText, verified_decode
 from weavehost.decode.weave import WeaveCall
 from weavehost.formats import FORMATS, ToolCall, tool_to_openai
 
@@ -251,3 +251,94 @@ def test_guesses_of_every_kind_are_counted_as_reached_only_up_to_the_first_rejec
     # rejected; the tokens after it were never reached.
     assert (reached, accepted) == (1, 0)
     assert outcome.tokens == _constrained(engine, PARIS, [FORECAST]).tokens
+
+
+def _source_drafter(source: DraftSource, *, ends: bool = True):
+    """The conversation's guesses; ``ends=False`` drops where they say a value closes."""
+
+    def drafter(written: bytes) -> DraftText | None:
+        guess = source.guess(written.decode("utf-8", errors="ignore"))
+        if guess is None:
+            return None
+        return DraftText(guess.text, guess.kind, guess.ends if ends else ())
+
+    return drafter
+
+
+def _counted_run(engine, question: str, drafter, **options):
+    """A verified run of the whole FORECAST call, and the passes it took."""
+    _prompt(engine, question, [FORECAST])
+    before = engine.stats.snapshot()
+    outcome = verified_decode(
+        engine,
+        _whole_call(engine, [FORECAST]),
+        max_tokens=256,
+        drafter=drafter,
+        draft_rows=_all_guesses,
+        **options,
+    )
+    return outcome, engine.stats.since(before)
+
+
+def test_a_value_copied_whole_is_closed_and_the_next_member_guessed_in_the_same_pass(
+    fresh_engine,
+):
+    # "Paris" ends its name: '",' and ' "days": ' (the grammar's) and the request's 3 follow
+    # in the pass that guesses "Paris", then '}' after the 3.
+    engine = fresh_engine
+    expected = _constrained(engine, PARIS, [FORECAST])
+    source = DraftSource.from_messages([{"role": "user", "content": PARIS}])
+    chained, chained_stats = _counted_run(engine, PARIS, _source_drafter(source))
+    single, single_stats = _counted_run(engine, PARIS, _source_drafter(source, ends=False))
+    assert chained.tokens == single.tokens == expected.tokens
+    reached, accepted = chained.by_kind[END]
+    assert accepted >= 1
+    assert chained_stats.passes < single_stats.passes
+
+
+def test_a_value_guessed_to_end_where_the_model_goes_on_is_rejected_at_its_closing_text(
+    fresh_engine,
+):
+    engine = fresh_engine
+    question = "What's the weather in Kathmandu for the next 3 days?"
+    expected = _constrained(engine, question, [FORECAST])
+    assert expected.calls[0].arguments["city"] == "Kathmandu"
+
+    def too_soon(written: bytes) -> DraftText | None:  # the city ends after its first token
+        begun = written.rpartition(b'"city": "')[2]
+        if begun and b"Kathmandu".startswith(begun) and begun != b"Kathmandu":
+            return DraftText("", "string", ('",',))
+        return None
+
+    outcome, _ = _counted_run(engine, question, too_soon)
+    assert outcome.tokens == expected.tokens
+    reached, accepted = outcome.by_kind[END]  # once after each of the city's first tokens
+    assert reached >= 1 and accepted == 0
+
+
+def test_a_guess_the_grammar_refuses_leaves_the_constraint_as_it_was(fresh_engine):
+    # days is an integer: a guess of 3.5 does not fit, and nothing is chained past it.
+    engine = fresh_engine
+    expected = _constrained(engine, PARIS, [FORECAST])
+
+    def fraction(written: bytes) -> DraftText | None:
+        return DraftText("3.5", "start", (",", "}")) if written.endswith(b'"days": ') else None
+
+    outcome, _ = _counted_run(engine, PARIS, fraction)
+    assert outcome.error is None and outcome.finished
+    assert outcome.tokens == expected.tokens
+
+
+def test_passes_padded_to_a_cheaper_width_use_a_scratch_sequence_and_leave_it_empty(
+    fresh_engine,
+):
+    engine = fresh_engine
+    expected = _constrained(engine, PARIS, [FORECAST])
+    scratch = engine.n_seq_max - 1
+    outcome, stats = _counted_run(
+        engine, PARIS, None, pad_to=lambda rows: max(rows, 8), scratch_seq=scratch
+    )
+    assert outcome.tokens == expected.tokens
+    assert min(stats.pass_rows) >= 8
+    assert stats.padded_tokens > 0
+    assert engine.seq_len(scratch) == 0

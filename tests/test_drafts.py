@@ -8,6 +8,8 @@ import pytest
 
 from weavehost.decode.drafts import (
     MIN_MATCH,
+    NUMBER_ENDS,
+    STRING_ENDS,
     DraftSource,
 )
 
@@ -232,24 +234,40 @@ def test_from_messages_reads_users_tools_and_earlier_calls_but_not_the_system_pr
 
 def test_a_value_not_begun_guesses_the_requests_first_number_not_yet_written() -> None:
     source = DraftSource([], request="A triangle with a base of 10 and a height of 5.")
-    assert source.guess(CALL + '"base": ') == ("10", "start")
-    assert source.guess(CALL + '"base": 10, "height": ') == ("5", "start")
+    assert source.guess(CALL + '"base": ') == ("10", "start", NUMBER_ENDS)
+    assert source.guess(CALL + '"base": 10, "height": ') == ("5", "start", NUMBER_ENDS)
     assert source.guess(CALL + '"base": 10, "height": 5, "depth": ') is None
 
 
 def test_a_number_the_request_repeats_is_guessed_as_often_as_it_occurs() -> None:
     source = DraftSource([], request="Add 3 and 3, then 1,500.")
-    assert source.guess(CALL + '"a": 3, "b": ') == ("3", "start")
-    assert source.guess(CALL + '"a": 3, "b": 3, "c": ') == ("1500", "start")
+    assert source.guess(CALL + '"a": 3, "b": ') == ("3", "start", NUMBER_ENDS)
+    assert source.guess(CALL + '"a": 3, "b": 3, "c": ') == ("1500", "start", NUMBER_ENDS)
 
 
 def test_guesses_say_their_kind_and_a_key_or_a_begun_string_guesses_nothing() -> None:
     source = DraftSource(["Paris in 15 days"], request="Paris in 15 days")
-    assert source.guess(CALL + '"city": "Par') == ("is", "string")
-    assert source.guess(CALL + '"days": 1') == ("5", "number")
+    assert source.guess(CALL + '"city": "Par') == ("is", "string", STRING_ENDS)
+    assert source.guess(CALL + '"days": 1') == ("5", "number", NUMBER_ENDS)
     assert source.guess(CALL + '"ci') is None  # a key
     assert source.guess(CALL + '"city": "') is None  # a string begun: nothing written yet
     assert source.propose(CALL + '"days": ') == ""  # propose never guesses a value's start
+
+
+def test_a_guess_that_completes_a_value_says_how_the_value_may_close() -> None:
+    source = DraftSource(["Paris in 15 days, then New York City"], request="Paris in 15 days")
+    # The whole of a name or a number already written: an empty guess, the value ends here.
+    assert source.guess(CALL + '"city": "Paris') == ("", "string", STRING_ENDS)
+    assert source.guess(CALL + '"days": 15') == ("", "number", NUMBER_ENDS)
+    assert source.guess(CALL + '"city": "New York City') == ("", "string", STRING_ENDS)
+    # A name whose word the draft did not reach the end of does not end the value.
+    assert source.guess(CALL + '"city": "New', max_chars=4) == (" Yor", "string", ())
+
+
+def test_a_name_the_source_quotes_ends_at_the_quote_and_a_number_it_does_not_know_goes_on() -> None:
+    source = DraftSource(['Open "notes.txt" now'], request="")
+    assert source.guess(CALL + '"path": "note') == ("s.txt", "string", STRING_ENDS)
+    assert source.guess(CALL + '"days": 4') is None  # no number of the texts begins with 4
 
 
 def test_the_request_is_the_last_user_message() -> None:
@@ -258,7 +276,8 @@ def test_the_request_is_the_last_user_message() -> None:
         {"role": "assistant", "content": "Which city?"},
         {"role": "user", "content": "Oslo, 3 days"},
     ]
-    assert DraftSource.from_messages(messages).guess(CALL + '"days": ') == ("3", "start")
+    guess = DraftSource.from_messages(messages).guess(CALL + '"days": ')
+    assert guess == ("3", "start", NUMBER_ENDS)
 
 
 def test_forced_text_that_ends_inside_a_character_is_guessed_up_to_its_last_whole_one() -> None:
@@ -275,7 +294,7 @@ def test_forced_text_that_ends_inside_a_character_is_guessed_up_to_its_last_whol
 def test_a_call_that_writes_the_same_item_twice_in_a_row_is_guessed_the_next_turns() -> None:
     source = DraftSource([], request="chicken and mushrooms, 500 calories")
     looping = CALL + '"ingredients": ["chicken", "vegetables", "vegetables", '
-    assert source.guess(looping, max_chars=28) == ('"vegetables", "vegetables", ', "repeat")
+    assert source.guess(looping, max_chars=28) == ('"vegetables", "vegetables", ', "repeat", ())
 
 
 def test_a_loop_inside_a_string_is_guessed_past_the_end_of_what_was_written() -> None:
@@ -283,6 +302,7 @@ def test_a_loop_inside_a_string_is_guessed_past_the_end_of_what_was_written() ->
     assert source.guess(CALL + '"battle": "Stalingrad, Stalingrad, Stali', max_chars=17) == (
         "ngrad, Stalingrad",
         "repeat",
+        (),
     )
 
 
@@ -298,7 +318,8 @@ def test_the_conversation_is_asked_before_the_loop_and_an_array_of_strings_takes
 ):
     source = DraftSource(["mushrooms and vegetables"], request="2 eggs, mushrooms")
     looping = CALL + '"q": "vegetables, vegetables, veg'
-    assert source.guess(looping) == ("etables", "string")  # the conversation's text first
+    # the conversation's text first
+    assert source.guess(looping) == ("etables", "string", STRING_ENDS)
     # after a string item, the next item is no number from the request
     assert source.guess(CALL + '"tags": ["eggs", ') is None
-    assert source.guess(CALL + '"counts": [') == ("2", "start")
+    assert source.guess(CALL + '"counts": [') == ("2", "start", NUMBER_ENDS)

@@ -81,15 +81,18 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from weavehost.formats.jsoncalls import encode_json_value
 
 __all__ = [
     "MAX_MATCH",
     "MIN_MATCH",
+    "NUMBER_ENDS",
     "REPEAT_MIN",
+    "STRING_ENDS",
     "DraftSource",
+    "Guess",
 ]
 
 # The shortest suffix of a string value that is looked up (see the module's choices).
@@ -124,12 +127,31 @@ _WRITTEN_NUMBER = re.compile(r"[:,\[]\s*(-?\d[\d.eE+-]*)")
 _WORD_CHAR = r"[^\s'`()\[\]{}?!;,.\x00\"]"
 _NAME_WORD = rf"(?:{_WORD_CHAR}|\.(?={_WORD_CHAR}))*"
 _NAME = re.compile(rf"{_NAME_WORD}(?: (?=[A-Z0-9]){_NAME_WORD})*")
+# The source goes on with the name's word where the draft stopped (cut at ``max_chars``): the
+# value does not end there. A quote, a line break (escapes other than ``\\``) or any other
+# character a word ends at ends it.
+_NAME_GOES_ON = re.compile(rf"(?!\\[^\\]){_WORD_CHAR}")
 # The part of an escaped text a draft may hold: anything but an escape, except ``\\``.
 _PLAIN = re.compile(r"(?:[^\\\x00]|\\\\)*")
 
 _HEX = frozenset("0123456789abcdefABCDEF")
 
 _Kind = Literal["string", "number", "start", "repeat"]
+
+# What may close a value a guess completes, most likely first (the next member's comma, the
+# object's or the array's end): after a string its quote comes first.
+STRING_ENDS = ('",', '"}', '"]')
+NUMBER_ENDS = (",", "}", "]")
+
+
+class Guess(NamedTuple):
+    """A guess at the text that follows: ``text``, its ``kind``, and ``ends``: where the guess
+    completes the value (a number of the conversation, a name ended), the texts that may close
+    the value after it, most likely first; ``()`` where the value need not end there."""
+
+    text: str
+    kind: _Kind
+    ends: tuple[str, ...] = ()
 
 
 class DraftSource:
@@ -194,30 +216,41 @@ class DraftSource:
         if kind == "number":
             return self._numbers.get(value, "")[:max_chars]
         if kind == "string":
-            return self._string_draft(value, max_chars)
+            return self._string_draft(value, max_chars)[0]
         return ""  # a value not begun is guess()'s
 
-    def guess(self, written: str, *, max_chars: int = 64) -> tuple[str, _Kind] | None:
+    def guess(self, written: str, *, max_chars: int = 64) -> Guess | None:
         """What :meth:`propose` drafts, with its kind (``"string"``: a string value's rest,
         ``"number"``: a number's rest), or for a value not begun (``written`` ends after a
         member's ``:`` and spaces, or in an array) the request's first number not yet written
         in the call (``"start"``); where those have nothing and the call has begun to loop,
-        the loop's next turn (``"repeat"``); ``None`` when there is no guess."""
+        the loop's next turn (``"repeat"``); ``None`` when there is no guess.
+
+        A guess that completes the value says how it may be closed (:class:`Guess` ``ends``):
+        a start and a number's rest end with the conversation's number, a string's rest with
+        its name (the source's text goes on with no more of the word). Such a guess may be
+        empty: the value written so far is already a whole number or name of the
+        conversation."""
         if max_chars <= 0:
             return None
         kind, value = _value_at_end(written)
-        text = ""
+        text, ends = "", False
         if kind == "start":
             if not _STRING_ITEM_BEFORE.search(written):  # an array of strings takes no number
                 text = self._first_unwritten_number(written)
+                ends = bool(text)
         elif kind == "number":
-            text = self._numbers.get(value, "")
+            rest = self._numbers.get(value)
+            text, ends = rest or "", rest is not None
         elif kind == "string":
-            text = self._string_draft(value, max_chars)
+            text, ends = self._string_draft(value, max_chars)
+        if kind is not None and (text or ends) and len(text) <= max_chars:
+            closers = (STRING_ENDS if kind == "string" else NUMBER_ENDS) if ends else ()
+            return Guess(text, kind, closers)
         if text and kind is not None:
-            return text[:max_chars], kind
+            return Guess(text[:max_chars], kind)
         text = _repeat_draft(written, max_chars)
-        return (text, "repeat") if text else None
+        return Guess(text, "repeat") if text else None
 
     def _first_unwritten_number(self, written: str) -> str:
         """The request's first number that the call has not written yet (each occurrence
@@ -228,17 +261,19 @@ class DraftSource:
                 left.remove(match.group(1))
         return left[0] if left else ""
 
-    def _string_draft(self, value: str, max_chars: int) -> str:
+    def _string_draft(self, value: str, max_chars: int) -> tuple[str, bool]:
+        """The string's rest from the conversation (the module's choices), and whether the
+        source's name ends there (so the value probably does too)."""
         if len(value) < self._min_match:
-            return ""
+            return "", False
         text = self._text
         if value[-self._min_match :] not in text:
-            return ""
+            return "", False
         low = _longest_suffix_in(value, text, self._min_match, min(len(value), MAX_MATCH))
         at = text.rfind(value[-low:]) + low
         begun = _open_escape(value, len(value))
         if begun != _open_escape(text, at):
-            return ""  # the match ends at a different point of an escape: not the same text
+            return "", False  # the match ends at a different point of an escape: not the same text
         head = ""
         if begun:  # the draft first completes the escape the value has begun
             if begun != "\\":
@@ -250,7 +285,8 @@ class DraftSource:
         # A value copied from prose is mostly a name: it ends with its word, or with the
         # capitalised words that follow it ("New York City"), rarely with the sentence.
         name = _NAME.match(rest.group()) if rest else None
-        return (head + (name.group() if name else ""))[:max_chars]
+        draft = head + (name.group() if name else "")
+        return draft, not _NAME_GOES_ON.match(text, at + len(draft) - len(head))
 
 
 def _longest_suffix_in(text: str, haystack: str, shortest: int, longest: int) -> int:

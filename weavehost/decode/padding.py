@@ -176,14 +176,10 @@ class DecodePlan:
         return side_by_side < serial * (1 - PARALLEL_MARGIN)
 
     def draft_rows(self, base_rows: int, accept_p: float = DEFAULT_ACCEPT) -> int:
-        """How many draft rows to add to a pass of ``base_rows`` rows (0..``MAX_DRAFT_ROWS``).
-
-        A draft of ``d`` tokens, each accepted with probability ``p`` if the ones before it
-        were, adds ``p + p**2 + ... + p**d`` tokens in expectation to the ``base_rows`` the pass
-        yields anyway; its cost is the padded cost of ``base_rows + d`` rows. The answer is the
-        smallest ``d`` whose expected tokens per second are within ``DRAFT_MARGIN`` of the best
-        ``d``'s; ``d = 0`` is the pass alone. Without a table: draft while
-        ``p**d >= NEUTRAL_DRAFT_ACCEPT``, at most ``NEUTRAL_DRAFT_ROWS``.
+        """How many draft rows to add to a pass of ``base_rows`` rows (0..``MAX_DRAFT_ROWS``),
+        each accepted with probability ``accept_p`` if the ones before it were: the
+        :meth:`draft_length` rule. Without a table: draft while ``p**d >=
+        NEUTRAL_DRAFT_ACCEPT``, at most ``NEUTRAL_DRAFT_ROWS``.
         """
         if not 0.0 <= accept_p <= 1.0:
             raise ValueError(f"accept_p is a probability, not {accept_p}")
@@ -197,10 +193,22 @@ class DecodePlan:
         return self.draft_length(base_rows, [p] * MAX_DRAFT_ROWS)
 
     def draft_length(self, base_rows: int, accept: Sequence[float]) -> int:
-        """How many tokens of a draft to add to a pass of ``base_rows`` rows, when its token
-        ``i`` is accepted with probability ``accept[i]`` if the ones before it were (each
-        source of drafts has its own rate): the :meth:`draft_rows` rule with a probability per
-        token, at most ``MAX_DRAFT_ROWS`` and at most ``len(accept)``."""
+        """How many tokens of a draft to add to a pass of ``base_rows`` rows (the rows it holds
+        anyway: its chosen token and the grammar's forced ones), when its token ``i`` is
+        accepted with probability ``accept[i]`` if the ones before it were (each source of
+        drafts has its own rate); at most ``MAX_DRAFT_ROWS`` and ``len(accept)``.
+
+        ``d`` drafted tokens keep ``g(d) = p1 + p1 p2 + ...`` tokens in expectation and cost
+        the padded cost of ``base_rows + d`` rows. A token kept now is one a later pass need
+        not write, so it is worth what a pass pays per token when it starts from one chosen
+        token with the best draft of these kinds: ``w = min_d cost(1 + d) / (1 + g(d))``. The
+        answer is the smallest ``d`` whose ``cost(base_rows + d) - w g(d)`` is within
+        ``DRAFT_MARGIN`` of the pass's cost of the best ``d``'s (a longer draft would chase
+        noise in the table). With one base row this is the draft with the best expected
+        tokens per second; with many (a forced run of 15 tokens), a draft costs only the rows
+        it adds, so it pays where alone it would not. The rows up to the width the pass is
+        padded to (:meth:`width_for`) cost nothing more, so they hold the draft's next tokens.
+        """
         accept = accept[:MAX_DRAFT_ROWS]
         if any(not 0.0 <= p <= 1.0 for p in accept):
             raise ValueError(f"acceptance rates are probabilities, not {list(accept)}")
@@ -213,16 +221,17 @@ class DecodePlan:
                     break
                 drafts += 1
             return drafts
-        rates: list[float] = []
-        expected, reach = float(base_rows), 1.0
-        for d in range(len(accept) + 1):
-            if d:
-                reach *= accept[d - 1]
-                expected += reach
-            rows = base_rows + d
-            rates.append(expected / self._padded_cost(table, rows) if rows else 0.0)
-        good_enough = max(rates) * (1 - DRAFT_MARGIN)
-        return next(d for d, rate in enumerate(rates) if rate >= good_enough)
+        gains, reach = [0.0], 1.0
+        for p in accept:
+            reach *= p
+            gains.append(gains[-1] + reach)
+        worth = min(self._padded_cost(table, 1 + d) / (1 + g) for d, g in enumerate(gains))
+        base = max(1, base_rows)
+        net = [self._padded_cost(table, base + d) - worth * g for d, g in enumerate(gains)]
+        good_enough = min(net) + DRAFT_MARGIN * self._padded_cost(table, base)
+        drafts = next(d for d, value in enumerate(net) if value <= good_enough)
+        # Rows the padded pass holds anyway are filled with the draft's next tokens.
+        return min(len(accept), max(drafts, self.width_for(base + drafts) - base))
 
 
 # What a machine nobody calibrated gets: no padding, neutral drafts, and values drafted on

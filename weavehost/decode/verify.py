@@ -46,6 +46,8 @@ from weavehost.decode.constraint import Constraint
 from weavehost.engine import Engine, Row
 
 __all__ = [
+    "CHAIN_TOKENS",
+    "END",
     "GRAMMAR",
     "DraftMismatch",
     "DraftRows",
@@ -59,13 +61,25 @@ __all__ = [
 GRAMMAR = "grammar"  # text the grammar forces that no token could be prefilled for yet
 
 
+# The text that closes a value a guess completed (``",`` before the next member, ``}``), and
+# what the grammar forces after it, guessed in the same pass (see _chain).
+END = "end"
+# The most guessed tokens a chain over value ends holds (it is cut to the plan's rows anyway).
+CHAIN_TOKENS = 24
+# How llguidance's forced bytes mark a special token (a byte no UTF-8 text holds).
+_SPECIAL = b"\xff"
+
+
 @dataclass(frozen=True, slots=True)
 class DraftText:
     """A drafter's guess at the text that follows, and its kind (``"string"``, ``"number"``,
-    ``"start"``: see :mod:`weavehost.decode.drafts`)."""
+    ``"start"``: see :mod:`weavehost.decode.drafts`). ``ends``: where the guess completes a
+    value, the texts that may close it, most likely first (``",``, ``"}``); the one the grammar
+    allows is guessed after it, then the grammar's text and the next value's guess."""
 
     text: str
     kind: str
+    ends: tuple[str, ...] = ()
 
 
 # Proposes draft text from the text this run has written so far (its bytes).
@@ -116,6 +130,8 @@ def verified_decode(
     stop: Callable[[bytes], bool] | None = None,
     watch: Callable[[bytes], None] | None = None,
     forced: bool = True,
+    pad_to: Callable[[int], int] | None = None,
+    scratch_seq: int | None = None,
 ) -> VerifiedOutcome:
     """Greedy decoding of ``seq`` under ``constraint``, drafts verified in each pass.
 
@@ -127,6 +143,8 @@ def verified_decode(
     ``watch`` is shown the written text after each token (the token is verified by then).
     ``forced=False`` drafts no grammar-forced tokens (the ``weave:no_forced`` ablation): they
     are then decoded like any other token, one pass each unless another draft carries them.
+    ``pad_to`` (the plan's :meth:`~weavehost.decode.padding.DecodePlan.width_for`) widens a
+    pass with padding rows on ``scratch_seq`` (emptied after it) where a wider pass is cheaper.
     """
     tokens: list[int] = []
     text = b""
@@ -193,8 +211,12 @@ def verified_decode(
             Row(token, (seq,), logits=wanted[len(queue) + i], draft=True)
             for i, token in enumerate(proposal)
         ]
+        width = pad_to(len(rows)) if pad_to is not None and scratch_seq is not None else 0
+        padding = [Row(rows[-1].token, (scratch_seq,), padding=True)] * (width - len(rows))
         start = engine.seq_len(seq)
-        out = iter(engine.run_pass(rows))
+        out = iter(engine.run_pass(rows + padding))
+        if padding:
+            engine.drop(scratch_seq, 0)  # type: ignore[arg-type]
         # The logits after each row that asked for them, by the row's place in the pass.
         after = {i: next(out) for i in range(len(rows)) if wanted[i]}
         queue = []
@@ -284,11 +306,110 @@ def _proposal(
             lead = _whole_characters(forced_text[len(written) - len(text) :])
     guess = drafter(written + lead) if drafter is not None else None
     candidates, kinds = _guesses(engine, lead, guess)
+    if forced and drafter is not None and guess is not None and guess.ends:
+        more, more_kinds = _chain(
+            engine,
+            constraint,
+            drafter,
+            proposal + candidates,
+            written + lead + guess.text.encode("utf-8"),
+            guess.ends,
+        )
+        candidates += more
+        kinds += more_kinds
     cap = min(draft_rows(pending + len(proposal), kinds), room - len(proposal)) if kinds else 0
     forced_rows = len(proposal)
     proposal += candidates[: max(0, cap)]
     valid = constraint.valid_prefix(proposal)
     return proposal[:valid], kinds[: max(0, valid - forced_rows)]
+
+
+def _chain(
+    engine: Engine,
+    constraint: Constraint,
+    drafter: Drafter,
+    before: Sequence[int],
+    text: bytes,
+    ends: tuple[str, ...],
+) -> tuple[list[int], list[str]]:
+    """Guesses past the end of the value that ``before`` (tokens the grammar has not consumed
+    yet, ending with a guess that completes a value; ``text`` is the written text with them)
+    completes: the closing text of ``ends`` the grammar allows there, when exactly one is
+    (after a required value, the next member's ``,``; after the last, ``}``), the grammar's
+    text after it, and the drafter's guess for the next value, tokenized together; then again
+    while guesses complete values, at most :data:`CHAIN_TOKENS` tokens. A value copied from the
+    request and the members after it are read in one pass, not one pass per value. The
+    constraint walks the guesses and is rolled back: nothing is consumed. Each token's kind:
+    :data:`END` from the closing text, :data:`GRAMMAR` from the grammar's, then the guess's."""
+    tokens: list[int] = []
+    kinds: list[str] = []
+    consumed = 0
+    if constraint.valid_prefix(list(before)) < len(before):
+        return [], []  # the guess does not fit: nothing past it (a consumed misfit is an error)
+    try:
+        for token in before:
+            constraint.consume(token)
+            consumed += 1
+        while ends and len(tokens) < CHAIN_TOKENS:
+            fits = [end for end in ends if _allows(engine, constraint, end)]
+            if len(fits) != 1:
+                break  # the model decides here (another member or the end): no guess
+            close = fits[0]
+            closing = engine.tokenize(close)
+            for token in closing:
+                constraint.consume(token)
+            forced_text = constraint.forced_bytes()
+            constraint.rollback(len(closing))
+            after = _plain_text(forced_text)
+            # Before a special token (a format's closer) the drafter has nothing to say.
+            special = _SPECIAL in forced_text
+            guess = None if special else drafter(text + close.encode() + after)
+            body = guess.text if guess is not None else ""
+            piece = close + after.decode("utf-8") + body
+            segment = engine.tokenize(piece)
+            offset, segment_kinds = 0, []
+            for token in segment:
+                if offset < len(close.encode()):
+                    segment_kinds.append(END)
+                elif offset < len(close.encode()) + len(after) or guess is None:
+                    segment_kinds.append(GRAMMAR)
+                else:
+                    segment_kinds.append(guess.kind)
+                offset += len(engine.token_bytes(token))
+            valid = constraint.valid_prefix(segment)
+            for token in segment[:valid]:
+                constraint.consume(token)
+            consumed += valid
+            tokens += segment[:valid]
+            kinds += segment_kinds[:valid]
+            if valid < len(segment):
+                break
+            rest = constraint.forced()  # what no text could stand for (a special token)
+            for token in rest:
+                constraint.consume(token)
+            consumed += len(rest)
+            tokens += rest
+            kinds += [GRAMMAR] * len(rest)
+            if guess is None:
+                break
+            text += piece.encode("utf-8")
+            ends = guess.ends
+    finally:
+        constraint.rollback(consumed)
+    return tokens[:CHAIN_TOKENS], kinds[:CHAIN_TOKENS]
+
+
+def _allows(engine: Engine, constraint: Constraint, text: str) -> bool:
+    """Whether the grammar accepts ``text`` next (as the tokenizer splits it)."""
+    tokens = engine.tokenize(text)
+    return bool(tokens) and constraint.valid_prefix(tokens) == len(tokens)
+
+
+def _plain_text(forced: bytes) -> bytes:
+    """Forced text up to its first special token (llguidance marks one with a 0xFF byte) and
+    its last whole character."""
+    cut = forced.find(_SPECIAL)
+    return _whole_characters(forced if cut < 0 else forced[:cut])
 
 
 def _guesses(engine: Engine, lead: bytes, guess: DraftText | None) -> tuple[list[int], list[str]]:

@@ -45,6 +45,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from typing import Any
 
 from weavehost.decode.base import CallAttempt, CallRequest, CallResult, ToolSchema
 from weavehost.decode.constraint import Constraint, constraints_for
@@ -328,6 +329,7 @@ class WeaveCall:
             draft_rows=self._draft_rows,
             settle_early=self.options.selector,
             forced=self.options.forced,
+            padding=self._padding(),
         )
         if isinstance(selected, str):
             return self.attempt.failed(selected)
@@ -449,6 +451,7 @@ class WeaveCall:
             max_tokens=max(1, self.request.max_tokens - len(self.head_tokens)),
             watch=self._watch if self._watches() else None,
             forced=self.options.forced,
+            **self._padding(),
         )
         self.verified = outcome
         self.acceptance.add(outcome.by_kind)
@@ -543,6 +546,13 @@ class WeaveCall:
 
         return propose
 
+    def _padding(self) -> dict[str, Any]:
+        """How verified decoding pads its passes: to the plan's widths, on the last sequence
+        (free outside stage 3)."""
+        if not self.options.padding:
+            return {}
+        return {"pad_to": self.plan.width_for, "scratch_seq": self.engine.n_seq_max - 1}
+
     def _draft_rows(self, base_rows: int, kinds: Sequence[str]) -> int:
         """How many guessed tokens of these kinds a pass of ``base_rows`` rows carries."""
         rates = [self.acceptance.rate(kind) for kind in kinds]
@@ -572,11 +582,13 @@ def _select(
     draft_rows: DraftRows | None = None,
     settle_early: bool = True,
     forced: bool = True,
+    padding: dict[str, Any] | None = None,
 ) -> tuple[ToolSchema, str, list[int]] | str:
     """Pick the tool: returns (tool, head text on seq 0, its tokens) or an error string.
 
     With ``settle_early`` it stops as soon as one head is consistent with the text (no passes
-    at all when one tool is offered); without, it decodes the whole head.
+    at all when one tool is offered); without, it decodes the whole head. ``padding``: how
+    passes are padded (``WeaveCall._padding``).
     ``whole`` ends having consumed exactly the returned tokens."""
     tools: Sequence[ToolSchema] = request.tools
     heads = {tool.name: fmt.layout.head_for(tool.name) for tool in tools}
@@ -601,6 +613,7 @@ def _select(
         draft_rows=draft_rows or (lambda _base, _kinds: 0),
         stop=settled,
         forced=forced,
+        **(padding or {}),
     )
     text = outcome.text
     names = consistent(text)
