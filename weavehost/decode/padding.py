@@ -57,7 +57,7 @@ PARALLEL_MARGIN = 0.05
 # The probability that a drafted token is accepted, when the caller has no better estimate.
 DEFAULT_ACCEPT = 0.5
 # The most draft rows added to one pass.
-MAX_DRAFT_ROWS = 16
+MAX_DRAFT_ROWS = 32
 # draft_rows takes the shortest draft within this share of the best expected rate: a longer
 # one would chase noise in the table (and modelled gains of p**13 tokens).
 DRAFT_MARGIN = 0.02

@@ -24,6 +24,7 @@ Guarantees:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from weavehost.decode.constraint import Constraint
@@ -88,11 +89,15 @@ def _common_prefix(lists: list[list[int]]) -> list[int]:
     return lists[0][:n]
 
 
-def prefill_skeleton(engine: Engine, tasks: list[ValueTask]) -> list[int]:
+def prefill_skeleton(
+    engine: Engine, tasks: list[ValueTask], unread: Sequence[int] = ()
+) -> list[int]:
     """Fork a sequence per task from sequence 0 and read every task's forced tokens in one pass.
 
     A task may run on sequence 0 itself (the first value: its KV then needs no write-back).
-    Returns the tokens shared by all tasks, which sequence 0 now holds in any case.
+    ``unread``: tokens already chosen that sequence 0 has not read yet (the selector's deciding
+    token); they are read first in the same pass, shared by every task. Returns the forced
+    tokens shared by all tasks, which sequence 0 now holds in any case.
     """
     for task in tasks:
         task.forced = task.constraint.forced()
@@ -104,8 +109,9 @@ def prefill_skeleton(engine: Engine, tasks: list[ValueTask]) -> list[int]:
     shared = _common_prefix([task.forced for task in tasks])
     rows: list[Row] = []
     owners = (0, *(task.seq for task in tasks if task.seq != 0))
-    for index, token in enumerate(shared):
-        last = index == len(shared) - 1
+    common = [*unread, *shared]
+    for index, token in enumerate(common):
+        last = index == len(common) - 1
         needs_logits = last and any(len(task.forced) == len(shared) for task in tasks)
         rows.append(Row(token, owners, logits=needs_logits, forced=True))
     for task in tasks:

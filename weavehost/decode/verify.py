@@ -26,8 +26,9 @@ how many passes that takes:
   guessed token has a kind, and ``draft_rows`` says how many of them a pass carries beside its
   pending and forced rows (the plan, from each kind's acceptance rate); ``by_kind`` on the
   outcome counts, per kind, the guessed tokens a pass reached and those it accepted.
-- On return the sequence holds every written token (the last one read with logits) and nothing
-  rejected; the constraint has consumed exactly the written tokens.
+- On return the sequence holds every written token (the last one read with logits; with
+  ``read_last=False`` all but the ``unread`` last ones) and nothing rejected; the constraint
+  has consumed exactly the written tokens.
 
 ``mismatch`` records where an explicit draft first differed from the argmax, with the logit
 gap there (the model's argmax logit minus the drafted token's), so a rejected parallel value
@@ -47,6 +48,7 @@ from weavehost.engine import Engine, Row
 
 __all__ = [
     "CHAIN_TOKENS",
+    "CLOSE",
     "END",
     "GRAMMAR",
     "DraftMismatch",
@@ -65,7 +67,14 @@ GRAMMAR = "grammar"  # text the grammar forces that no token could be prefilled 
 # what the grammar forces after it, guessed in the same pass (see _chain).
 END = "end"
 # The most guessed tokens a chain over value ends holds (it is cut to the plan's rows anyway).
-CHAIN_TOKENS = 24
+CHAIN_TOKENS = 32
+# Where the grammar allows more than one closing text (optional arguments may follow): the
+# first of the guess's (the next member's comma), guessed at its own rate.
+CLOSE = "close"
+# The model's own split of a guessed token (by model file and guessed token): where the model
+# chose a shorter token that spells the start of a guessed one (``}}`` where the tokenizer's
+# guess had Qwen's fused ``}}\n``), later guesses split that token so (_model_split).
+_SPLITS: dict[tuple[str, int], int] = {}
 # How llguidance's forced bytes mark a special token (a byte no UTF-8 text holds).
 _SPECIAL = b"\xff"
 
@@ -115,6 +124,8 @@ class VerifiedOutcome:
     # (reached, accepted). Reached: a pass read it and every guessed token before it was
     # accepted, so accepted / reached is the rate at which the next such token is accepted.
     by_kind: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # The last tokens written but not read into the sequence (``read_last=False``): 0 or 1.
+    unread: int = 0
 
 
 def verified_decode(
@@ -132,6 +143,7 @@ def verified_decode(
     forced: bool = True,
     pad_to: Callable[[int], int] | None = None,
     scratch_seq: int | None = None,
+    read_last: bool = True,
 ) -> VerifiedOutcome:
     """Greedy decoding of ``seq`` under ``constraint``, drafts verified in each pass.
 
@@ -145,6 +157,9 @@ def verified_decode(
     are then decoded like any other token, one pass each unless another draft carries them.
     ``pad_to`` (the plan's :meth:`~weavehost.decode.padding.DecodePlan.width_for`) widens a
     pass with padding rows on ``scratch_seq`` (emptied after it) where a wider pass is cheaper.
+    ``read_last=False``: a run that ends (``stop``, the grammar's end) with a token chosen but
+    not yet read leaves it unread (``unread`` on the outcome): a caller that reads it again
+    with a draft after it (``weave``'s write-back after its selector) saves a pass.
     """
     tokens: list[int] = []
     text = b""
@@ -189,6 +204,8 @@ def verified_decode(
                 else:
                     explicit.pop(0)
             take(token)
+        if halted and not read_last:
+            break  # the chosen tokens stay unread: the caller reads them
         proposal: list[int] = []
         kinds: list[str] = []  # of the guessed tokens at the end of the proposal
         from_explicit = bool(explicit)
@@ -231,6 +248,8 @@ def verified_decode(
                 choice = constraint.best(after[before + index], mask)
             if choice != token:
                 refused = True
+                if index >= guessed_from and choice is not None:
+                    _learn_split(engine, token, choice)
                 if choice is None:
                     error = "no token allowed"
                     halted = True
@@ -274,6 +293,7 @@ def verified_decode(
         accepted,
         mismatch,
         {kind: (reached, hits) for kind, (reached, hits) in by_kind.items()},
+        len(queue),
     )
 
 
@@ -352,9 +372,12 @@ def _chain(
             consumed += 1
         while ends and len(tokens) < CHAIN_TOKENS:
             fits = [end for end in ends if _allows(engine, constraint, end)]
-            if len(fits) != 1:
-                break  # the model decides here (another member or the end): no guess
-            close = fits[0]
+            if not fits:
+                break
+            # One closing text the grammar allows: the value's end is all that is guessed.
+            # Several (optional arguments may follow): the model decides between another
+            # member and the end; another member (the likelier) is guessed, at its own rate.
+            close, end_kind = fits[0], END if len(fits) == 1 else CLOSE
             closing = engine.tokenize(close)
             for token in closing:
                 constraint.consume(token)
@@ -366,11 +389,11 @@ def _chain(
             guess = None if special else drafter(text + close.encode() + after)
             body = guess.text if guess is not None else ""
             piece = close + after.decode("utf-8") + body
-            segment = engine.tokenize(piece)
+            segment = _model_split(engine, engine.tokenize(piece))
             offset, segment_kinds = 0, []
             for token in segment:
                 if offset < len(close.encode()):
-                    segment_kinds.append(END)
+                    segment_kinds.append(end_kind)
                 elif offset < len(close.encode()) + len(after) or guess is None:
                     segment_kinds.append(GRAMMAR)
                 else:
@@ -399,6 +422,37 @@ def _chain(
     return tokens[:CHAIN_TOKENS], kinds[:CHAIN_TOKENS]
 
 
+def _model_split(engine: Engine, tokens: list[int]) -> list[int]:
+    """``tokens`` (the tokenizer's split of a guess) with each token the model was seen to
+    write as a shorter token and the rest (:func:`_learn_split`) split that way."""
+    model = str(getattr(engine, "path", ""))
+    out: list[int] = []
+    for token in tokens:
+        first = _SPLITS.get((model, token))
+        rest = engine.token_bytes(token)[len(engine.token_bytes(first)) :] if first else b""
+        try:
+            text = rest.decode("utf-8")
+        except UnicodeDecodeError:
+            text = ""
+        if first is None or not text:
+            out.append(token)
+        else:
+            out += [first, *engine.tokenize(text)]
+    return out
+
+
+def _learn_split(engine: Engine, guessed: int, chosen: int) -> None:
+    """Remember how the model split a guessed token's text: ``chosen`` spells its start (the
+    model writes the rest after it), or, the other way round, the model wrote whole what an
+    earlier split had cut (the split is forgotten)."""
+    model = str(getattr(engine, "path", ""))
+    guessed_text, chosen_text = engine.token_bytes(guessed), engine.token_bytes(chosen)
+    if len(chosen_text) < len(guessed_text) and guessed_text.startswith(chosen_text):
+        _SPLITS[(model, guessed)] = chosen
+    elif len(chosen_text) > len(guessed_text) and chosen_text.startswith(guessed_text):
+        _SPLITS.pop((model, chosen), None)
+
+
 def _allows(engine: Engine, constraint: Constraint, text: str) -> bool:
     """Whether the grammar accepts ``text`` next (as the tokenizer splits it)."""
     tokens = engine.tokenize(text)
@@ -420,7 +474,7 @@ def _guesses(engine: Engine, lead: bytes, guess: DraftText | None) -> tuple[list
     body = guess.text if guess is not None else ""
     if not head + body:
         return [], []
-    tokens = engine.tokenize(head + body)
+    tokens = _model_split(engine, engine.tokenize(head + body))
     kinds: list[str] = []
     offset = 0
     for token in tokens:
