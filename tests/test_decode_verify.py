@@ -342,3 +342,19 @@ def test_passes_padded_to_a_cheaper_width_use_a_scratch_sequence_and_leave_it_em
     assert min(stats.pass_rows) >= 8
     assert stats.padded_tokens > 0
     assert engine.seq_len(scratch) == 0
+
+
+def test_a_guessed_token_the_model_wrote_split_is_split_so_until_it_writes_it_whole(engine):
+    from weavehost.decode import verify
+
+    [paris] = engine.tokenize(" Paris")
+    [start] = engine.tokenize(" P")
+    try:
+        # The model chose " P" where a guess had " Paris": later guesses split it that way.
+        verify._learn_split(engine, paris, start)
+        assert verify._model_split(engine, [paris]) == [start, *engine.tokenize("aris")]
+        # Then it wrote " Paris" whole where a guess had " P": the split is forgotten.
+        verify._learn_split(engine, start, paris)
+        assert verify._model_split(engine, [paris]) == [paris]
+    finally:
+        verify._SPLITS.clear()
