@@ -250,7 +250,8 @@ def test_guesses_say_their_kind_and_a_key_or_a_begun_string_guesses_nothing() ->
     assert source.guess(CALL + '"city": "Par') == ("is", "string", STRING_ENDS)
     assert source.guess(CALL + '"days": 1') == ("5", "number", NUMBER_ENDS)
     assert source.guess(CALL + '"ci') is None  # a key
-    assert source.guess(CALL + '"city": "') is None  # a string begun: nothing written yet
+    # A string not begun: the request's names, but its first word begins a sentence.
+    assert source.guess(CALL + '"city": "') is None
     assert source.propose(CALL + '"days": ') == ""  # propose never guesses a value's start
 
 
@@ -268,6 +269,18 @@ def test_a_name_the_source_quotes_ends_at_the_quote_and_a_number_it_does_not_kno
     source = DraftSource(['Open "notes.txt" now'], request="")
     assert source.guess(CALL + '"path": "note') == ("s.txt", "string", STRING_ENDS)
     assert source.guess(CALL + '"days": 4') is None  # no number of the texts begins with 4
+
+
+def test_a_string_not_begun_guesses_the_requests_first_name_not_yet_written() -> None:
+    request = "Find the fastest route from San Francisco to Los Angeles. What about Mission 1?"
+    source = DraftSource([], request=request)
+    assert source.guess(CALL + '"start": "') == ("San Francisco", "name", STRING_ENDS)
+    after = CALL + '"start": "San Francisco", "end": "'
+    assert source.guess(after) == ("Los Angeles", "name", STRING_ENDS)
+    # "Find" and "What" begin sentences; "Francisco" is inside a name: none is a name.
+    written = after + 'Los Angeles", "level": "'
+    assert source.guess(written) == ("Mission 1", "name", STRING_ENDS)
+    assert source.guess(written + 'Mission 1", "other": "') is None
 
 
 def test_the_request_is_the_last_user_message() -> None:

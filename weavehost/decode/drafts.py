@@ -131,12 +131,15 @@ _NAME = re.compile(rf"{_NAME_WORD}(?: (?=[A-Z0-9]){_NAME_WORD})*")
 # value does not end there. A quote, a line break (escapes other than ``\\``) or any other
 # character a word ends at ends it.
 _NAME_GOES_ON = re.compile(rf"(?!\\[^\\]){_WORD_CHAR}")
+# Where a name of the request begins: a capitalised word that does not begin the request or a
+# sentence ("from Sydney to Melbourne", not "Find ..." or "... today. What ...").
+_NAME_BEGINS = re.compile(r"(?<![\w.'-])(?<![.?!:] )[A-Z]")
 # The part of an escaped text a draft may hold: anything but an escape, except ``\\``.
 _PLAIN = re.compile(r"(?:[^\\\x00]|\\\\)*")
 
 _HEX = frozenset("0123456789abcdefABCDEF")
 
-_Kind = Literal["string", "number", "start", "repeat"]
+_Kind = Literal["string", "number", "start", "repeat", "name"]
 
 # What may close a value a guess completes, most likely first (the next member's comma, the
 # object's or the array's end): after a string its quote comes first.
@@ -157,7 +160,7 @@ class Guess(NamedTuple):
 class DraftSource:
     """Where drafts come from for one call: the conversation's texts, oldest first."""
 
-    __slots__ = ("_min_match", "_numbers", "_starts", "_text")
+    __slots__ = ("_min_match", "_names", "_numbers", "_starts", "_text")
 
     def __init__(
         self, texts: Sequence[str], *, min_match: int = MIN_MATCH, request: str = ""
@@ -167,6 +170,8 @@ class DraftSource:
         self._min_match = min_match
         # The request's numbers in order, as JSON writes them: guesses for a value not begun.
         self._starts = [m.group().replace(",", "") for m in _NUMBER.finditer(request)]
+        # The request's names in order, JSON-escaped: guesses for a string not begun.
+        self._names = _names(request)
         kept = [text for text in texts if text]
         # Each text as it stands inside a JSON string, so a written value matches it verbatim.
         self._text = "".join(encode_json_value(text)[1:-1] + _END for text in kept)
@@ -242,15 +247,23 @@ class DraftSource:
         elif kind == "number":
             rest = self._numbers.get(value)
             text, ends = rest or "", rest is not None
+        elif kind == "string" and not value:
+            text = self._first_unwritten_name(written)
+            kind, ends = ("name", True) if text else (kind, False)
         elif kind == "string":
             text, ends = self._string_draft(value, max_chars)
         if kind is not None and (text or ends) and len(text) <= max_chars:
-            closers = (STRING_ENDS if kind == "string" else NUMBER_ENDS) if ends else ()
+            closers = (STRING_ENDS if kind in ("string", "name") else NUMBER_ENDS) if ends else ()
             return Guess(text, kind, closers)
         if text and kind is not None:
             return Guess(text[:max_chars], kind)
         text = _repeat_draft(written, max_chars)
         return Guess(text, "repeat") if text else None
+
+    def _first_unwritten_name(self, written: str) -> str:
+        """The request's first name (a capitalised word inside a sentence and the capitalised
+        or numbered words after it: "San Francisco") that the call has not written yet."""
+        return next((name for name in self._names if name not in written), "")
 
     def _first_unwritten_number(self, written: str) -> str:
         """The request's first number that the call has not written yet (each occurrence
@@ -287,6 +300,21 @@ class DraftSource:
         name = _NAME.match(rest.group()) if rest else None
         draft = head + (name.group() if name else "")
         return draft, not _NAME_GOES_ON.match(text, at + len(draft) - len(head))
+
+
+def _names(request: str) -> list[str]:
+    """The request's names in order (see :data:`_NAME_BEGINS`), each with the capitalised or
+    numbered words after it, JSON-escaped; a word inside a name begins none of its own."""
+    names: list[str] = []
+    end = 0
+    for begin in _NAME_BEGINS.finditer(request):
+        if begin.start() == 0 or begin.start() < end:
+            continue
+        name = _NAME.match(request, begin.start())
+        if name is not None and name.group():
+            names.append(encode_json_value(name.group())[1:-1])
+            end = name.end()
+    return names
 
 
 def _longest_suffix_in(text: str, haystack: str, shortest: int, longest: int) -> int:

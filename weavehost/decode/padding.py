@@ -153,7 +153,10 @@ class DecodePlan:
 
         Side by side: ``VALUE_TOKENS`` (L) passes of ``n`` rows (padded), then one write-back
         prefill of about ``n * (L + WRITE_BACK_EXTRA_TOKENS)`` rows onto sequence 0. One after
-        another: ``n * L`` one-row passes. Side by side must win by ``PARALLEL_MARGIN``. Fewer
+        another: ``n * L`` tokens on sequence 0, drafted as verified decoding drafts them, at
+        ``DEFAULT_ACCEPT`` (a pass of one chosen token and the drafted ones that pay most per
+        expected token; on x86 tables that is a one-row pass). Side by side must win by
+        ``PARALLEL_MARGIN``. Fewer
         than two values: ``False`` (nothing to put side by side). Without a table:
         ``parallel_without_table`` (``False`` for :data:`NO_PLAN`, what an uncalibrated machine
         gets).
@@ -172,8 +175,18 @@ class DecodePlan:
             return n >= 2
         write_back = table.pass_cost(n * (VALUE_TOKENS + WRITE_BACK_EXTRA_TOKENS))
         side_by_side = VALUE_TOKENS * self._padded_cost(table, n) + write_back
-        serial = n * VALUE_TOKENS * self._padded_cost(table, 1)
+        serial = n * VALUE_TOKENS * self._token_cost(table, DEFAULT_ACCEPT)
         return side_by_side < serial * (1 - PARALLEL_MARGIN)
+
+    def _token_cost(self, table: CostTable, p: float) -> float:
+        """What a token costs decoded on one sequence with drafts accepted at rate ``p``: the
+        least cost per expected token of a pass of one chosen token and ``d`` drafted ones."""
+        best, gain, reach = self._padded_cost(table, 1), 0.0, 1.0
+        for d in range(1, MAX_DRAFT_ROWS + 1):
+            reach *= p
+            gain += reach
+            best = min(best, self._padded_cost(table, 1 + d) / (1 + gain))
+        return best
 
     def draft_rows(self, base_rows: int, accept_p: float = DEFAULT_ACCEPT) -> int:
         """How many draft rows to add to a pass of ``base_rows`` rows (0..``MAX_DRAFT_ROWS``),
