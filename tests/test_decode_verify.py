@@ -212,20 +212,8 @@ def test_the_text_the_grammar_forces_past_its_forced_tokens_is_guessed_and_the_c
 def test_a_number_the_request_holds_is_guessed_where_its_value_begins(fresh_engine):
     engine = fresh_engine
     expected = _constrained(engine, PARIS, [FORECAST])
-    messages = _prompt(engine, PARIS, [FORECAST])
-    source = DraftSource.from_messages(messages)
-
-    def drafter(written: bytes) -> DraftText | None:
-        guess = source.guess(written.decode("utf-8", errors="ignore"))
-        return DraftText(*guess) if guess else None
-
-    outcome = verified_decode(
-        engine,
-        _whole_call(engine, [FORECAST]),
-        max_tokens=256,
-        drafter=drafter,
-        draft_rows=_all_guesses,
-    )
+    source = DraftSource.from_messages([{"role": "user", "content": PARIS}])
+    outcome, _ = _counted_run(engine, PARIS, _source_drafter(source))
     assert outcome.tokens == expected.tokens
     assert outcome.by_kind["start"][1] >= 1  # the 3 of "the next 3 days", guessed whole
 
@@ -234,18 +222,11 @@ def test_guesses_of_every_kind_are_counted_as_reached_only_up_to_the_first_rejec
     fresh_engine,
 ):
     engine = fresh_engine
-    _prompt(engine, PARIS, [FORECAST])
 
     def wrong(written: bytes) -> DraftText | None:  # always a wrong city, never a number
         return DraftText("Berlin is", "string") if written.endswith(b'"') else None
 
-    outcome = verified_decode(
-        engine,
-        _whole_call(engine, [FORECAST]),
-        max_tokens=256,
-        drafter=wrong,
-        draft_rows=_all_guesses,
-    )
+    outcome, _ = _counted_run(engine, PARIS, wrong)
     reached, accepted = outcome.by_kind["string"]
     # One wrong guess of several tokens, at the city's start: its first token is reached and
     # rejected; the tokens after it were never reached.
