@@ -22,7 +22,9 @@ how many passes that takes:
   forces (jump-forward's canonical tokens — verified too, so a forced run whose canonical
   split differs from the model's own split is caught), then *guesses*: the text the grammar
   forces past those tokens (``" "`` before a string value, which no token can be forced for)
-  and a ``drafter``'s text after it (:mod:`weavehost.decode.drafts`), tokenized together. Each
+  and a ``drafter``'s text after it (:mod:`weavehost.decode.drafts`), tokenized together;
+  where that guess completes a value, the value's closing text, the grammar's text after it
+  and the next value's guess, again and again (:func:`_chain`). Each
   guessed token has a kind, and ``draft_rows`` says how many of them a pass carries beside its
   pending and forced rows (the plan, from each kind's acceptance rate); ``by_kind`` on the
   outcome counts, per kind, the guessed tokens a pass reached and those it accepted.
