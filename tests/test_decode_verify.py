@@ -316,9 +316,7 @@ def test_passes_padded_to_a_cheaper_width_use_a_scratch_sequence_and_leave_it_em
     engine = fresh_engine
     expected = _constrained(engine, PARIS, [FORECAST])
     scratch = engine.n_seq_max - 1
-    outcome, stats = _counted_run(
-        engine, PARIS, None, pad_to=lambda rows: max(rows, 8), scratch_seq=scratch
-    )
+    outcome, stats = _counted_run(engine, PARIS, None, pad_to=lambda rows: max(rows, 8))
     assert outcome.tokens == expected.tokens
     assert min(stats.pass_rows) >= 8
     assert stats.padded_tokens > 0

@@ -50,7 +50,7 @@ from weavehost.agent.call_text import CallText
 from weavehost.agent.prompt_cache import CacheStatus, PromptCache, common_prefix, stable_prefix
 from weavehost.decode import MAX_CALLS, CallRequest, CallResult, DecodeStrategy, ToolSchema
 from weavehost.decode import write_calls as write_reply
-from weavehost.decode.constraint import marked_tokens
+from weavehost.decode.constraint import SPECIAL_MARK, marked_tokens
 from weavehost.decode.drafts import DraftSource
 from weavehost.engine import Engine, EngineStats
 from weavehost.errors import ContextOverflowError
@@ -582,4 +582,4 @@ def _begins_no_word(piece: bytes) -> bool:
     """A token's bytes (a special one marked ``b"\\xff"``) begin no word: after leading
     whitespace, nothing, or neither a letter, a digit nor a non-ASCII character."""
     first = piece.lstrip()[:1]
-    return not first or first == b"\xff" or not (first.isalnum() or first >= b"\x80")
+    return not first or first == SPECIAL_MARK or not (first.isalnum() or first >= b"\x80")

@@ -45,10 +45,13 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Constraint", "ConstraintFactory", "constraints_for", "marked_tokens"]
+__all__ = ["SPECIAL_MARK", "Constraint", "ConstraintFactory", "constraints_for", "marked_tokens"]
 
 # The layout of the vocabulary files under cache_dir()/vocab (see marked_tokens).
 VOCAB_FILE_VERSION = 1
+# How llguidance marks a special token's bytes (in the vocabulary it is given and in the text
+# it forces): a leading byte no UTF-8 text holds.
+SPECIAL_MARK = b"\xff"
 
 
 @dataclass(slots=True)
@@ -104,6 +107,13 @@ class Constraint:
         no token can be prefilled for yet (``": "`` before a string value ends in ``"``, which
         the value's first token may fuse with)."""
         return bytes(self.matcher.compute_ff_bytes())
+
+    def forced_text(self) -> tuple[bytes, bool]:
+        """:meth:`forced_bytes` up to the first special token it holds (Qwen's ``</tool_call>``,
+        which no text stands for), and whether one follows there."""
+        forced = self.forced_bytes()
+        cut = forced.find(SPECIAL_MARK)
+        return (forced, False) if cut < 0 else (forced[:cut], True)
 
     def valid_prefix(self, tokens: list[int]) -> int:
         """How many of ``tokens``, from the start, the grammar would accept now (nothing is
@@ -168,7 +178,7 @@ def marked_tokens(engine: Engine) -> list[bytes]:
     for token in range(engine.n_vocab):
         piece = engine.token_bytes(token)
         if piece.decode("utf-8", errors="replace") in specials or (engine.is_control(token)):
-            piece = b"\xff" + piece
+            piece = SPECIAL_MARK + piece
         tokens.append(piece)
     try:
         _write_vocab(path, key, tokens)

@@ -252,11 +252,10 @@ class DraftSource:
             kind, ends = ("name", True) if text else (kind, False)
         elif kind == "string":
             text, ends = self._string_draft(value, max_chars)
-        if kind is not None and (text or ends) and len(text) <= max_chars:
-            closers = (STRING_ENDS if kind in ("string", "name") else NUMBER_ENDS) if ends else ()
-            return Guess(text, kind, closers)
-        if text and kind is not None:
-            return Guess(text[:max_chars], kind)
+        if kind is not None and (text or ends):
+            ends = ends and len(text) <= max_chars  # a guess cut short does not end the value
+            closers = STRING_ENDS if kind in ("string", "name") else NUMBER_ENDS
+            return Guess(text[:max_chars], kind, closers if ends else ())
         text = _repeat_draft(written, max_chars)
         return Guess(text, "repeat") if text else None
 

@@ -179,14 +179,14 @@ class DecodePlan:
         return side_by_side < serial * (1 - PARALLEL_MARGIN)
 
     def _token_cost(self, table: CostTable, p: float) -> float:
-        """What a token costs decoded on one sequence with drafts accepted at rate ``p``: the
-        least cost per expected token of a pass of one chosen token and ``d`` drafted ones."""
-        best, gain, reach = self._padded_cost(table, 1), 0.0, 1.0
-        for d in range(1, MAX_DRAFT_ROWS + 1):
-            reach *= p
-            gain += reach
-            best = min(best, self._padded_cost(table, 1 + d) / (1 + gain))
-        return best
+        """What a token costs decoded on one sequence with drafts accepted at rate ``p``."""
+        return self._worth(table, _gains([p] * MAX_DRAFT_ROWS))
+
+    def _worth(self, table: CostTable, gains: Sequence[float]) -> float:
+        """The least cost per expected token of a pass of one chosen token and ``d`` drafted
+        ones that keep ``gains[d]`` tokens in expectation: what a drafted token kept now saves
+        a later pass."""
+        return min(self._padded_cost(table, 1 + d) / (1 + g) for d, g in enumerate(gains))
 
     def draft_rows(self, base_rows: int, accept_p: float = DEFAULT_ACCEPT) -> int:
         """How many draft rows to add to a pass of ``base_rows`` rows (0..``MAX_DRAFT_ROWS``),
@@ -234,17 +234,24 @@ class DecodePlan:
                     break
                 drafts += 1
             return drafts
-        gains, reach = [0.0], 1.0
-        for p in accept:
-            reach *= p
-            gains.append(gains[-1] + reach)
-        worth = min(self._padded_cost(table, 1 + d) / (1 + g) for d, g in enumerate(gains))
+        gains = _gains(accept)
+        worth = self._worth(table, gains)
         base = max(1, base_rows)
         net = [self._padded_cost(table, base + d) - worth * g for d, g in enumerate(gains)]
         good_enough = min(net) + DRAFT_MARGIN * self._padded_cost(table, base)
         drafts = next(d for d, value in enumerate(net) if value <= good_enough)
         # Rows the padded pass holds anyway are filled with the draft's next tokens.
         return min(len(accept), max(drafts, self.width_for(base + drafts) - base))
+
+
+def _gains(accept: Sequence[float]) -> list[float]:
+    """``gains[d]``: the tokens ``d`` drafted tokens keep in expectation, token ``i`` accepted
+    with probability ``accept[i]`` if the ones before it were (``gains[0]`` is 0)."""
+    gains, reach = [0.0], 1.0
+    for p in accept:
+        reach *= p
+        gains.append(gains[-1] + reach)
+    return gains
 
 
 # What a machine nobody calibrated gets: no padding, neutral drafts, and values drafted on

@@ -77,8 +77,6 @@ CLOSE = "close"
 # chose a shorter token that spells the start of a guessed one (``}}`` where the tokenizer's
 # guess had Qwen's fused ``}}\n``), later guesses split that token so (_model_split).
 _SPLITS: dict[tuple[str, int], int] = {}
-# How llguidance's forced bytes mark a special token (a byte no UTF-8 text holds).
-_SPECIAL = b"\xff"
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +142,6 @@ def verified_decode(
     watch: Callable[[bytes], None] | None = None,
     forced: bool = True,
     pad_to: Callable[[int], int] | None = None,
-    scratch_seq: int | None = None,
     read_last: bool = True,
 ) -> VerifiedOutcome:
     """Greedy decoding of ``seq`` under ``constraint``, drafts verified in each pass.
@@ -158,7 +155,8 @@ def verified_decode(
     ``forced=False`` drafts no grammar-forced tokens (the ``weave:no_forced`` ablation): they
     are then decoded like any other token, one pass each unless another draft carries them.
     ``pad_to`` (the plan's :meth:`~weavehost.decode.padding.DecodePlan.width_for`) widens a
-    pass with padding rows on ``scratch_seq`` (emptied after it) where a wider pass is cheaper.
+    pass with padding rows on the engine's last sequence (emptied after the pass; it must be
+    free, as it is outside ``weave``'s parallel values) where a wider pass is cheaper.
     ``read_last=False``: a run that ends (``stop``, the grammar's end) with a token chosen but
     not yet read leaves it unread (``unread`` on the outcome): a caller that reads it again
     with a draft after it (``weave``'s write-back after its selector) saves a pass.
@@ -230,12 +228,13 @@ def verified_decode(
             Row(token, (seq,), logits=wanted[len(queue) + i], draft=True)
             for i, token in enumerate(proposal)
         ]
-        width = pad_to(len(rows)) if pad_to is not None and scratch_seq is not None else 0
-        padding = [Row(rows[-1].token, (scratch_seq,), padding=True)] * (width - len(rows))
+        width = pad_to(len(rows)) if pad_to is not None else len(rows)
+        scratch = engine.n_seq_max - 1
+        padding = [Row(rows[-1].token, (scratch,), padding=True)] * (width - len(rows))
         start = engine.seq_len(seq)
         out = iter(engine.run_pass(rows + padding))
         if padding:
-            engine.drop(scratch_seq, 0)  # type: ignore[arg-type]
+            engine.drop(scratch, 0)
         # The logits after each row that asked for them, by the row's place in the pass.
         after = {i: next(out) for i in range(len(rows)) if wanted[i]}
         queue = []
@@ -321,9 +320,9 @@ def _proposal(
         return proposal[: constraint.valid_prefix(proposal)], []
     proposal = constraint.forced()[:room] if forced else []
     written = text + b"".join(engine.token_bytes(t) for t in proposal)
-    lead = b""  # forced text no token could be prefilled for
+    lead = b""  # forced text no token could be prefilled for (never a special token's)
     if forced:
-        forced_text = constraint.forced_bytes()
+        forced_text, _ = constraint.forced_text()
         if forced_text.startswith(written[len(text) :]):
             lead = _whole_characters(forced_text[len(written) - len(text) :])
     guess = drafter(written + lead) if drafter is not None else None
@@ -334,7 +333,7 @@ def _proposal(
             constraint,
             drafter,
             proposal + candidates,
-            written + lead + guess.text.encode("utf-8"),
+            written + lead + guess.text.encode(),
             guess.ends,
         )
         candidates += more
@@ -356,51 +355,39 @@ def _chain(
 ) -> tuple[list[int], list[str]]:
     """Guesses past the end of the value that ``before`` (tokens the grammar has not consumed
     yet, ending with a guess that completes a value; ``text`` is the written text with them)
-    completes: the closing text of ``ends`` the grammar allows there, when exactly one is
-    (after a required value, the next member's ``,``; after the last, ``}``), the grammar's
-    text after it, and the drafter's guess for the next value, tokenized together; then again
-    while guesses complete values, at most :data:`CHAIN_TOKENS` tokens. A value copied from the
-    request and the members after it are read in one pass, not one pass per value. The
-    constraint walks the guesses and is rolled back: nothing is consumed. Each token's kind:
-    :data:`END` from the closing text, :data:`GRAMMAR` from the grammar's, then the guess's."""
+    completes: a closing text of ``ends`` (:data:`END` when the grammar allows only it, after a
+    required value the next member's ``,`` and after the last ``}``; :data:`CLOSE`, the first
+    the grammar allows, where optional arguments may follow), the grammar's text after it, and
+    the drafter's guess for the next value, tokenized together; then again while guesses
+    complete values, at most :data:`CHAIN_TOKENS` tokens. A value copied from the request and
+    the members after it are read in one pass, not one pass per value. The constraint walks
+    the guesses and is rolled back: nothing is consumed."""
     tokens: list[int] = []
     kinds: list[str] = []
-    consumed = 0
     if constraint.valid_prefix(list(before)) < len(before):
         return [], []  # the guess does not fit: nothing past it (a consumed misfit is an error)
+    consumed = 0
     try:
         for token in before:
             constraint.consume(token)
             consumed += 1
         while ends and len(tokens) < CHAIN_TOKENS:
-            fits = [end for end in ends if _allows(engine, constraint, end)]
+            closings = [(end, engine.tokenize(end)) for end in ends]
+            fits = [(end, closing) for end, closing in closings if _allows(constraint, closing)]
             if not fits:
                 break
-            # One closing text the grammar allows: the value's end is all that is guessed.
-            # Several (optional arguments may follow): the model decides between another
-            # member and the end; another member (the likelier) is guessed, at its own rate.
-            close, end_kind = fits[0], END if len(fits) == 1 else CLOSE
-            closing = engine.tokenize(close)
+            (close, closing), end_kind = fits[0], END if len(fits) == 1 else CLOSE
             for token in closing:
                 constraint.consume(token)
-            forced_text = constraint.forced_bytes()
+            after, special = constraint.forced_text()
             constraint.rollback(len(closing))
-            after = _plain_text(forced_text)
+            after = _whole_characters(after)
             # Before a special token (a format's closer) the drafter has nothing to say.
-            special = _SPECIAL in forced_text
             guess = None if special else drafter(text + close.encode() + after)
-            body = guess.text if guess is not None else ""
-            piece = close + after.decode("utf-8") + body
-            segment = _model_split(engine, engine.tokenize(piece))
-            offset, segment_kinds = 0, []
-            for token in segment:
-                if offset < len(close.encode()):
-                    segment_kinds.append(end_kind)
-                elif offset < len(close.encode()) + len(after) or guess is None:
-                    segment_kinds.append(GRAMMAR)
-                else:
-                    segment_kinds.append(guess.kind)
-                offset += len(engine.token_bytes(token))
+            parts = [(close.encode(), end_kind), (after, GRAMMAR)]
+            if guess is not None:
+                parts.append((guess.text.encode(), guess.kind))
+            segment, segment_kinds = _tokens_of(engine, parts)
             valid = constraint.valid_prefix(segment)
             for token in segment[:valid]:
                 constraint.consume(token)
@@ -417,7 +404,7 @@ def _chain(
             kinds += [GRAMMAR] * len(rest)
             if guess is None:
                 break
-            text += piece.encode("utf-8")
+            text += b"".join(piece for piece, _ in parts)
             ends = guess.ends
     finally:
         constraint.rollback(consumed)
@@ -455,32 +442,39 @@ def _learn_split(engine: Engine, guessed: int, chosen: int) -> None:
         _SPLITS.pop((model, chosen), None)
 
 
-def _allows(engine: Engine, constraint: Constraint, text: str) -> bool:
-    """Whether the grammar accepts ``text`` next (as the tokenizer splits it)."""
-    tokens = engine.tokenize(text)
+def _allows(constraint: Constraint, tokens: list[int]) -> bool:
+    """Whether the grammar accepts ``tokens`` next."""
     return bool(tokens) and constraint.valid_prefix(tokens) == len(tokens)
-
-
-def _plain_text(forced: bytes) -> bytes:
-    """Forced text up to its first special token (llguidance marks one with a 0xFF byte) and
-    its last whole character."""
-    cut = forced.find(_SPECIAL)
-    return _whole_characters(forced if cut < 0 else forced[:cut])
 
 
 def _guesses(engine: Engine, lead: bytes, guess: DraftText | None) -> tuple[list[int], list[str]]:
     """``lead`` (the grammar's text) and the drafter's ``guess`` as tokens, tokenized together
     so the split is the tokenizer's, each with its kind: a token that begins inside ``lead``
     is the grammar's."""
-    head = lead.decode("utf-8")  # whole characters (_whole_characters)
-    body = guess.text if guess is not None else ""
-    if not head + body:
+    parts = [(lead, GRAMMAR)]
+    if guess is not None:
+        parts.append((guess.text.encode(), guess.kind))
+    return _tokens_of(engine, parts)
+
+
+def _tokens_of(engine: Engine, parts: Sequence[tuple[bytes, str]]) -> tuple[list[int], list[str]]:
+    """``parts`` (whole-character texts, each with its kind) as tokens, tokenized together so
+    the split is the tokenizer's (or the model's own, :func:`_model_split`), each token with
+    the kind of the part it begins in."""
+    text = b"".join(piece for piece, _ in parts)
+    if not text:
         return [], []
-    tokens = _model_split(engine, engine.tokenize(head + body))
+    tokens = _model_split(engine, engine.tokenize(text.decode("utf-8")))
+    bounds, kinds_of, edge = [], [], 0
+    for piece, kind in parts:
+        edge += len(piece)
+        bounds.append(edge)
+        kinds_of.append(kind)
     kinds: list[str] = []
     offset = 0
     for token in tokens:
-        kinds.append(GRAMMAR if offset < len(lead) else guess.kind)  # type: ignore[union-attr]
+        at = next((i for i, bound in enumerate(bounds) if offset < bound), len(bounds) - 1)
+        kinds.append(kinds_of[at])
         offset += len(engine.token_bytes(token))
     return tokens, kinds
 

@@ -43,9 +43,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
 
 from weavehost.decode.base import CallAttempt, CallRequest, CallResult, ToolSchema
 from weavehost.decode.constraint import Constraint, constraints_for
@@ -339,7 +338,7 @@ class WeaveCall:
             draft_rows=self._draft_rows,
             settle_early=self.options.selector,
             forced=self.options.forced,
-            padding=self._padding(),
+            pad_to=self.plan.width_for,
         )
         if isinstance(selected, str):
             return self.attempt.failed(selected)
@@ -462,7 +461,7 @@ class WeaveCall:
             max_tokens=max(1, self.request.max_tokens - len(self.head_tokens)),
             watch=self._watch if self._watches() else None,
             forced=self.options.forced,
-            **self._padding(),
+            pad_to=self.plan.width_for,
         )
         self.verified = outcome
         self.acceptance.add(outcome.by_kind)
@@ -562,13 +561,6 @@ class WeaveCall:
 
         return propose
 
-    def _padding(self) -> dict[str, Any]:
-        """How verified decoding pads its passes: to the plan's widths, on the last sequence
-        (free outside stage 3)."""
-        if not self.options.padding:
-            return {}
-        return {"pad_to": self.plan.width_for, "scratch_seq": self.engine.n_seq_max - 1}
-
     def _draft_rows(self, base_rows: int, kinds: Sequence[str]) -> int:
         """How many guessed tokens of these kinds a pass of ``base_rows`` rows carries."""
         rates = [self.acceptance.rate(kind) for kind in kinds]
@@ -598,13 +590,13 @@ def _select(
     draft_rows: DraftRows | None = None,
     settle_early: bool = True,
     forced: bool = True,
-    padding: dict[str, Any] | None = None,
+    pad_to: Callable[[int], int] | None = None,
 ) -> tuple[ToolSchema, str, list[int]] | str:
     """Pick the tool: returns (tool, head text on seq 0, its tokens) or an error string.
 
     With ``settle_early`` it stops as soon as one head is consistent with the text (no passes
-    at all when one tool is offered); without, it decodes the whole head. ``padding``: how
-    passes are padded (``WeaveCall._padding``).
+    at all when one tool is offered); without, it decodes the whole head. ``pad_to``: the
+    plan's padded width of a pass.
     ``whole`` ends having consumed exactly the returned tokens."""
     tools: Sequence[ToolSchema] = request.tools
     heads = {tool.name: fmt.layout.head_for(tool.name) for tool in tools}
@@ -630,7 +622,7 @@ def _select(
         stop=settled,
         forced=forced,
         read_last=False,
-        **(padding or {}),
+        pad_to=pad_to,
     )
     text = outcome.text
     names = consistent(text)
@@ -649,8 +641,6 @@ def _select(
         whole.rollback(1)
         tokens.pop()
         text = engine.detokenize(tokens)
-    if unread:
-        assert unread == 1, "verified decoding leaves at most its last token unread"
     return tool, text, tokens
 
 
