@@ -22,7 +22,15 @@ from weavehost.decode.padding import (
     plan_path,
     save_plan,
 )
-from weavehost.engine.calibrate import Calibration, CostTable, load_cost_table, measure_pass_costs
+from weavehost.engine.calibrate import (
+    DEFAULT_OUTPUTS,
+    DEFAULT_ROWS,
+    Calibration,
+    CostTable,
+    load_cost_table,
+    measure_pass_costs,
+    table_record,
+)
 from weavehost.errors import ConfigError
 
 COSTS = Path(__file__).parent / "data" / "costs"
@@ -72,6 +80,28 @@ BAD_FILES = {
         '{"pass_ms": {"1": 3}, "prefill_ms_per_token": 1, "machine": 7}',
         "machine",
     ),
+    "output costs a list": (
+        '{"pass_ms": {"1": 3}, "prefill_ms_per_token": 1, "output_ms": [1]}',
+        "output_ms",
+    ),
+    "output count not a number": (
+        '{"pass_ms": {"1": 3}, "prefill_ms_per_token": 1, "output_rows": 8,'
+        ' "output_ms": {"1": 9, "x": 10}}',
+        "'x'",
+    ),
+    "output costs without one output": (
+        '{"pass_ms": {"1": 3}, "prefill_ms_per_token": 1, "output_rows": 8, "output_ms": {"4": 9}}',
+        "one output",
+    ),
+    "more outputs than rows": (
+        '{"pass_ms": {"1": 3}, "prefill_ms_per_token": 1, "output_rows": 8,'
+        ' "output_ms": {"1": 9, "16": 10}}',
+        "no more outputs than",
+    ),
+    "output rows not a count": (
+        '{"pass_ms": {"1": 3}, "prefill_ms_per_token": 1, "output_rows": "wide"}',
+        "output_rows",
+    ),
 }
 
 
@@ -114,6 +144,52 @@ def test_beyond_the_widest_measured_width_each_row_costs_one_prefilled_token():
     assert table.pass_cost(5) == pytest.approx(0.0659 + 0.0098)
     assert table.pass_cost(8) == pytest.approx(0.0659 + 4 * 0.0098)
     assert table.pass_cost(100) == pytest.approx(0.0659 + 96 * 0.0098)
+
+
+# Measured on the AVX-512 development machine (Qwen2.5-Coder-0.5B Q4_0, 2 threads): passes by
+# rows with every row asking for logits, and passes of 32 rows by how many rows ask.
+OUTPUTS = CostTable(
+    {1: 0.0107, 4: 0.0261, 5: 0.0384, 8: 0.0356, 15: 0.0736, 16: 0.0481, 32: 0.0936},
+    0.0015,
+    output_s={1: 0.055, 4: 0.0675, 5: 0.0771, 8: 0.0679, 15: 0.0852, 16: 0.0693, 32: 0.0909},
+    output_rows=32,
+)
+
+
+def test_a_pass_whose_rows_do_not_all_ask_for_logits_costs_less_by_what_outputs_cost():
+    assert OUTPUTS.cost(16, 16) == pytest.approx(OUTPUTS.pass_cost(16))
+    assert OUTPUTS.cost(16, 1) == pytest.approx(0.0481 - (0.0693 - 0.055))
+    assert OUTPUTS.cost(16, 5) == pytest.approx(0.0481 - (0.0693 - 0.0771))
+    assert OUTPUTS.cost(4, 1) < OUTPUTS.cost(4, 4) == pytest.approx(0.0261)
+    # Between measured output counts linear: 6 outputs a third of the way from 5 to 8.
+    assert OUTPUTS.output_extra(6) == pytest.approx(0.0771 + (0.0679 - 0.0771) / 3 - 0.055)
+
+
+def test_a_table_without_output_costs_prices_every_row_as_asking_for_logits():
+    table = load_cost_table(AVX512)
+    assert not table.has_outputs
+    assert all(table.cost(8, n) == table.pass_cost(8) for n in (0, 1, 5, 8))
+
+
+def test_a_pass_computes_the_cheapest_measured_number_of_outputs_at_or_above_its_own():
+    plan = DecodePlan.from_table(OUTPUTS)
+    assert plan.shape_for(32, 5) == (32, 8)  # 5 outputs cost more than 8
+    assert plan.shape_for(32, 4) == (32, 4)
+    assert plan.shape_for(15, 1) == (16, 1)  # 15 rows cost more than 16
+    assert plan.shape_for(16, 16) == (16, 16)
+    assert plan.shape_for(16, 0) == (16, 0)  # a prefill asks for nothing
+    assert plan.without_padding().shape_for(32, 5) == (32, 5)
+    # Without output costs only the width changes.
+    assert _plan(AVX512).shape_for(5, 5) == (8, 5)
+
+
+def test_output_costs_are_stored_and_read_back_with_the_table(tmp_path):
+    path = tmp_path / "costs.json"
+    path.write_text(json.dumps(table_record(OUTPUTS)))
+    again = load_cost_table(path)
+    assert again.output_s == pytest.approx(OUTPUTS.output_s)
+    assert again.output_rows == 32
+    assert again.cost(16, 5) == pytest.approx(OUTPUTS.cost(16, 5))
 
 
 def test_recost_sums_a_histogram_of_passes_by_rows():
@@ -288,8 +364,11 @@ def test_measuring_smollm2_gives_a_positive_cost_for_every_row_count_up_to_32(fr
     # Short prefill chunks and one timed pass each: the shape is checked here, not the costs.
     calibration = measure_pass_costs(engine, repeats=1, prefill_chunks=(16, 32), machine="test")
     table = calibration.table
-    assert sorted(table.pass_s) == [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32]
+    assert sorted(table.pass_s) == list(DEFAULT_ROWS)
     assert all(cost > 0 for cost in table.pass_s.values())
+    assert table.output_rows == 32
+    assert sorted(table.output_s) == list(DEFAULT_OUTPUTS)
+    assert all(cost > 0 for cost in table.output_s.values())
     assert set(calibration.prefill_chunk_s) == {16, 32}
     assert table.prefill_token_s == min(calibration.prefill_chunk_s.values()) > 0
     assert (table.machine, calibration.threads) == ("test", engine.n_threads)

@@ -145,8 +145,8 @@ class _NoParallel:
 
     source = "test"
 
-    def width_for(self, rows: int) -> int:
-        return rows
+    def shape_for(self, rows: int, outputs: int) -> tuple[int, int]:
+        return rows, outputs
 
     def parallel_pays(self, n_values: int) -> bool:
         return False
@@ -171,9 +171,9 @@ def test_a_token_the_grammar_alone_allows_is_kept_without_logits_and_the_call_is
     rows_with_logits: list[int] = []
     run_pass = engine.run_pass
 
-    def counting(rows):
+    def counting(rows, **options):
         rows_with_logits.append(sum(1 for row in rows if row.logits))
-        return run_pass(rows)
+        return run_pass(rows, **options)
 
     engine.run_pass = counting
     outcome = verified_decode(engine, whole, max_tokens=256, draft=expected.tokens)
@@ -316,11 +316,25 @@ def test_passes_padded_to_a_cheaper_width_use_a_scratch_sequence_and_leave_it_em
     engine = fresh_engine
     expected = _constrained(engine, PARIS, [FORECAST])
     scratch = engine.n_seq_max - 1
-    outcome, stats = _counted_run(engine, PARIS, None, pad_to=lambda rows: max(rows, 8))
+    outcome, stats = _counted_run(engine, PARIS, None, shape=lambda rows, out: (max(rows, 8), out))
     assert outcome.tokens == expected.tokens
     assert min(stats.pass_rows) >= 8
     assert stats.padded_tokens > 0
     assert engine.seq_len(scratch) == 0
+
+
+def test_passes_that_compute_more_logits_than_they_use_write_the_same_call(fresh_engine):
+    engine = fresh_engine
+    expected = _constrained(engine, PARIS, [FORECAST])
+    source = DraftSource.from_messages([{"role": "user", "content": PARIS}])
+    asked, asked_stats = _counted_run(engine, PARIS, _source_drafter(source))
+    spared, spared_stats = _counted_run(
+        engine, PARIS, _source_drafter(source), shape=lambda rows, out: (max(rows, 8), 8)
+    )
+    assert asked.tokens == spared.tokens == expected.tokens
+    assert spared_stats.passes == asked_stats.passes
+    assert spared_stats.outputs == 8 * spared_stats.passes > asked_stats.outputs
+    assert engine.seq_len(engine.n_seq_max - 1) == 0
 
 
 def test_a_guessed_token_the_model_wrote_split_is_split_so_until_it_writes_it_whole(engine):

@@ -98,6 +98,38 @@ def test_dropping_and_re_prefilling_a_sequence_reproduces_its_logits(fresh_engin
     assert int(first.argmax()) == int(again.argmax())
 
 
+def test_spare_outputs_are_computed_but_only_the_rows_that_asked_get_logits_back(
+    fresh_engine: Engine,
+):
+    engine = fresh_engine
+    prompt = _prefill_prompt(engine)
+    engine.fork(0, 1)
+    words = engine.tokenize(" Sure, the weather is")
+    rows = [Row(t, (0,), logits=i == 1) for i, t in enumerate(words)]
+    rows.append(Row(words[0], (1,), padding=True))
+    before = engine.stats.snapshot()
+
+    [asked] = engine.run_pass(rows, outputs=4)
+
+    assert engine.stats.since(before).outputs == 4
+    serial = _serial_logits(engine, prompt, words[:2])
+    assert np.abs(asked - serial).max() < LOGIT_TOLERANCE
+    assert int(asked.argmax()) == int(serial.argmax())
+
+
+def test_a_spare_output_on_a_sequences_last_row_is_its_next_token_logits(fresh_engine: Engine):
+    engine = fresh_engine
+    prompt = _prefill_prompt(engine)
+    words = engine.tokenize(" Sure, the weather is")
+    assert engine.run_pass([Row(t, (0,), logits=i == 0) for i, t in enumerate(words)], outputs=2)
+    serial = _serial_logits(engine, prompt, words)
+    engine.clear()
+    engine.prefill(0, prompt, logits_last=False)
+    engine.run_pass([Row(t, (0,), logits=i == 0) for i, t in enumerate(words)], outputs=2)
+    assert engine.has_next_logits(0)
+    assert int(engine.last_logits(0).argmax()) == int(serial.argmax())
+
+
 def test_a_token_shared_by_several_sequences_is_computed_once(fresh_engine: Engine):
     engine = fresh_engine
     prompt = engine.tokenize(PROMPT, special=True)

@@ -256,6 +256,13 @@ def calibrate(
     click.echo(f"prefill per token: {chunks}")
     padding = ", ".join(f"{n}→{w}" for n, w in sorted(plan.widths.items())) or "none"
     click.echo(f"padding: {padding}")
+    if table.has_outputs:
+        wide = table.output_rows
+        costs = ", ".join(f"{k} {c * 1e3:.1f}" for k, c in table.output_s.items())
+        click.echo(f"a pass of {wide} rows by rows asking for logits (ms): {costs}")
+        computed = [(k, plan.shape_for(wide, k)[1]) for k in range(1, wide + 1)]
+        more = ", ".join(f"{k}→{n}" for k, n in computed if n != k) or "as asked"
+        click.echo(f"logits computed (of {wide} rows): {more}")
     parallel = ", ".join(f"{n} {'yes' if plan.parallel_pays(n) else 'no'}" for n in range(2, 7))
     click.echo(f"values side by side pay off: {parallel}")
     click.echo(

@@ -4,8 +4,10 @@ Stage: parallel value decoding (planning). A :class:`DecodePlan` is made once fr
 :class:`~weavehost.engine.calibrate.CostTable` (:meth:`DecodePlan.from_table`) and then queried
 every pass, so it answers from tables precomputed there. It decides three things:
 
-- **padding** (:meth:`DecodePlan.width_for`): a pass of n rows is padded to the cheapest
-  measured width >= n (llama.cpp's repacked kernels can make 4 or 8 rows cheaper than 3 or 5);
+- **shapes** (:meth:`DecodePlan.shape_for`): a pass of n rows, k of them asking for logits, is
+  padded to the cheapest measured width >= n and computes the cheapest measured number of
+  outputs >= k (llama.cpp's repacked kernels take rows four at a time: 4 or 8 rows, or
+  outputs, can cost less than 3 or 5);
 - **parallel values** (:meth:`DecodePlan.parallel_pays`): whether n required values decoded side
   by side (then written back to sequence 0) beat decoding them one after another;
 - **drafts** (:meth:`DecodePlan.draft_rows`): how many draft rows to add to a pass.
@@ -84,9 +86,11 @@ class _Costed(Protocol):
 class DecodePlan:
     """How to shape passes: see the module docstring. Build with :meth:`from_table`.
 
-    ``widths[n]`` is the width to pad a pass of ``n`` rows to (``n`` itself if absent);
-    ``table`` the costs the plan was made from (``None``: the neutral plan); ``source`` where
-    the plan came from (``"none"``, ``"calibrated (PATH)"``, ``"cost model FILE"``).
+    ``widths[n]`` is the width a pass of ``n`` rows, all asking for logits, is padded to (``n``
+    itself if absent): given for a plan without a table, derived from the table otherwise (what
+    ``weavehost calibrate`` prints and stores); ``table`` the costs the plan was made from
+    (``None``: the neutral plan); ``source`` where the plan came from (``"none"``,
+    ``"calibrated (PATH)"``, ``"cost model FILE"``); ``pads=False``: no pass is reshaped.
     """
 
     widths: Mapping[int, int] = field(default_factory=dict)
@@ -94,9 +98,13 @@ class DecodePlan:
     table: CostTable | None = None
     # Without a table: whether values are decoded side by side (see parallel_pays).
     parallel_without_table: bool = True
-    # Precomputed by from_table: the padded cost of a pass of r rows (index r, r >= 1) ...
-    _padded_s: tuple[float, ...] = field(default=(), repr=False, compare=False)
-    # ... parallel_pays(n) for n < _PRECOMPUTED, and draft_rows(base) at DEFAULT_ACCEPT.
+    pads: bool = True
+    # shape_for's answers and their costs, by (rows, outputs), filled as asked.
+    _shapes: dict[tuple[int, int], tuple[int, int, float]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    # Precomputed by from_table: parallel_pays(n) for n < _PRECOMPUTED, and draft_rows(base)
+    # at DEFAULT_ACCEPT.
     _parallel: tuple[bool, ...] = field(default=(), repr=False, compare=False)
     _drafts: tuple[int, ...] = field(default=(), repr=False, compare=False)
 
@@ -106,23 +114,9 @@ class DecodePlan:
     ) -> DecodePlan:
         """The plan for ``table``; ``source`` defaults to ``"cost model <table.source>"``.
         ``padding=False``: no pass is padded."""
-        measured = sorted(table.pass_s)
-        widths: dict[int, int] = {}
-        for n in measured if padding else ():
-            best = min((w for w in measured if w >= n), key=lambda w: table.pass_s[w])
-            if best != n and table.pass_s[best] < table.pass_s[n] * (1 - PADDING_MARGIN):
-                widths[n] = best
-        # Unmeasured counts: the cheapest measured width above (interpolated costs are never
-        # below both neighbours, so only measured widths can win).
-        for n in range(1, measured[-1]) if padding else ():
-            if n not in table.pass_s:
-                best = min((w for w in measured if w > n), key=lambda w: table.pass_s[w])
-                if table.pass_s[best] < table.pass_cost(n) * (1 - PADDING_MARGIN):
-                    widths[n] = best
-        plan = cls(widths, source or f"cost model {table.source}", table)
-        limit = max(measured[-1], _PRECOMPUTED) + MAX_DRAFT_ROWS + 1
-        padded = (0.0, *(table.pass_cost(plan.width_for(r)) for r in range(1, limit)))
-        object.__setattr__(plan, "_padded_s", padded)
+        plan = cls({}, source or f"cost model {table.source}", table, pads=padding)
+        widths = {n: plan.width_for(n) for n in range(1, table.widest)}
+        object.__setattr__(plan, "widths", {n: w for n, w in widths.items() if w != n})
         parallel = tuple(plan._parallel_pays(n) for n in range(_PRECOMPUTED))
         drafts = tuple(plan._draft_rows(b, DEFAULT_ACCEPT) for b in range(_PRECOMPUTED))
         object.__setattr__(plan, "_parallel", parallel)
@@ -134,25 +128,63 @@ class DecodePlan:
         ablation): its decisions (parallel values, draft rows) are made again on the unpadded
         costs."""
         if self.table is None:
-            return replace(self, widths={})
+            return replace(self, widths={}, _shapes={})
         plan = DecodePlan.from_table(self.table, source=f"{self.source}, no padding", padding=False)
         return plan
 
     def width_for(self, rows: int) -> int:
-        """The width to pad a pass of ``rows`` rows to: the cheapest measured width >= rows."""
-        return max(rows, self.widths.get(rows, rows))
+        """The width to pad a pass of ``rows`` rows, all asking for logits, to."""
+        return self.shape_for(rows, rows)[0]
 
-    def _padded_cost(self, table: CostTable, rows: int) -> float:
-        """Seconds of a pass of ``rows`` rows once padded."""
-        if rows < len(self._padded_s):
-            return self._padded_s[rows]
-        return table.pass_cost(self.width_for(rows))
+    def shape_for(self, rows: int, outputs: int) -> tuple[int, int]:
+        """The pass to run for ``rows`` rows of which ``outputs`` ask for logits: ``(width,
+        outputs')``, ``width >= rows`` rows (padding rows added) and ``outputs' >= outputs``
+        rows computing logits (the extra ones discarded: ``Engine.run_pass(outputs=…)``).
+
+        The cheapest shape by :meth:`CostTable.cost` among the measured widths and output
+        counts at or above, if it saves ``PADDING_MARGIN`` of the unpadded pass's cost. Without
+        a table: ``widths`` pads, outputs stay. A table without output costs (the ones measured
+        elsewhere) prices every row as asking, so only the width changes.
+        """
+        return self._shape(rows, outputs)[:2]
+
+    def _shape(self, rows: int, outputs: int) -> tuple[int, int, float]:
+        outputs = min(max(outputs, 0), rows)
+        key = (rows, outputs)
+        known = self._shapes.get(key)
+        if known is not None:
+            return known
+        table = self.table
+        if table is None:
+            shape = (max(rows, self.widths.get(rows, rows)), outputs, 0.0)
+        else:
+            unpadded = table.cost(rows, outputs)
+            shape = (rows, outputs, unpadded)
+            widths = [rows, *(w for w in table.pass_s if w > rows)] if self.pads else [rows]
+            counts = [outputs, *(k for k in table.output_counts if k > outputs)]
+            counts = counts if self.pads and outputs else [outputs]
+            for width in widths:
+                for count in counts:
+                    if count > width:
+                        break
+                    cost = table.cost(width, count)
+                    if cost < shape[2]:
+                        shape = (width, count, cost)
+            if shape[2] >= unpadded * (1 - PADDING_MARGIN):
+                shape = (rows, outputs, unpadded)
+        self._shapes[key] = shape
+        return shape
+
+    def _shaped_cost(self, rows: int, outputs: int) -> float:
+        """Seconds of a pass of ``rows`` rows, ``outputs`` of them asking, once shaped."""
+        return self._shape(rows, outputs)[2]
 
     def parallel_pays(self, n_values: int) -> bool:
         """Whether ``n_values`` required values are cheaper decoded side by side.
 
-        Side by side: ``VALUE_TOKENS`` (L) passes of ``n`` rows (padded), then one write-back
-        prefill of about ``n * (L + WRITE_BACK_EXTRA_TOKENS)`` rows onto sequence 0. One after
+        Side by side: ``VALUE_TOKENS`` (L) passes of ``n`` rows (shaped), then one write-back
+        prefill of about ``n * (L + WRITE_BACK_EXTRA_TOKENS)`` rows onto sequence 0, ``n * L``
+        of them asking for logits (each value token is verified there). One after
         another: ``n * L`` tokens on sequence 0, drafted as verified decoding drafts them, at
         ``DEFAULT_ACCEPT`` (a pass of one chosen token and the drafted ones that pay most per
         expected token; on x86 tables that is a one-row pass). Side by side must win by
@@ -173,20 +205,24 @@ class DecodePlan:
         table = self.table
         if table is None or n < 2:
             return n >= 2
-        write_back = table.pass_cost(n * (VALUE_TOKENS + WRITE_BACK_EXTRA_TOKENS))
-        side_by_side = VALUE_TOKENS * self._padded_cost(table, n) + write_back
-        serial = n * VALUE_TOKENS * self._token_cost(table, DEFAULT_ACCEPT)
+        # Write-back reads every value token with logits (each is verified there).
+        write_back = self._shaped_cost(
+            n * (VALUE_TOKENS + WRITE_BACK_EXTRA_TOKENS), n * VALUE_TOKENS + 1
+        )
+        side_by_side = VALUE_TOKENS * self._shaped_cost(n, n) + write_back
+        serial = n * VALUE_TOKENS * self._token_cost(DEFAULT_ACCEPT)
         return side_by_side < serial * (1 - PARALLEL_MARGIN)
 
-    def _token_cost(self, table: CostTable, p: float) -> float:
+    def _token_cost(self, p: float) -> float:
         """What a token costs decoded on one sequence with drafts accepted at rate ``p``."""
-        return self._worth(table, _gains([p] * MAX_DRAFT_ROWS))
+        return self._worth(_gains([p] * MAX_DRAFT_ROWS))
 
-    def _worth(self, table: CostTable, gains: Sequence[float]) -> float:
+    def _worth(self, gains: Sequence[float]) -> float:
         """The least cost per expected token of a pass of one chosen token and ``d`` drafted
         ones that keep ``gains[d]`` tokens in expectation: what a drafted token kept now saves
-        a later pass."""
-        return min(self._padded_cost(table, 1 + d) / (1 + g) for d, g in enumerate(gains))
+        a later pass. Each of its rows asks for logits (the next token's, or to verify the
+        next drafted one)."""
+        return min(self._shaped_cost(1 + d, 1 + d) / (1 + g) for d, g in enumerate(gains))
 
     def draft_rows(self, base_rows: int, accept_p: float = DEFAULT_ACCEPT) -> int:
         """How many draft rows to add to a pass of ``base_rows`` rows (0..``MAX_DRAFT_ROWS``),
@@ -212,15 +248,18 @@ class DecodePlan:
         drafts has its own rate); at most ``MAX_DRAFT_ROWS`` and ``len(accept)``.
 
         ``d`` drafted tokens keep ``g(d) = p1 + p1 p2 + ...`` tokens in expectation and cost
-        the padded cost of ``base_rows + d`` rows. A token kept now is one a later pass need
-        not write, so it is worth what a pass pays per token when it starts from one chosen
-        token with the best draft of these kinds: ``w = min_d cost(1 + d) / (1 + g(d))``. The
-        answer is the smallest ``d`` whose ``cost(base_rows + d) - w g(d)`` is within
+        the shaped cost (:meth:`shape_for`) of ``base_rows + d`` rows, ``1 + d`` of them asking
+        for logits (the base rows' last one and each drafted one). A token kept now is one a
+        later pass need not write, so it is worth what a pass pays per token when it starts
+        from one chosen token with the best draft of these kinds: ``w = min_d cost(1 + d) /
+        (1 + g(d))``. The answer is the smallest ``d`` whose ``cost(base_rows + d) - w g(d)``
+        is within
         ``DRAFT_MARGIN`` of the pass's cost of the best ``d``'s (a longer draft would chase
         noise in the table). With one base row this is the draft with the best expected
         tokens per second; with many (a forced run of 15 tokens), a draft costs only the rows
         it adds, so it pays where alone it would not. The rows up to the width the pass is
-        padded to (:meth:`width_for`) cost nothing more, so they hold the draft's next tokens.
+        padded to hold the draft's next tokens where that costs nothing more (with their
+        outputs, :meth:`shape_for`).
         """
         accept = accept[:MAX_DRAFT_ROWS]
         if any(not 0.0 <= p <= 1.0 for p in accept):
@@ -235,13 +274,20 @@ class DecodePlan:
                 drafts += 1
             return drafts
         gains = _gains(accept)
-        worth = self._worth(table, gains)
+        worth = self._worth(gains)
         base = max(1, base_rows)
-        net = [self._padded_cost(table, base + d) - worth * g for d, g in enumerate(gains)]
-        good_enough = min(net) + DRAFT_MARGIN * self._padded_cost(table, base)
+        # The base rows need logits only on the last one; each drafted row needs them.
+        net = [self._shaped_cost(base + d, 1 + d) - worth * g for d, g in enumerate(gains)]
+        good_enough = min(net) + DRAFT_MARGIN * self._shaped_cost(base, 1)
         drafts = next(d for d, value in enumerate(net) if value <= good_enough)
         # Rows the padded pass holds anyway are filled with the draft's next tokens.
-        return min(len(accept), max(drafts, self.width_for(base + drafts) - base))
+        width = self.shape_for(base + drafts, 1 + drafts)[0]
+        filled = min(len(accept), width - base)
+        if filled > drafts and self._shaped_cost(base + filled, 1 + filled) <= self._shaped_cost(
+            base + drafts, 1 + drafts
+        ):
+            return filled
+        return drafts
 
 
 def _gains(accept: Sequence[float]) -> list[float]:

@@ -167,10 +167,10 @@ def decode_values(
             )
         if not rows:
             return
-        width = plan.width_for(len(rows))
+        width, outputs = plan.shape_for(len(rows), sum(1 for row in rows if row.logits))
         rows.extend(
             Row(rows[0].token, (scratch_seq,), padding=True) for _ in range(width - len(rows))
         )
-        engine.run_pass(rows)
+        engine.run_pass(rows, outputs=outputs)
         if width > len([r for r in rows if not r.padding]):
             engine.drop(scratch_seq, 0)

@@ -141,7 +141,7 @@ def verified_decode(
     stop: Callable[[bytes], bool] | None = None,
     watch: Callable[[bytes], None] | None = None,
     forced: bool = True,
-    pad_to: Callable[[int], int] | None = None,
+    shape: Callable[[int, int], tuple[int, int]] | None = None,
     read_last: bool = True,
 ) -> VerifiedOutcome:
     """Greedy decoding of ``seq`` under ``constraint``, drafts verified in each pass.
@@ -154,9 +154,10 @@ def verified_decode(
     ``watch`` is shown the written text after each token (the token is verified by then).
     ``forced=False`` drafts no grammar-forced tokens (the ``weave:no_forced`` ablation): they
     are then decoded like any other token, one pass each unless another draft carries them.
-    ``pad_to`` (the plan's :meth:`~weavehost.decode.padding.DecodePlan.width_for`) widens a
+    ``shape`` (the plan's :meth:`~weavehost.decode.padding.DecodePlan.shape_for`) widens a
     pass with padding rows on the engine's last sequence (emptied after the pass; it must be
-    free, as it is outside ``weave``'s parallel values) where a wider pass is cheaper.
+    free, as it is outside ``weave``'s parallel values) and has more rows compute logits where
+    that is cheaper.
     ``read_last=False``: a run that ends (``stop``, the grammar's end) with a token chosen but
     not yet read leaves it unread (``unread`` on the outcome): a caller that reads it again
     with a draft after it (``weave``'s write-back after its selector) saves a pass.
@@ -228,11 +229,12 @@ def verified_decode(
             Row(token, (seq,), logits=wanted[len(queue) + i], draft=True)
             for i, token in enumerate(proposal)
         ]
-        width = pad_to(len(rows)) if pad_to is not None else len(rows)
+        asking = sum(wanted)
+        width, outputs = shape(len(rows), asking) if shape is not None else (len(rows), asking)
         scratch = engine.n_seq_max - 1
         padding = [Row(rows[-1].token, (scratch,), padding=True)] * (width - len(rows))
         start = engine.seq_len(seq)
-        out = iter(engine.run_pass(rows + padding))
+        out = iter(engine.run_pass(rows + padding, outputs=outputs))
         if padding:
             engine.drop(scratch, 0)
         # The logits after each row that asked for them, by the row's place in the pass.

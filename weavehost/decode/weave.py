@@ -338,7 +338,7 @@ class WeaveCall:
             draft_rows=self._draft_rows,
             settle_early=self.options.selector,
             forced=self.options.forced,
-            pad_to=self.plan.width_for,
+            shape=self.plan.shape_for,
         )
         if isinstance(selected, str):
             return self.attempt.failed(selected)
@@ -461,7 +461,7 @@ class WeaveCall:
             max_tokens=max(1, self.request.max_tokens - len(self.head_tokens)),
             watch=self._watch if self._watches() else None,
             forced=self.options.forced,
-            pad_to=self.plan.width_for,
+            shape=self.plan.shape_for,
         )
         self.verified = outcome
         self.acceptance.add(outcome.by_kind)
@@ -590,13 +590,13 @@ def _select(
     draft_rows: DraftRows | None = None,
     settle_early: bool = True,
     forced: bool = True,
-    pad_to: Callable[[int], int] | None = None,
+    shape: Callable[[int, int], tuple[int, int]] | None = None,
 ) -> tuple[ToolSchema, str, list[int]] | str:
     """Pick the tool: returns (tool, head text on seq 0, its tokens) or an error string.
 
     With ``settle_early`` it stops as soon as one head is consistent with the text (no passes
-    at all when one tool is offered); without, it decodes the whole head. ``pad_to``: the
-    plan's padded width of a pass.
+    at all when one tool is offered); without, it decodes the whole head. ``shape``: the
+    plan's shape of a pass (:meth:`DecodePlan.shape_for`).
     ``whole`` ends having consumed exactly the returned tokens."""
     tools: Sequence[ToolSchema] = request.tools
     heads = {tool.name: fmt.layout.head_for(tool.name) for tool in tools}
@@ -622,7 +622,7 @@ def _select(
         stop=settled,
         forced=forced,
         read_last=False,
-        pad_to=pad_to,
+        shape=shape,
     )
     text = outcome.text
     names = consistent(text)

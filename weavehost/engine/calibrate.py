@@ -13,6 +13,13 @@ cost file has the shape of the tables measured elsewhere (``tests/data/costs/*.j
     {"machine": "...", "model": "...", "threads": 2,
      "pass_ms": {"1": 35.3, "4": 113.8}, "prefill_ms_per_token": 16.6, "note": "..."}
 
+A table measured by :func:`measure_pass_costs` also says what the *outputs* of a pass cost (its
+rows that ask for logits): ``"output_ms": {"1": 69.8, "8": 79.0, ...}`` times passes of
+``"output_rows"`` rows with that many asking. llama.cpp computes the vocabulary projection only
+for those rows, and on x86 its kernels take them four at a time: on the AVX-512 development
+machine (Qwen2.5-Coder-0.5B, 2 threads) 32 rows cost 69.8 ms with 1 output, 85.4 with 5 and
+79.0 with 8. :meth:`CostTable.cost` prices a pass by rows and outputs from both.
+
 and the calibration ``weavehost calibrate`` stores is such a file (with more fields), so a table
 measured on one machine is read on another by the same :func:`load_cost_table`.
 """
@@ -40,8 +47,10 @@ __all__ = [
     "Calibration",
     "DEFAULT_PREFILL_CHUNKS",
     "DEFAULT_REPEATS",
+    "DEFAULT_OUTPUTS",
     "DEFAULT_ROWS",
     "CostTable",
+    "OUTPUT_ROWS",
     "cpu_model",
     "format_table",
     "load_cost_table",
@@ -52,9 +61,15 @@ __all__ = [
 
 # The probe prompt, the widest pass and the longest prefill chunk fit well within this context.
 CALIBRATION_N_CTX = 2048
-# Row counts measured by default: every width a padded or drafted value pass is likely to
+# Row counts measured by default: every width a padded, drafted or verified pass is likely to
 # have, then coarser steps up to 32 (the widest pass the decoder plans; wider ones extrapolate).
-DEFAULT_ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32)
+# Every count to 16: kernels that take rows four at a time make 15 rows dearer than 16, which
+# no line between 12 and 16 shows.
+DEFAULT_ROWS = (*range(1, 17), 20, 24, 32)
+# Passes of this many rows are timed with each of DEFAULT_OUTPUTS of them asking for logits
+# (the outputs' cost), the same counts as the rows so that both are read at the same points.
+OUTPUT_ROWS = 32
+DEFAULT_OUTPUTS = DEFAULT_ROWS
 # Prefill chunks timed (tokens); the table's per-token prefill cost is the cheapest one's.
 DEFAULT_PREFILL_CHUNKS = (64, 128)
 # Timed passes per row count (after one warm-up): a stable median, and `weavehost calibrate`
@@ -90,7 +105,10 @@ class CostTable:
     prefill_token_s: float
     machine: str = ""
     source: str = ""
+    output_s: Mapping[int, float] = field(default_factory=dict)
+    output_rows: int = 0
     _rows: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    _outputs: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         costs: dict[int, float] = {}
@@ -104,6 +122,18 @@ class CostTable:
         object.__setattr__(self, "pass_s", MappingProxyType(dict(sorted(costs.items()))))
         object.__setattr__(self, "prefill_token_s", float(self.prefill_token_s))
         object.__setattr__(self, "_rows", tuple(sorted(costs)))
+        outputs: dict[int, float] = {}
+        for count, cost in self.output_s.items():
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise ConfigError(f"a pass has a positive whole number of outputs, not {count!r}")
+            outputs[count] = _positive(cost, f"the cost of a pass with {count} outputs")
+        if outputs and (1 not in outputs or max(outputs) > self.output_rows):
+            raise ConfigError(
+                "output costs need a pass with one output and no more outputs than "
+                f"output_rows ({self.output_rows})"
+            )
+        object.__setattr__(self, "output_s", MappingProxyType(dict(sorted(outputs.items()))))
+        object.__setattr__(self, "_outputs", tuple(sorted(outputs)))
 
     @property
     def widest(self) -> int:
@@ -124,6 +154,53 @@ class CostTable:
         low, high = self._rows[above - 1], self._rows[above]
         share = (rows - low) / (high - low)
         return self.pass_s[low] + share * (self.pass_s[high] - self.pass_s[low])
+
+    @property
+    def has_outputs(self) -> bool:
+        """Whether the table knows what a pass's outputs cost apart from its rows."""
+        return bool(self._outputs)
+
+    @property
+    def output_counts(self) -> tuple[int, ...]:
+        """The output counts measured (empty without output costs)."""
+        return self._outputs
+
+    def output_extra(self, outputs: int) -> float:
+        """Seconds ``outputs`` rows asking for logits add to a pass over one row asking.
+
+        Between measured counts linear, beyond the most measured on the last measured slope
+        (never falling); 0 without output costs. Noise below 0 reads as 0."""
+        if not self._outputs or outputs <= 1:
+            return 0.0
+        counts, one = self._outputs, self.output_s[1]
+        measured = self.output_s.get(outputs)
+        if measured is None:
+            above = bisect.bisect(counts, outputs)
+            if above < len(counts):
+                low, high = counts[above - 1], counts[above]
+            elif len(counts) > 1:
+                low, high = counts[-2], counts[-1]
+            else:
+                return 0.0
+            slope = (self.output_s[high] - self.output_s[low]) / (high - low)
+            if above >= len(counts):
+                slope = max(0.0, slope)
+            measured = self.output_s[low] + (outputs - low) * slope
+        return max(0.0, measured - one)
+
+    def cost(self, rows: int, outputs: int) -> float:
+        """Seconds of a pass of ``rows`` rows of which ``outputs`` ask for logits.
+
+        ``pass_s`` was measured with every row asking, so a pass with fewer outputs costs
+        ``pass_cost(rows) - output_extra(rows) + output_extra(outputs)``; without output costs
+        (the tables measured elsewhere) it is ``pass_cost(rows)``: every row priced as asking.
+        """
+        full = self.pass_cost(rows)
+        if not self._outputs:
+            return full
+        outputs = min(max(outputs, 1), rows)
+        body = full - self.output_extra(rows)
+        return max(body, full * 0.05) + self.output_extra(outputs)
 
     def recost(self, pass_rows: Mapping[int, int]) -> float:
         """Total seconds of a run given as ``{rows: passes}`` (as ``EngineStats.pass_rows``)."""
@@ -179,16 +256,35 @@ def table_from_record(record: Any, *, source: str, default_machine: str = "") ->
     machine = record.get("machine", default_machine)
     if not isinstance(machine, str):
         raise ConfigError(f'"machine" must be a string, not {machine!r}')
-    return CostTable(costs, prefill, machine=machine, source=source)
+    outputs: dict[int, float] = {}
+    output_ms = record.get("output_ms", {})
+    if not isinstance(output_ms, dict):
+        raise ConfigError('"output_ms" must be an object of {"outputs": milliseconds}')
+    for key, value in output_ms.items():
+        try:
+            count = int(key)
+        except ValueError:
+            raise ConfigError(f'"output_ms" has a key {key!r} that is not a count') from None
+        outputs[count] = _positive(value, f"the cost of a pass with {key} outputs") / 1e3
+    output_rows = record.get("output_rows", 0)
+    if isinstance(output_rows, bool) or not isinstance(output_rows, int) or output_rows < 0:
+        raise ConfigError(f'"output_rows" must be a whole number of rows, not {output_rows!r}')
+    return CostTable(
+        costs, prefill, machine=machine, source=source, output_s=outputs, output_rows=output_rows
+    )
 
 
 def table_record(table: CostTable) -> dict[str, Any]:
     """The cost-file fields of ``table`` (milliseconds, string keys), ready for ``json.dumps``."""
-    return {
+    record: dict[str, Any] = {
         "machine": table.machine,
         "pass_ms": {str(rows): round(cost * 1e3, 4) for rows, cost in table.pass_s.items()},
         "prefill_ms_per_token": round(table.prefill_token_s * 1e3, 4),
     }
+    if table.has_outputs:
+        record["output_rows"] = table.output_rows
+        record["output_ms"] = {str(n): round(c * 1e3, 4) for n, c in table.output_s.items()}
+    return record
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,9 +314,12 @@ def measure_pass_costs(
     rows: Iterable[int] = DEFAULT_ROWS,
     repeats: int = DEFAULT_REPEATS,
     prefill_chunks: Iterable[int] = DEFAULT_PREFILL_CHUNKS,
+    output_rows: int = OUTPUT_ROWS,
+    outputs: Iterable[int] = DEFAULT_OUTPUTS,
     machine: str = "",
 ) -> Calibration:
-    """Time passes by their number of rows, and prefill chunks; leave the KV cache empty.
+    """Time passes by their number of rows, by their outputs, and prefill chunks; leave the KV
+    cache empty.
 
     A pass of ``n`` rows carries ``n`` tokens, each asking for logits, on sequences that share
     one prefilled prompt: one token on each of ``n`` sequences while the engine has that many
@@ -231,7 +330,10 @@ def measure_pass_costs(
     the last only) is timed the same way; the table's ``prefill_token_s`` is the cheapest
     chunk's per-token cost (each chunk's is kept in :attr:`Calibration.prefill_chunk_s`): in
     principle the longest chunk's, and taking the least keeps one disturbed chunk from moving
-    the fill rule's cost per extra row.
+    the fill rule's cost per extra row. Then passes of ``output_rows`` rows (at most the
+    widest count) are timed with the last ``k`` rows asking for logits, for each of
+    ``outputs`` up to ``output_rows``: the table's ``output_s`` (``output_rows=0``: not
+    measured).
     """
     counts = sorted(set(rows))
     chunks = sorted(set(prefill_chunks))
@@ -269,13 +371,26 @@ def measure_pass_costs(
             # Row i goes to sequence i % used: consecutive positions on each sequence.
             batch = [Row(filler[i], (i % used,), logits=True) for i in range(n)]
             costs[n] = statistics.median(timed(batch, used))
+        widest = min(output_rows, counts[-1])
+        used = min(widest, engine.n_seq_max)
+        output_s: dict[int, float] = {}
+        for k in sorted({1, *outputs} & set(range(1, widest + 1))) if widest > 0 else []:
+            batch = [Row(filler[i], (i % used,), logits=i >= widest - k) for i in range(widest)]
+            output_s[k] = statistics.median(timed(batch, used))
         per_token: dict[int, float] = {}
         for c in chunks:
             batch = [Row(t, (0,), logits=i == c - 1, forced=True) for i, t in enumerate(filler[:c])]
             per_token[c] = statistics.median(timed(batch, 1)) / c
     finally:
         engine.clear()
-    table = CostTable(costs, min(per_token.values()), machine=machine, source="measured")
+    table = CostTable(
+        costs,
+        min(per_token.values()),
+        machine=machine,
+        source="measured",
+        output_s=output_s,
+        output_rows=widest if output_s else 0,
+    )
     return Calibration(table, per_token, repeats=repeats, threads=engine.n_threads)
 
 

@@ -80,6 +80,19 @@ DEFAULT_N_BATCH = 512
 DEFAULT_N_SEQ_MAX = 16
 
 
+def _spare_outputs(rows: Sequence[Row], outputs: int) -> frozenset[int]:
+    """The rows (indexes) to compute logits for beside those that ask, so that ``outputs`` rows
+    do: padding rows first, then the last rows that do not ask."""
+    missing = outputs - sum(1 for row in rows if row.logits)
+    if missing <= 0:
+        return frozenset()
+    free = [i for i, row in enumerate(rows) if not row.logits]
+    order = [i for i in reversed(free) if rows[i].padding] + [
+        i for i in reversed(free) if not rows[i].padding
+    ]
+    return frozenset(order[:missing])
+
+
 def default_threads() -> int:
     """The CPUs this process may run on (llama.cpp gains nothing from more threads than that)."""
     try:
@@ -356,8 +369,13 @@ class Engine:
             self._native.set_threads(n_threads)
             self.n_threads = n_threads
 
-    def run_pass(self, rows: Sequence[Row]) -> list[np.ndarray]:
+    def run_pass(self, rows: Sequence[Row], *, outputs: int = 0) -> list[np.ndarray]:
         """Run one ``llama_decode`` over ``rows``; return the logits of rows that asked.
+
+        ``outputs`` above the rows that ask makes llama.cpp compute logits for that many rows
+        (a cheaper shape for its kernels: ``DecodePlan.shape_for``): padding rows first, then
+        the last rows that did not ask. Those logits are not returned, but a sequence whose
+        last row got them has them as its next-token logits (they are exactly that).
 
         A pass whose rows are all forced (or padding) counts as a prefill pass; a pass with at
         least one generated token counts as a decode pass, and its width (rows, padding
@@ -365,6 +383,7 @@ class Engine:
         """
         if not rows:
             return []
+        spare = _spare_outputs(rows, outputs)
         if len(rows) > self.n_batch:
             raise EngineError(f"a pass of {len(rows)} tokens exceeds n_batch={self.n_batch}")
         # The whole pass (lengths, the shared batch, the decode, the counters) is one critical
@@ -395,11 +414,11 @@ class Engine:
 
             self._native.load_batch(
                 [
-                    BatchRow(row.token, pos, row.seqs, row.logits)
-                    for row, pos in zip(rows, positions, strict=True)
+                    BatchRow(row.token, pos, row.seqs, row.logits or i in spare)
+                    for i, (row, pos) in enumerate(zip(rows, positions, strict=True))
                 ]
             )
-            wanted = [i for i, row in enumerate(rows) if row.logits]
+            wanted = [i for i, row in enumerate(rows) if row.logits or i in spare]
 
             started = time.perf_counter()
             code = self._native.decode()
@@ -410,16 +429,15 @@ class Engine:
             self._lengths = lengths
             for row in rows:
                 self._kv.add(row.seqs)
-            out = [self._native.logits(i) for i in wanted]
-            by_row = dict(zip(wanted, out, strict=True))
+            by_row = {i: self._native.logits(i) for i in wanted}
             for i, row in enumerate(rows):
                 for seq in row.seqs:
                     if i in by_row:
                         self._next_logits[seq] = by_row[i]
                     else:
                         self._next_logits.pop(seq, None)
-            self._count(rows, elapsed)
-        return out
+            self._count(rows, elapsed, len(wanted))
+        return [by_row[i] for i in wanted if i not in spare]
 
     def count_accepted(self, n_tokens: int) -> None:
         """Record that ``n_tokens`` drafted rows were verified and kept (see :class:`Row`)."""
@@ -440,8 +458,9 @@ class Engine:
                 "without them, or it was changed since)"
             ) from None
 
-    def _count(self, rows: Sequence[Row], elapsed: float) -> None:
+    def _count(self, rows: Sequence[Row], elapsed: float, outputs: int) -> None:
         stats = self.stats
+        stats.outputs += outputs
         padding = sum(1 for row in rows if row.padding)
         forced = sum(1 for row in rows if row.forced and not row.padding)
         decoded = len(rows) - padding - forced

@@ -41,6 +41,7 @@ class EngineStats:
     what a pass-by-pass cost table re-costs. ``drafted_tokens`` are rows sent as a draft (a
     token proposed before the pass, kept only if it equals the constrained argmax there);
     ``accepted_tokens`` are the drafted tokens that were kept. Drafted rows count as decoded.
+    ``outputs`` counts rows llama.cpp computed logits for (asked or spare, ``run_pass``).
     """
 
     passes: int = 0
@@ -55,6 +56,7 @@ class EngineStats:
     pass_rows: dict[int, int] = field(default_factory=dict)
     drafted_tokens: int = 0
     accepted_tokens: int = 0
+    outputs: int = 0
 
     def snapshot(self) -> EngineStats:
         return replace(self, width_counts=dict(self.width_counts), pass_rows=dict(self.pass_rows))
@@ -73,6 +75,7 @@ class EngineStats:
             pass_rows=_minus(self.pass_rows, earlier.pass_rows),
             drafted_tokens=self.drafted_tokens - earlier.drafted_tokens,
             accepted_tokens=self.accepted_tokens - earlier.accepted_tokens,
+            outputs=self.outputs - earlier.outputs,
         )
 
 
