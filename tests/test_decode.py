@@ -102,6 +102,20 @@ def test_jump_forward_writes_the_same_call_as_constrained_in_fewer_passes(fresh_
     assert jumped.stats.prefilled_tokens > 0
 
 
+def test_jump_forward_reads_each_chosen_token_with_the_forced_run_after_it_in_one_pass(
+    fresh_engine,
+):
+    question, tool = CASES[0]
+    constrained = _one_call(fresh_engine, "constrained", question, [tool])
+    jumped = _one_call(fresh_engine, "jump_forward", question, [tool])
+    assert jumped.calls == constrained.calls
+    stats = jumped.stats
+    # One chosen token a pass; a pass of forced tokens alone only before the first choice.
+    assert stats.decode_passes == stats.decoded_tokens
+    assert stats.prefill_passes <= 1
+    assert stats.decoded_tokens + stats.prefilled_tokens == len(jumped.tokens)
+
+
 def test_the_selector_picks_among_several_tools_and_weave_still_parallelises(fresh_engine):
     tools = [FORECAST, THERMOSTAT, LIGHTS]
     result = run_case(fresh_engine, SMOLLM2, "weave", _ask(CASES[1][0]), tools).result

@@ -2,9 +2,12 @@
 
 ``constrained`` decodes every token of the call in its own pass, the tool name among the offered
 tools and each argument by its schema (the paper's "Constrained decoding" row). ``jump_forward``
-is the same constraint, but every run of tokens the constraint forces is prefilled in one pass
-instead of decoded (SGLang's jump-forward decoding). Both write the same text for the same model
-(greedy, same constraint), so their correctness is the same; only passes and time differ.
+is the same constraint, but every run of tokens the constraint forces is prefilled instead of
+decoded (SGLang's jump-forward decoding): in the same pass as the chosen token before it, as
+SGLang extends a request by the chosen token and the forced text at once, and shaped by the
+engine's decode plan as ``weave``'s passes are (:meth:`DecodePlan.shape_for`: padded where a
+wider pass is cheaper). Both write the same text for the same model (greedy, same constraint),
+up to the rounding of other pass shapes; only passes and time differ.
 
 A schema that cannot be constrained (llguidance refuses it, or its grammar passes the caps in
 :mod:`weavehost.decode.grammar`) is decoded under a looser grammar, or freely, and the call is
@@ -25,7 +28,8 @@ from dataclasses import dataclass, replace
 from weavehost.decode.base import CallAttempt, CallRequest, CallResult, read_calls
 from weavehost.decode.constraint import Constraint, constraints_for
 from weavehost.decode.fallback import invalid_reason, loosened
-from weavehost.engine import Engine
+from weavehost.decode.padding import DecodePlan, Shape, load_plan, run_shaped
+from weavehost.engine import Engine, Row
 from weavehost.errors import ConstraintError
 
 __all__ = ["ConstrainedStrategy", "GuidedOutcome", "JumpForwardStrategy", "guided_decode"]
@@ -52,28 +56,30 @@ def guided_decode(
     jump_forward: bool,
     max_tokens: int,
     stop: Callable[[bytes], bool] | None = None,
+    shape: Shape | None = None,
 ) -> GuidedOutcome:
     """Greedy decoding of ``seq`` under ``constraint``, from the logits of its last token.
 
     Every chosen token is fed back, so the sequence ends holding all of them. With
-    ``jump_forward``, forced runs are prefilled in one pass. ``stop`` is checked on the text so
-    far after each step; it ends the run early (the selector uses it).
+    ``jump_forward``, a forced run is read in the pass of the chosen token before it (or alone,
+    when nothing was chosen before it), that pass shaped by ``shape``. ``stop`` is checked on
+    the text so far after each chosen token and each forced run; it ends the run early.
     """
     tokens: list[int] = []
     text = b""
     completed_at = time.perf_counter()
+
+    def ended() -> str | bool:
+        if constraint.failed:
+            return "constraint failed"
+        return stop is not None and stop(text)
+
     while len(tokens) < max_tokens:
         if constraint.stopped:
             break
+        chosen: list[int] = []
         forced = constraint.forced() if jump_forward else []
-        if forced:
-            for token in forced:
-                constraint.consume(token)
-            tokens.extend(forced)
-            text += b"".join(engine.token_bytes(t) for t in forced)
-            completed_at = time.perf_counter()
-            engine.prefill(seq, forced)
-        else:
+        if not forced:
             token = constraint.best(engine.last_logits(seq))
             if token is None:
                 return GuidedOutcome(tokens, _text(text), completed_at, False, "no token allowed")
@@ -81,14 +87,39 @@ def guided_decode(
             tokens.append(token)
             text += engine.token_bytes(token)
             completed_at = time.perf_counter()
-            engine.decode_one(seq, token)
-        if constraint.failed:
-            return GuidedOutcome(tokens, _text(text), completed_at, False, "constraint failed")
-        if stop is not None and stop(text):
-            return GuidedOutcome(tokens, _text(text), completed_at, False)
+            chosen = [token]
+            end = ended()
+            if not end and jump_forward and not constraint.stopped:
+                forced = constraint.forced()[: engine.n_batch - 1]
+        else:
+            end = False
+        for token in forced:
+            constraint.consume(token)
+        tokens.extend(forced)
+        if forced:
+            text += b"".join(engine.token_bytes(t) for t in forced)
+            completed_at = time.perf_counter()
+            end = end or ended()
+        _read(engine, seq, chosen, forced, shape)
+        if end:
+            error = end if isinstance(end, str) else None
+            return GuidedOutcome(tokens, _text(text), completed_at, False, error)
     finished = constraint.stopped or constraint.accepting
     error = None if finished else f"the call did not finish within {max_tokens} tokens"
     return GuidedOutcome(tokens, _text(text), completed_at, finished, error)
+
+
+def _read(
+    engine: Engine, seq: int, chosen: list[int], forced: list[int], shape: Shape | None
+) -> None:
+    """Read the chosen token and the forced run after it into ``seq`` in one pass (a run
+    longer than a pass holds is prefilled in several), logits on the last row only."""
+    if len(chosen) + len(forced) > engine.n_batch:
+        engine.prefill(seq, [*chosen, *forced])
+        return
+    rows = [Row(t, (seq,)) for t in chosen] + [Row(t, (seq,), forced=True) for t in forced]
+    rows[-1] = Row(rows[-1].token, (seq,), logits=True, forced=rows[-1].forced)
+    run_shaped(engine, rows, shape)
 
 
 def _text(data: bytes) -> str:
@@ -98,6 +129,13 @@ def _text(data: bytes) -> str:
 class _WholeCallStrategy:
     name = ""
     jump_forward = False
+
+    def __init__(self, plan: DecodePlan | None = None) -> None:
+        self._plan = plan
+
+    def with_plan(self, plan: DecodePlan) -> _WholeCallStrategy:
+        """The same strategy with a fixed decode plan (``bench --cost-model``)."""
+        return type(self)(plan)
 
     def run(self, request: CallRequest) -> CallResult:
         engine, fmt = request.engine, request.format
@@ -128,11 +166,15 @@ class _WholeCallStrategy:
                     loose_exc,
                 )
                 return _free_then_validated(attempt, request)
+        shape = None
+        if self.jump_forward:
+            shape = (self._plan if self._plan is not None else load_plan(engine)).shape_for
         outcome = guided_decode(
             engine,
             constraint,
             jump_forward=self.jump_forward,
             max_tokens=request.max_tokens,
+            shape=shape,
         )
         completed_at = attempt.lap("call", at=outcome.completed_at)
         if loose:

@@ -21,13 +21,19 @@ engine. Without one, :data:`NO_PLAN` is the default: no padding, values drafted 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from weavehost.engine.calibrate import Calibration, CostTable, table_from_record
+from weavehost.engine.passes import Row
 from weavehost.errors import ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from weavehost.engine import Engine
 from weavehost.paths import cache_dir
 
 __all__ = [
@@ -41,10 +47,16 @@ __all__ = [
     "VALUE_TOKENS",
     "WRITE_BACK_EXTRA_TOKENS",
     "DecodePlan",
+    "Shape",
     "load_plan",
     "plan_path",
+    "run_shaped",
     "save_plan",
 ]
+
+# What shapes a pass: (rows, rows asking for logits) -> (width, rows computing logits); a
+# plan's DecodePlan.shape_for.
+Shape = Callable[[int, int], tuple[int, int]]
 
 # Padding to a wider pass must save at least this share of the pass's cost (noise in the table).
 PADDING_MARGIN = 0.03
@@ -288,6 +300,24 @@ class DecodePlan:
         ):
             return filled
         return drafts
+
+
+def run_shaped(
+    engine: Engine, rows: list[Row], shape: Shape | None, *, scratch: int | None = None
+) -> list[np.ndarray]:
+    """Run ``rows`` as one pass shaped by ``shape`` (``None``: as they are): padding rows on
+    ``scratch`` (default the engine's last sequence, which must be free; emptied after the
+    pass) and spare outputs (``Engine.run_pass``). Returns the logits of the rows that asked."""
+    asking = sum(1 for row in rows if row.logits)
+    width, outputs = shape(len(rows), asking) if shape is not None else (len(rows), asking)
+    if width <= len(rows):
+        return engine.run_pass(rows, outputs=outputs)
+    scratch = engine.n_seq_max - 1 if scratch is None else scratch
+    padding = [Row(rows[-1].token, (scratch,), padding=True)] * (width - len(rows))
+    try:
+        return engine.run_pass(rows + padding, outputs=outputs)
+    finally:
+        engine.drop(scratch, 0)
 
 
 def _gains(accept: Sequence[float]) -> list[float]:

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from weavehost.decode.constraint import Constraint
-from weavehost.decode.padding import DecodePlan
+from weavehost.decode.padding import DecodePlan, run_shaped
 from weavehost.engine import Engine, Row
 from weavehost.formats.base import ModelFormat
 
@@ -167,10 +167,4 @@ def decode_values(
             )
         if not rows:
             return
-        width, outputs = plan.shape_for(len(rows), sum(1 for row in rows if row.logits))
-        rows.extend(
-            Row(rows[0].token, (scratch_seq,), padding=True) for _ in range(width - len(rows))
-        )
-        engine.run_pass(rows, outputs=outputs)
-        if width > len([r for r in rows if not r.padding]):
-            engine.drop(scratch_seq, 0)
+        run_shaped(engine, rows, plan.shape_for, scratch=scratch_seq)

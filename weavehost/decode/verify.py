@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from weavehost.decode.constraint import Constraint
+from weavehost.decode.padding import Shape, run_shaped
 from weavehost.engine import Engine, Row
 
 __all__ = [
@@ -141,7 +142,7 @@ def verified_decode(
     stop: Callable[[bytes], bool] | None = None,
     watch: Callable[[bytes], None] | None = None,
     forced: bool = True,
-    shape: Callable[[int, int], tuple[int, int]] | None = None,
+    shape: Shape | None = None,
     read_last: bool = True,
 ) -> VerifiedOutcome:
     """Greedy decoding of ``seq`` under ``constraint``, drafts verified in each pass.
@@ -229,14 +230,8 @@ def verified_decode(
             Row(token, (seq,), logits=wanted[len(queue) + i], draft=True)
             for i, token in enumerate(proposal)
         ]
-        asking = sum(wanted)
-        width, outputs = shape(len(rows), asking) if shape is not None else (len(rows), asking)
-        scratch = engine.n_seq_max - 1
-        padding = [Row(rows[-1].token, (scratch,), padding=True)] * (width - len(rows))
         start = engine.seq_len(seq)
-        out = iter(engine.run_pass(rows + padding, outputs=outputs))
-        if padding:
-            engine.drop(scratch, 0)
+        out = iter(run_shaped(engine, rows, shape))
         # The logits after each row that asked for them, by the row's place in the pass.
         after = {i: next(out) for i in range(len(rows)) if wanted[i]}
         queue = []

@@ -43,13 +43,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 from weavehost.decode.base import CallAttempt, CallRequest, CallResult, ToolSchema
 from weavehost.decode.constraint import Constraint, constraints_for
 from weavehost.decode.guided import JumpForwardStrategy
-from weavehost.decode.padding import DecodePlan, load_plan
+from weavehost.decode.padding import DecodePlan, Shape, load_plan
 from weavehost.decode.values import ValueTask, decode_values, prefill_skeleton
 from weavehost.decode.verify import (
     CLOSE,
@@ -590,7 +590,7 @@ def _select(
     draft_rows: DraftRows | None = None,
     settle_early: bool = True,
     forced: bool = True,
-    shape: Callable[[int, int], tuple[int, int]] | None = None,
+    shape: Shape | None = None,
 ) -> tuple[ToolSchema, str, list[int]] | str:
     """Pick the tool: returns (tool, head text on seq 0, its tokens) or an error string.
 
