@@ -203,7 +203,10 @@ class CostTable:
         return max(body, full * 0.05) + self.output_extra(outputs)
 
     def recost(self, pass_rows: Mapping[int, int]) -> float:
-        """Total seconds of a run given as ``{rows: passes}`` (as ``EngineStats.pass_rows``)."""
+        """Total seconds of a run given as ``{rows: passes}`` (as ``EngineStats.pass_rows``),
+        every row priced as asking for logits (``pass_cost``): a table with output costs
+        overprices passes whose rows mostly do not ask; the tables measured elsewhere have
+        none."""
         return sum(count * self.pass_cost(rows) for rows, count in pass_rows.items() if count)
 
 
