@@ -246,35 +246,38 @@ def table_from_record(record: Any, *, source: str, default_machine: str = "") ->
     pass_ms = record.get("pass_ms")
     if not isinstance(pass_ms, dict):
         raise ConfigError('a cost table needs "pass_ms", an object of {"rows": milliseconds}')
-    costs: dict[int, float] = {}
-    for key, value in pass_ms.items():
-        try:
-            rows = int(key)
-        except ValueError:
-            raise ConfigError(f'"pass_ms" has a key {key!r} that is not a row count') from None
-        costs[rows] = _positive(value, f"the cost of a pass of {key} rows") / 1e3
+    costs = _seconds_by_count(pass_ms, "pass_ms", "a row count", "a pass of {} rows")
     if "prefill_ms_per_token" not in record:
         raise ConfigError('a cost table needs "prefill_ms_per_token"')
     prefill = _positive(record["prefill_ms_per_token"], '"prefill_ms_per_token"') / 1e3
     machine = record.get("machine", default_machine)
     if not isinstance(machine, str):
         raise ConfigError(f'"machine" must be a string, not {machine!r}')
-    outputs: dict[int, float] = {}
     output_ms = record.get("output_ms", {})
     if not isinstance(output_ms, dict):
         raise ConfigError('"output_ms" must be an object of {"outputs": milliseconds}')
-    for key, value in output_ms.items():
-        try:
-            count = int(key)
-        except ValueError:
-            raise ConfigError(f'"output_ms" has a key {key!r} that is not a count') from None
-        outputs[count] = _positive(value, f"the cost of a pass with {key} outputs") / 1e3
+    outputs = _seconds_by_count(output_ms, "output_ms", "a count", "a pass with {} outputs")
     output_rows = record.get("output_rows", 0)
     if isinstance(output_rows, bool) or not isinstance(output_rows, int) or output_rows < 0:
         raise ConfigError(f'"output_rows" must be a whole number of rows, not {output_rows!r}')
     return CostTable(
         costs, prefill, machine=machine, source=source, output_s=outputs, output_rows=output_rows
     )
+
+
+def _seconds_by_count(
+    ms: dict[Any, Any], field_name: str, key_kind: str, what: str
+) -> dict[int, float]:
+    """``{"count": milliseconds}`` read as ``{count: seconds}``; a key that is not a whole
+    number, or a cost that is not positive, is a :class:`ConfigError`."""
+    seconds: dict[int, float] = {}
+    for key, value in ms.items():
+        try:
+            count = int(key)
+        except ValueError:
+            raise ConfigError(f'"{field_name}" has a key {key!r} that is not {key_kind}') from None
+        seconds[count] = _positive(value, f"the cost of {what.format(key)}") / 1e3
+    return seconds
 
 
 def table_record(table: CostTable) -> dict[str, Any]:
