@@ -418,3 +418,13 @@ def test_a_run_without_a_cost_model_projects_nothing(bench_run):
     # the stock peer's passes are one row each
     peer = [r for r in results(out) if r["strategy"] == "llama_cpp_python"]
     assert all(r["pass_rows"] == {"1": r["forward_passes"]} for r in peer)
+
+
+def test_a_cost_model_gives_its_plan_to_every_decoder_whose_passes_it_shapes():
+    from weavehost.bench.runner import _decoders
+    from weavehost.engine.calibrate import load_cost_table
+
+    decoders = _decoders(load_cost_table(COSTS))
+    assert {"weave", "jump_forward"} <= set(decoders)
+    assert "constrained" not in decoders  # one row a pass: nothing to shape
+    assert all(d._plan.source == f"bench --cost-model {COSTS}" for d in decoders.values())

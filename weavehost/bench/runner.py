@@ -57,6 +57,7 @@ from weavehost.bench.peer import LOOKUP_PEER_NAME, PEER_NAME, PEER_NAMES, LlamaC
 from weavehost.bench.report import summarize, write_summary
 from weavehost.bench.rss import PeakRss, kv_bytes_per_cell, max_rss_bytes
 from weavehost.decode import STRATEGIES, CaseOutcome, DecodeStrategy, run_case
+from weavehost.decode.guided import JumpForwardStrategy
 from weavehost.decode.padding import DecodePlan
 from weavehost.decode.weave import WeaveStrategy
 from weavehost.engine import DEFAULT_N_CTX, Engine, EngineStats, default_threads
@@ -501,14 +502,15 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
 
 def _decoders(table: CostTable | None) -> dict[str, DecodeStrategy]:
     """The decoders this run uses instead of the shared ones in ``STRATEGIES``: with a cost
-    table, ``weave`` and each of its ablations with the decode plan made from that table."""
+    table, ``weave``, each of its ablations and ``jump_forward`` with the decode plan made from
+    that table (what shapes their passes)."""
     if table is None:
         return {}
     plan = DecodePlan.from_table(table, source=f"bench --cost-model {table.source}")
     return {
         name: strategy.with_plan(plan)
         for name, strategy in STRATEGIES.items()
-        if isinstance(strategy, WeaveStrategy)
+        if isinstance(strategy, WeaveStrategy | JumpForwardStrategy)
     }
 
 

@@ -2,7 +2,8 @@
 
 Stage: parallel value decoding (planning). A :class:`DecodePlan` is made once from a
 :class:`~weavehost.engine.calibrate.CostTable` (:meth:`DecodePlan.from_table`) and then queried
-every pass, so it answers from tables precomputed there. It decides three things:
+every pass, so it answers from tables precomputed there (``parallel_pays``, ``draft_rows``) or
+memoised as asked (``shape_for``). It decides three things:
 
 - **shapes** (:meth:`DecodePlan.shape_for`): a pass of n rows, k of them asking for logits, is
   padded to the cheapest measured width >= n and computes the cheapest measured number of
@@ -29,12 +30,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from weavehost.engine.calibrate import Calibration, CostTable, table_from_record
 from weavehost.engine.passes import Row
 from weavehost.errors import ConfigError
+from weavehost.paths import cache_dir
 
 if TYPE_CHECKING:
     import numpy as np
 
     from weavehost.engine import Engine
-from weavehost.paths import cache_dir
 
 __all__ = [
     "CALIBRATION_VERSION",

@@ -78,6 +78,9 @@ CLOSE = "close"
 # chose a shorter token that spells the start of a guessed one (``}}`` where the tokenizer's
 # guess had Qwen's fused ``}}\n``), later guesses split that token so (_model_split).
 _SPLITS: dict[tuple[str, int], int] = {}
+# A value's closing texts (``",``, ``}``…) as each model tokenizes them, by model file: asked
+# at every step of every chain.
+_CLOSINGS: dict[tuple[str, str], list[int]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,7 +372,7 @@ def _chain(
             constraint.consume(token)
             consumed += 1
         while ends and len(tokens) < CHAIN_TOKENS:
-            closings = [(end, engine.tokenize(end)) for end in ends]
+            closings = [(end, _closing_tokens(engine, end)) for end in ends]
             fits = [(end, closing) for end, closing in closings if _allows(constraint, closing)]
             if not fits:
                 break
@@ -437,6 +440,18 @@ def _learn_split(engine: Engine, guessed: int, chosen: int) -> None:
         _SPLITS[(model, guessed)] = chosen
     elif len(chosen_text) > len(guessed_text) and chosen_text.startswith(guessed_text):
         _SPLITS.pop((model, chosen), None)
+
+
+def _closing_tokens(engine: Engine, text: str) -> list[int]:
+    """``text`` (a value's closing text) as the engine's tokenizer splits it, tokenized once."""
+    model = str(getattr(engine, "path", ""))
+    if not model:  # no model file to key by (a test's stand-in): tokenize each time
+        return engine.tokenize(text)
+    key = (model, text)
+    tokens = _CLOSINGS.get(key)
+    if tokens is None:
+        tokens = _CLOSINGS[key] = engine.tokenize(text)
+    return tokens
 
 
 def _allows(constraint: Constraint, tokens: list[int]) -> bool:

@@ -76,6 +76,9 @@ DEFAULT_PREFILL_CHUNKS = (64, 128)
 # stays under a minute for SmolLM2-135M on 2 cores.
 DEFAULT_REPEATS = 15
 
+# The least share of an all-asking pass's cost its rows alone are priced at (CostTable.cost).
+_LEAST_BODY_SHARE = 0.05
+
 _PROMPT = (
     "<|im_start|>system\nYou are a helpful assistant with tools.<|im_end|>\n"
     "<|im_start|>user\nWhat will the weather be in Paris and in Berlin over the next three "
@@ -200,7 +203,8 @@ class CostTable:
             return full
         outputs = min(max(outputs, 1), rows)
         body = full - self.output_extra(rows)
-        return max(body, full * 0.05) + self.output_extra(outputs)
+        # Two measurements subtracted: noise must not price the rows at nothing.
+        return max(body, full * _LEAST_BODY_SHARE) + self.output_extra(outputs)
 
     def recost(self, pass_rows: Mapping[int, int]) -> float:
         """Total seconds of a run given as ``{rows: passes}`` (as ``EngineStats.pass_rows``),

@@ -375,7 +375,8 @@ class Engine:
         ``outputs`` above the rows that ask makes llama.cpp compute logits for that many rows
         (a cheaper shape for its kernels: ``DecodePlan.shape_for``): padding rows first, then
         the last rows that did not ask. Those logits are not returned, but a sequence whose
-        last row got them has them as its next-token logits (they are exactly that).
+        last row (other than a padding row) got them has them as its next-token logits (they
+        are exactly that).
 
         A pass whose rows are all forced (or padding) counts as a prefill pass; a pass with at
         least one generated token counts as a decode pass, and its width (rows, padding
@@ -429,15 +430,19 @@ class Engine:
             self._lengths = lengths
             for row in rows:
                 self._kv.add(row.seqs)
-            by_row = {i: self._native.logits(i) for i in wanted}
-            for i, row in enumerate(rows):
-                for seq in row.seqs:
-                    if i in by_row:
-                        self._next_logits[seq] = by_row[i]
-                    else:
-                        self._next_logits.pop(seq, None)
+            asked = {i: self._native.logits(i) for i in wanted if i not in spare}
+            last_row = {seq: i for i, row in enumerate(rows) for seq in row.seqs}
+            for seq, i in last_row.items():
+                # A spare output is copied out only where it is a sequence's next-token
+                # logits (not on a padding row: its sequence is emptied after the pass).
+                if i in asked:
+                    self._next_logits[seq] = asked[i]
+                elif i in spare and not rows[i].padding:
+                    self._next_logits[seq] = self._native.logits(i)
+                else:
+                    self._next_logits.pop(seq, None)
             self._count(rows, elapsed, len(wanted))
-        return [by_row[i] for i in wanted if i not in spare]
+        return list(asked.values())
 
     def count_accepted(self, n_tokens: int) -> None:
         """Record that ``n_tokens`` drafted rows were verified and kept (see :class:`Row`)."""
