@@ -11,9 +11,9 @@ import pytest
 
 from tests.schemas import CURRENT_WEATHER
 from weavehost.agent.model import EngineModel
-from weavehost.decode import get_strategy, run_case
+from weavehost.decode import CallRequest, get_strategy, run_case, write_calls
 from weavehost.decode.several import DECISION_TOKENS
-from weavehost.formats import FORMATS
+from weavehost.formats import FORMATS, tool_to_openai
 from weavehost.formats.several import render_calls
 
 SMOLLM2, QWEN = FORMATS["smollm2"], FORMATS["qwen"]
@@ -73,6 +73,53 @@ def test_run_case_returns_every_call_of_the_reply_in_one_result_with_the_work_an
     assert result.tool_latency_s == parts[0].tool_latency_s
     assert result.final_latency_s >= parts[0].final_latency_s + parts[1].final_latency_s
     assert result.error is None
+
+
+@pytest.mark.parametrize("strategy", ["weave", "constrained"])
+def test_a_call_begun_by_a_json_trigger_is_held_again_in_the_format_s_layout_so_more_may_follow(
+    fresh_engine, strategy
+):
+    # SmolLM2 writes its bare list trigger, [{"name", as one closed list of one call; the
+    # driver holds that call again as the format opens a reply's list, and the model goes on.
+    bare_list = next(t for t in SMOLLM2.triggers if t.layout is not None)
+    request, prompt = _prefilled(fresh_engine)
+    reply = write_calls(request, get_strategy(strategy), first=bare_list)
+    assert [c.arguments["city"] for c in reply.calls] == ["Paris", "Berlin"]
+    assert len(reply.decisions) == 2 and reply.decisions[0].more
+    # Sequence 0 holds the reply as the format renders a reply's calls, not as the trigger began.
+    assert fresh_engine.seq_len(0) == len(prompt) + len(reply.tokens)
+    assert reply.text == render_calls(SMOLLM2, reply.calls) == fresh_engine.detokenize(reply.tokens)
+    assert not reply.text.startswith(bare_list.text)
+    # One call asked for: it stays in the trigger's layout, as the model began it.
+    request, prompt = _prefilled(fresh_engine)
+    alone = write_calls(request, get_strategy(strategy), first=bare_list, max_calls=1)
+    assert [c.arguments["city"] for c in alone.calls] == ["Paris"]
+    assert alone.text.startswith(bare_list.text) and not alone.decisions
+
+
+def test_a_first_call_made_earlier_in_the_turn_is_kept_and_ends_the_reply(fresh_engine):
+    request, prompt = _prefilled(fresh_engine)
+    both = write_calls(request, get_strategy("constrained"))
+    assert len(both.calls) == 2
+    request, prompt = _prefilled(fresh_engine)
+    reply = write_calls(request, get_strategy("constrained"), made={both.calls[0].canonical()})
+    assert reply.calls == both.calls[:1] and not reply.decisions
+    assert reply.text == render_calls(SMOLLM2, reply.calls)
+    assert fresh_engine.seq_len(0) == len(prompt) + len(reply.tokens)
+
+
+def _prefilled(engine) -> tuple[CallRequest, list[int]]:
+    """SmolLM2's prompt for the two-city turn prefilled on an empty cache, and a request for
+    the reply's calls."""
+    engine.clear()
+    offered = [tool_to_openai(t.name, t.description, t.parameters) for t in [CURRENT_WEATHER]]
+    prompt = engine.tokenize_segments(
+        SMOLLM2.render_prompt(TWO_CITY_HISTORY, offered, chat_template=None)
+    )
+    engine.prefill(0, prompt)
+    request = CallRequest(engine=engine, format=SMOLLM2, tools=[CURRENT_WEATHER],
+                          max_tokens=64, forced=True)  # fmt: skip
+    return request, prompt
 
 
 def test_a_reply_never_takes_more_than_its_budget_where_the_decision_and_close_would_not_fit(

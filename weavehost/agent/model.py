@@ -40,7 +40,7 @@ import functools
 import json
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -163,6 +163,7 @@ class AgentModel(Protocol):
         *,
         budget: int,
         max_calls: int = MAX_CALLS,
+        made: Collection[str] = (),
     ) -> list[CallResult]: ...
 
     def abort(self) -> None: ...
@@ -534,12 +535,14 @@ class EngineModel:
         *,
         budget: int,
         max_calls: int = MAX_CALLS,
+        made: Collection[str] = (),
     ) -> list[CallResult]:
         """The reply's calls, each at most ``max_tokens``, all of them (and what separates and
         closes them) at most ``budget`` tokens, at most ``max_calls``: one result per call
-        written, a failed one last. A call begun by a trigger with a layout of its own (Qwen's
-        bare JSON) is written in that layout; the conversation records the calls, which render
-        in the canonical form (the next sync re-prefills from the call on)."""
+        written, a failed one last; a call equal to one in ``made`` (canonical texts of the
+        turn's earlier calls) ends the reply. A call begun by a trigger with a layout of its own
+        (Qwen's bare JSON) is written in that layout and then, where more may follow, held
+        again in the format's own (:func:`weavehost.decode.several.write_calls`)."""
         trigger, self._call_trigger = self._call_trigger, None
         request = CallRequest(
             engine=self.engine,
@@ -557,6 +560,7 @@ class EngineModel:
             max_calls=max_calls,
             budget=budget,
             on_provisional=on_provisional,
+            made=made,
         )
         # The driver leaves sequence 0 holding the conversation plus the reply it wrote.
         self.held.extend(reply.tokens)

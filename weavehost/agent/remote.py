@@ -53,7 +53,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -376,8 +376,10 @@ class RemoteModel:
         *,
         budget: int,
         max_calls: int = MAX_CALLS,
+        made: Collection[str] = (),
     ) -> list[CallResult]:
-        """The reply's calls as the server writes them, at most ``max_calls``; a trusted
+        """The reply's calls as the server writes them, at most ``max_calls``, up to the first
+        equal to a call in ``made`` (the turn's earlier calls, canonical); a trusted
         read-only one may start early from the stream (see the module docstring). Raises
         :class:`~weavehost.errors.RemoteModelError` for a fault; never returns a call whose
         arguments did not parse into an object."""
@@ -408,10 +410,11 @@ class RemoteModel:
             reply.close()
             self._live = None
         ended = time.perf_counter() - started
-        results = [
-            self._result(draft, offered, fired.get(draft.place), ended)
-            for draft in list(reply.calls.values())[:max_calls]
-        ]
+        results = []
+        for draft in list(reply.calls.values())[:max_calls]:
+            results.append(self._result(draft, offered, fired.get(draft.place), ended))
+            if any(call.canonical() in made for call in results[-1].calls):
+                break
         if not results:
             stats = EngineStats()
             return [CallResult(STRATEGY, [], None, "", stats, ended, ended,

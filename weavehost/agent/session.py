@@ -299,8 +299,9 @@ class Session:
                     # The reply's calls share what is left of the context after the free text.
                     budget = max(0, left - free.tokens - 1)
                     write = functools.partial(
-                        self.model.write_calls, budget=budget, max_calls=MAX_CALLS_PER_STEP
-                    )
+                        self.model.write_calls, budget=budget, max_calls=MAX_CALLS_PER_STEP,
+                        made=frozenset(self._turn_calls),
+                    )  # fmt: skip
                     results = await self.lock.run(
                         write, forced or tools, on_provisional, self.call_tokens
                     )

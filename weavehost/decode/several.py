@@ -24,22 +24,27 @@ Guarantees:
   :data:`DECISION_TOKENS` tokens) is made only where it fits with the close.
 * A call equal to one the reply already holds ends the reply and is not kept (a model in a
   loop). Only a call written exactly in its layout (its text ends with the layout's tail) can
-  be followed by another; a free-writing strategy's own list ends the reply. A call begun by a
-  trigger with a layout of its own (Qwen's bare or fenced JSON) is the reply's only call.
+  be followed by another; a free-writing strategy's own list ends the reply. So does a first
+  call equal to one made earlier in the turn (``made``).
+* A call begun by a trigger with a layout of its own (Qwen's bare or fenced JSON) is held
+  again, once written, in the layout the format writes a reply's first call in (the form the
+  conversation renders it in at the next step anyway), and the decision after it is the
+  format's own. Asked for one call only (``max_calls=1``), it stays as the model began it.
 """
 
 from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from weavehost.decode.base import CallRequest, CallResult, DecodeStrategy
+from weavehost.decode.weave import tokenize_call_text
 from weavehost.engine import Engine, EngineStats, Row
-from weavehost.formats.base import ModelFormat, ToolCall, Trigger, call_format
+from weavehost.formats.base import ModelFormat, ToolCall, Trigger, call_format, call_parts
 from weavehost.formats.several import SeveralCalls, first_call_format
 
 __all__ = ["DECISION_TOKENS", "MAX_CALLS", "Decision", "Reply", "decide_more", "write_calls"]
@@ -117,6 +122,7 @@ def write_calls(
     max_calls: int = MAX_CALLS,
     budget: int | None = None,
     on_provisional: IndexedProvisional | None = None,
+    made: Collection[str] = (),
 ) -> Reply:
     """Write a reply's calls with ``strategy`` from sequence 0 (the prompt, or a conversation
     and the free text before the call).
@@ -125,7 +131,10 @@ def write_calls(
     ``first`` the trigger the first call began with (its layout; ``None``: the format's own).
     ``budget``: tokens the whole reply may take (default: what is left of the context).
     ``on_provisional(index, call)``: each call's provisional call with its place in the reply
-    (default: ``request.on_provisional`` for every call)."""
+    (default: ``request.on_provisional`` for every call). ``made``: the canonical texts
+    (:meth:`~weavehost.formats.base.ToolCall.canonical`) of calls made earlier in the turn; a
+    call equal to one of them ends the reply like a call the reply already holds (a first call
+    is kept: the caller decides what a repeat means)."""
     engine, fmt = request.engine, request.format
     several = fmt.several
     before = engine.stats.snapshot()
@@ -133,7 +142,10 @@ def write_calls(
     start = engine.seq_len(0)
     budget = engine.n_ctx - start if budget is None else budget
     call_fmt, layered = _first_format(fmt, first, more=max_calls > 1)
-    close_text = several.close if several is not None and layered else ""
+    # A call begun by a trigger with a layout of its own is held again in the format's own
+    # layout once written, where more calls may follow it (see _rehold).
+    rehold = not layered and max_calls > 1 and several is not None and call_fmt is not fmt
+    close_text = several.close if several is not None and (layered or rehold) else ""
     close = engine.tokenize(close_text, special=True) if close_text else []
     results: list[CallResult] = []
     decisions: list[Decision] = []
@@ -142,7 +154,7 @@ def write_calls(
     # After the last call written (its closer as the model spells it, where it was spelled
     # again for the decision): sequence 0's length and the reply's tokens and texts.
     good: tuple[int, list[int], list[str]] = (start, [], [])
-    seen: set[str] = set()  # the reply's calls, canonical
+    seen: set[str] = set(made)  # the turn's and the reply's calls, canonical
     final_at = started
     while True:
         index = len(results)
@@ -154,8 +166,13 @@ def write_calls(
         )  # fmt: skip
         call_started = time.perf_counter()
         result = strategy.run(call_request)
-        results.append(result)
         written = engine.seq_len(0) == position + len(result.tokens)
+        if rehold and written and len(result.calls) == 1:
+            rehold = False
+            held = _rehold(engine, fmt, position, result)
+            if held is not None:
+                result, call_fmt, layered = held, first_call_format(fmt), True
+        results.append(result)
         repeated = index and any(call.canonical() in seen for call in result.calls)
         if index and (not result.calls or not written or repeated):
             # A later call that failed, or that repeats one of the reply (a loop: SmolLM2-135M
@@ -170,11 +187,12 @@ def write_calls(
             engine.drop(0, position)
             break
         final_at = call_started + result.final_latency_s
+        again = any(call.canonical() in seen for call in result.calls)  # a first call made before
         seen.update(call.canonical() for call in result.calls)
         tokens.extend(result.tokens)
         texts.append(result.text)
         good = (engine.seq_len(0), list(tokens), list(texts))
-        if not result.calls:
+        if not result.calls or again:
             break
         # Only a call written exactly in its layout can be followed by another.
         layered = layered and result.text.endswith(call_fmt.layout.tail)
@@ -211,6 +229,30 @@ def write_calls(
         final_latency_s=final_at - started,
         decisions=decisions,
     )
+
+
+def _rehold(
+    engine: Engine, fmt: ModelFormat, position: int, result: CallResult
+) -> CallResult | None:
+    """``result``'s one call, written from ``position`` on sequence 0 in a trigger's layout of
+    its own (Qwen's fenced ``json`` block), held again in the layout the format writes a
+    reply's first call in, with the result's text and tokens now that call's (``None``, nothing
+    done: the format does not write it from its layout).
+
+    The conversation records a call, not its text, and renders it in the format's own form, so
+    the next step's prefill rewrites the call so anyway; done now, the decision after the call
+    is the format's own. A fenced block is a reply's last word for Qwen2.5-Coder-0.5B
+    (``<|im_end|>`` 18.71 after it against 12.21 for a line break); after the same call in a
+    ``<tool_call>`` block it goes on with another (``docs/agent.md``)."""
+    own = first_call_format(fmt)
+    parts = call_parts(own, result.calls[0])
+    text = "".join(part for part, _fixed in parts)
+    if text != own.render_call(result.calls[0]):
+        return None
+    tokens = tokenize_call_text(engine, parts)
+    engine.drop(0, position)
+    engine.prefill(0, tokens)
+    return replace(result, text=text, tokens=tokens)
 
 
 def _first_format(

@@ -45,6 +45,7 @@ __all__ = [
     "ToolCall",
     "Trigger",
     "call_format",
+    "call_parts",
     "complete_value_end",
     "render_chat_template",
     "tool_to_openai",
@@ -289,13 +290,20 @@ class LayoutCalls:
 
 def render_call_from_layout(fmt: ModelFormat, call: ToolCall) -> str:
     """``head + prefix + value ... + tail``: the one way every format writes a call."""
+    return "".join(text for text, _fixed in call_parts(fmt, call))
+
+
+def call_parts(fmt: ModelFormat, call: ToolCall) -> list[tuple[str, bool]]:
+    """The text of ``call`` in ``fmt``'s layout as ``(text, fixed)`` parts: the layout's head,
+    prefixes and tail are fixed (the format's special tokens may appear there), the encoded
+    values are not."""
     layout = fmt.layout
-    parts = [layout.head_for(call.name)]
+    parts = [(layout.head_for(call.name), True)]
     for index, (key, value) in enumerate(call.arguments.items()):
-        parts.append(layout.prefix_for(key, first=index == 0))
-        parts.append(fmt.encode_value(value))
-    parts.append(layout.tail)
-    return "".join(parts)
+        parts.append((layout.prefix_for(key, first=index == 0), True))
+        parts.append((fmt.encode_value(value), False))
+    parts.append((layout.tail, True))
+    return parts
 
 
 # ---------------------------------------------------------------------------------------------

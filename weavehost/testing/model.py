@@ -29,7 +29,7 @@ import functools
 import json
 import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -203,15 +203,17 @@ class ScriptedModel:
         *,
         budget: int,
         max_calls: int = MAX_CALLS,
+        made: Collection[str] = (),
     ) -> list[CallResult]:
         """The reply's scripted calls, one :meth:`write_call` each, at most ``max_calls``; a
-        call that failed ends the reply (as the decoder's driver does)."""
+        call that failed, or one equal to a call in ``made`` (the turn's earlier calls,
+        canonical), ends the reply (as the decoder's driver does)."""
         results: list[CallResult] = []
         while self._pending and len(results) < max_calls:
             sink = functools.partial(on_provisional, len(results))
             result = self.write_call(tools, sink, max_tokens)
             results.append(result)
-            if not result.calls:
+            if not result.calls or any(c.canonical() in made for c in result.calls):
                 break
         self._pending.clear()
         return results
