@@ -47,8 +47,13 @@ from weavehost.testing.model import ScriptedCall, ScriptedModel
 pytestmark = pytest.mark.anyio
 
 
-def weather_server(log: list[dict[str, Any]], started: threading.Event) -> MCPServer:
-    """A read-only weather tool that records each call and signals that one started."""
+def weather_server(
+    log: list[dict[str, Any]],
+    started: threading.Event,
+    imperial: threading.Event | None = None,
+) -> MCPServer:
+    """A read-only weather tool that records each call and signals that one started (and,
+    with ``imperial``, that one in Fahrenheit did)."""
     server = MCPServer("weather", log_level="WARNING")
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
@@ -59,6 +64,8 @@ def weather_server(log: list[dict[str, Any]], started: threading.Event) -> MCPSe
         """Get the current weather in a city."""
         log.append({"city": city, "units": units})
         started.set()
+        if imperial is not None and units == "imperial":
+            imperial.set()
         return f"{city}: sunny, {'68 F' if units == 'imperial' else '20 C'}"
 
     return server
@@ -125,6 +132,33 @@ async def test_a_final_call_that_an_optional_argument_changed_replaces_the_provi
     assert (result["source"], result["text"]) == ("final", "Oslo: sunny, 68 F")
     shown = [m["content"] for m in model.synced[-1] if m["role"] == "tool"]
     assert shown == ["Oslo: sunny, 68 F"]  # the provisional result never reached the model
+
+
+async def test_a_corrected_call_of_a_trusted_read_only_tool_starts_once_final_while_the_reply_goes_on() -> (
+    None
+):
+    log: list[dict[str, Any]] = []
+    imperial = threading.Event()
+    rome = ToolCall("get_current_weather", {"city": "Rome"})
+    # The reply's second call is written only once the first call's final run has started.
+    reply = [ScriptedCall(final=OSLO_F, provisional=OSLO),
+             ScriptedCall(final=rome, provisional=rome, hold=imperial)]  # fmt: skip
+    model = ScriptedModel([reply, "68 F and 20 C."], hold_timeout_s=2)
+    server = weather_server(log, threading.Event(), imperial)
+    async with Host(agent_model=model, inproc={"weather": server}, trust=["weather"]) as host:
+        events = await collect(host, "Weather in Oslo in Fahrenheit, and in Rome?")
+    assert model.holds == [True]
+    assert log.count({"city": "Oslo", "units": "imperial"}) == 1
+    assert log.count({"city": "Rome", "units": "metric"}) == 1
+    told = [(e.type, e["arguments"]["city"]) for e in events
+            if e.type in ("provisional_call", "final_call")]  # fmt: skip
+    assert told == [("provisional_call", "Oslo"), ("final_call", "Oslo"),
+                    ("provisional_call", "Rome"), ("final_call", "Rome")]  # fmt: skip
+    assert [e["replaced"] for e in events.of("final_call")] == [True, False]
+    results = [(e["source"], e["text"]) for e in events.of("tool_result")]
+    assert results == [("final", "Oslo: sunny, 68 F"), ("provisional", "Rome: sunny, 20 C")]
+    shown = [m["content"] for m in model.synced[-1] if m["role"] == "tool"]
+    assert shown == ["Oslo: sunny, 68 F", "Rome: sunny, 20 C"]
 
 
 @pytest.mark.parametrize("answer", [False, True], ids=["denied", "approved"])

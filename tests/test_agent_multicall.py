@@ -77,10 +77,10 @@ async def test_two_trusted_read_only_calls_of_one_reply_both_start_before_the_se
     assert sorted(log) == ["Oslo", "Paris"]  # each ran once, never again for its final call
     kinds = [(e.type, e.get("name") and e["arguments"]["city"]) for e in events
              if e.type in ("provisional_call", "final_call", "tool_result")]  # fmt: skip
-    assert kinds == [
+    assert kinds == [  # each call told final as soon as it is, while the reply goes on
         ("provisional_call", "Paris"),
-        ("provisional_call", "Oslo"),
         ("final_call", "Paris"),
+        ("provisional_call", "Oslo"),
         ("final_call", "Oslo"),
         ("tool_result", "Paris"),
         ("tool_result", "Oslo"),
@@ -148,8 +148,9 @@ async def test_a_reply_holds_at_most_the_named_number_of_calls() -> None:
                     trust=["weather"]) as host:  # fmt: skip
         events = await collect(host, "Everywhere?")
     assert model.written == [MAX_CALLS_PER_STEP]
-    assert log == cities[:MAX_CALLS_PER_STEP]
-    assert len(events.of("tool_result")) == MAX_CALLS_PER_STEP
+    assert sorted(log) == sorted(cities[:MAX_CALLS_PER_STEP])  # each started once final
+    results = [e["arguments"]["city"] for e in events.of("tool_result")]
+    assert results == cities[:MAX_CALLS_PER_STEP]  # back to the model in call order
 
 
 async def test_a_later_call_that_fails_to_decode_keeps_the_calls_before_it() -> None:

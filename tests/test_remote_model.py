@@ -38,6 +38,7 @@ from weavehost.cli import main
 from weavehost.config import HostConfig, RemoteModelConfig, parse_config
 from weavehost.decode import ToolSchema
 from weavehost.errors import AbortedError, ConfigError, RemoteConnectionError
+from weavehost.formats import ToolCall
 from weavehost.mcp.features import SamplingMessage, SamplingRequest
 from weavehost.testing import Events
 
@@ -463,6 +464,21 @@ def test_remote_tool_schema_required_arguments_decide_the_provisional_start(
         "c": 2,
     }
     assert result.tool_latency_s <= result.final_latency_s
+
+
+def test_remote_reply_ends_at_a_call_made_earlier_in_the_turn(fake: FakeOpenAI) -> None:
+    tool = ToolSchema("f", "", {"type": "object", "properties": {"b": {"type": "string"}}})
+    events = [*streamed_call("f", '{"b": "x"}'), *streamed_call("f", '{"b": "y"}', index=1)]
+    fake.replies = [Reply(events=[*events, chunk(finish="tool_calls"), DONE]) for _ in range(2)]
+    made = {ToolCall("f", {"b": "x"}).canonical()}
+    with open_remote_model(RemoteModelConfig(url=fake.url), n_ctx=2048) as model:
+        written = []
+        for earlier in ((), made):
+            model.sync([{"role": "user", "content": "go"}], [tool])
+            model.free_decode(lambda _t: None, 0)
+            results = model.write_calls([tool], lambda *_: None, 64, budget=64, made=earlier)
+            written.append([dict(call.arguments) for r in results for call in r.calls])
+    assert written == [[{"b": "x"}, {"b": "y"}], [{"b": "x"}]]
 
 
 # ---------------------------------------------------------------- MCP sampling answered remotely

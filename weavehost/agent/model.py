@@ -164,6 +164,7 @@ class AgentModel(Protocol):
         budget: int,
         max_calls: int = MAX_CALLS,
         made: Collection[str] = (),
+        on_final: IndexedProvisionalSink | None = None,
     ) -> list[CallResult]: ...
 
     def abort(self) -> None: ...
@@ -536,13 +537,16 @@ class EngineModel:
         budget: int,
         max_calls: int = MAX_CALLS,
         made: Collection[str] = (),
+        on_final: IndexedProvisionalSink | None = None,
     ) -> list[CallResult]:
         """The reply's calls, each at most ``max_tokens``, all of them (and what separates and
         closes them) at most ``budget`` tokens, at most ``max_calls``: one result per call
         written, a failed one last; a call equal to one in ``made`` (canonical texts of the
-        turn's earlier calls) ends the reply. A call begun by a trigger with a layout of its own
-        (Qwen's bare JSON) is written in that layout and then, where more may follow, held
-        again in the format's own (:func:`weavehost.decode.several.write_calls`)."""
+        turn's earlier calls) ends the reply. ``on_final(index, call)`` hears each kept call as
+        soon as it is final, while the reply goes on. A call begun by a trigger with a layout
+        of its own (Qwen's bare JSON) is written in that layout and then, where more may
+        follow, held again in the format's own (:func:`weavehost.decode.several.write_calls`).
+        """
         trigger, self._call_trigger = self._call_trigger, None
         request = CallRequest(
             engine=self.engine,
@@ -561,6 +565,7 @@ class EngineModel:
             budget=budget,
             on_provisional=on_provisional,
             made=made,
+            on_final=on_final,
         )
         # The driver leaves sequence 0 holding the conversation plus the reply it wrote.
         self.held.extend(reply.tokens)

@@ -377,10 +377,12 @@ class RemoteModel:
         budget: int,
         max_calls: int = MAX_CALLS,
         made: Collection[str] = (),
+        on_final: IndexedProvisionalSink | None = None,
     ) -> list[CallResult]:
         """The reply's calls as the server writes them, at most ``max_calls``, up to the first
         equal to a call in ``made`` (the turn's earlier calls, canonical); a trusted
-        read-only one may start early from the stream (see the module docstring). Raises
+        read-only one may start early from the stream (see the module docstring). The calls
+        are final only when the stream ends, so ``on_final`` is not called. Raises
         :class:`~weavehost.errors.RemoteModelError` for a fault; never returns a call whose
         arguments did not parse into an object."""
         started = time.perf_counter()

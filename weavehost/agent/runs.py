@@ -10,7 +10,8 @@ Invariants:
   server) starts at once in the turn's task group, one run per call of the step
   (:class:`EarlyRuns`, by the call's place in the reply), so the calls of one reply run
   concurrently. A final call equal to its provisional one uses that run's result; a different
-  one cancels and discards it (the model never sees it).
+  one cancels and discards it (the model never sees it) as soon as the call is final, and, if
+  it may run early too, starts its own run then, while the reply's later calls are written.
 * **Result cache.** Runs of provisional-eligible calls are kept per session
   (:mod:`weavehost.agent.cache`); an identical call awaits the cached (possibly still running)
   result instead of calling again.
@@ -79,6 +80,9 @@ class EarlyRuns:
     lock of its own."""
 
     entries: dict[int, CacheEntry] = field(default_factory=dict)
+    # Calls whose final call was told (``final_call``) while the reply went on: their runs
+    # started then, or were under way.
+    told: set[int] = field(default_factory=set)
 
     def take(self, index: int) -> CacheEntry | None:
         """The run of call ``index``, forgotten here (so it is discarded at most once)."""
@@ -121,6 +125,34 @@ class CallRuns:
             return  # not allowed early, or already known or running: the final call awaits it
         entry = early.entries[index] = self.cache.open(call)
         tg.start_soon(self.run_entry, entry, True, emit)
+
+    def final(
+        self,
+        index: int,
+        call: ToolCall,
+        replaced: bool,
+        tg: anyio.abc.TaskGroup,
+        early: EarlyRuns,
+        emit: Callable[[Event], None],
+    ) -> None:
+        """On the event loop, as soon as the reply's call ``index`` is final (the reply may go
+        on; ``replaced``: it differs from its provisional call). A provisional run of another
+        call is cancelled and discarded. If the call's run is under way (its provisional run),
+        or it may run early and starts now (or the result cache holds it), its ``final_call`` is
+        told now; otherwise it is told and run after the reply, as before."""
+        entry = early.entries.get(index)
+        if entry is not None and entry.call != call:
+            self._drop(early.take(index))
+            entry = None
+        if entry is None:
+            if not self.executor.starts_early(call.name, dict(call.arguments)):
+                return
+            if self.cache.get(call) is None:  # not known or running: it starts now
+                entry = early.entries[index] = self.cache.open(call)
+                tg.start_soon(self.run_entry, entry, False, emit)
+        emit(Event("final_call", {"name": call.name, "arguments": dict(call.arguments),
+                                  "replaced": replaced}))  # fmt: skip
+        early.told.add(index)
 
     async def run_entry(
         self, entry: CacheEntry, provisional: bool, emit: Callable[[Event], None] | None = None
@@ -166,6 +198,9 @@ class CallRuns:
 
     async def discard(self, entry: CacheEntry | None) -> None:
         """Cancel and forget a provisional run (never shown to the model)."""
+        self._drop(entry)
+
+    def _drop(self, entry: CacheEntry | None) -> None:
         if entry is None:
             return
         if entry.scope is not None:
@@ -183,14 +218,14 @@ class CallRuns:
         early: CacheEntry | None,
         emit: Callable[[Event], None] | None = None,
     ) -> tuple[ToolResult, str]:
-        """Run a final call (``early``: the run its provisional call started): the result and
-        where it came from (``provisional``, ``cache`` or ``final``). ``emit`` hears its
-        progress."""
+        """Run a final call (``early``: the run the step started for it, from its provisional
+        call or once it was final): the result and where it came from (``provisional``,
+        ``cache`` or ``final``). ``emit`` hears its progress."""
         spec = self._spec(final.name)
         cacheable = spec is not None and may_run_provisionally(spec, self.config)
         if cacheable:
             entry = self.cache.get(final)
-            source = "provisional" if entry is not None and early is entry else "cache"
+            source = "cache"
             if entry is None:
                 entry = self.cache.open(final)
                 source = "final"
@@ -198,6 +233,8 @@ class CallRuns:
             # Bounded: the task running the entry stops it at run_bound_s (a timeout result).
             await entry.done.wait()
             if entry.result is not None:
+                if early is entry:
+                    source = "provisional" if entry.result.provisional else "final"
                 return entry.result, source
         progress = _progress_sink(final.name, emit)
         result = await self.executor.run(final.name, dict(final.arguments), on_progress=progress)

@@ -265,8 +265,15 @@ class Session:
         def on_text(text: str) -> None:
             anyio.from_thread.run_sync(emit, Event("text", {"text": text}))
 
+        provisionals: dict[int, ToolCall] = {}  # written and read in the worker thread
+
         def on_provisional(index: int, call: ToolCall) -> None:
+            provisionals[index] = call
             anyio.from_thread.run_sync(self.runs.provisional, index, call, tg, early, emit)
+
+        def on_final(index: int, call: ToolCall) -> None:
+            replaced = index in provisionals and provisionals[index] != call
+            anyio.from_thread.run_sync(self.runs.final, index, call, replaced, tg, early, emit)
 
         started = time.perf_counter()
         async with self.lock:
@@ -300,7 +307,7 @@ class Session:
                     budget = max(0, left - free.tokens - 1)
                     write = functools.partial(
                         self.model.write_calls, budget=budget, max_calls=MAX_CALLS_PER_STEP,
-                        made=frozenset(self._turn_calls),
+                        made=frozenset(self._turn_calls), on_final=on_final,
                     )  # fmt: skip
                     results = await self.lock.run(
                         write, forced or tools, on_provisional, self.call_tokens
@@ -348,9 +355,9 @@ class Session:
         early: EarlyRuns,
         emit: Callable[[Event], None],
     ) -> None:
-        """The reply's calls, in order: each final call told, a repeat dropped, the others run
-        (read-only trusted ones already running since they were provisional) and their results
-        given to the model in call order."""
+        """The reply's calls, in order: each final call told (unless it was as soon as it was
+        written), a repeat dropped, the others run (read-only trusted ones already running since
+        they were provisional or final) and their results given to the model in call order."""
         kept: list[tuple[ToolCall, CacheEntry | None]] = []
         for index, result in enumerate(results):
             # A free-writing strategy may read several calls from one run: the first is the
@@ -359,9 +366,11 @@ class Session:
                 provisional = result.provisional if place == 0 else None
                 entry = early.take(index) if place == 0 else None
                 replaced = provisional is not None and provisional != final
-                emit(Event("final_call", {"name": final.name, "arguments": dict(final.arguments),
-                                          "replaced": replaced}))  # fmt: skip
-                if replaced:
+                if place or index not in early.told:
+                    emit(Event("final_call", {"name": final.name,
+                                              "arguments": dict(final.arguments),
+                                              "replaced": replaced}))  # fmt: skip
+                if replaced and (entry is None or entry.call != final):
                     await self.runs.discard(entry)
                     entry = None
                 if final.canonical() in self._turn_calls:

@@ -123,6 +123,7 @@ def write_calls(
     budget: int | None = None,
     on_provisional: IndexedProvisional | None = None,
     made: Collection[str] = (),
+    on_final: IndexedProvisional | None = None,
 ) -> Reply:
     """Write a reply's calls with ``strategy`` from sequence 0 (the prompt, or a conversation
     and the free text before the call).
@@ -134,7 +135,9 @@ def write_calls(
     (default: ``request.on_provisional`` for every call). ``made``: the canonical texts
     (:meth:`~weavehost.formats.base.ToolCall.canonical`) of calls made earlier in the turn; a
     call equal to one of them ends the reply like a call the reply already holds (a first call
-    is kept: the caller decides what a repeat means)."""
+    is kept: the caller decides what a repeat means). ``on_final(index, call)``: each call
+    the reply keeps, as soon as it is written (before the decision after it), so the caller may
+    run it while the reply goes on; not for a first call in ``made``."""
     engine, fmt = request.engine, request.format
     several = fmt.several
     before = engine.stats.snapshot()
@@ -194,6 +197,8 @@ def write_calls(
         good = (engine.seq_len(0), list(tokens), list(texts))
         if not result.calls or again:
             break
+        if on_final is not None and len(result.calls) == 1:
+            on_final(index, result.calls[0])
         # Only a call written exactly in its layout can be followed by another.
         layered = layered and result.text.endswith(call_fmt.layout.tail)
         room = budget - (good[0] - start) - len(close)

@@ -204,10 +204,12 @@ class ScriptedModel:
         budget: int,
         max_calls: int = MAX_CALLS,
         made: Collection[str] = (),
+        on_final: IndexedProvisionalSink | None = None,
     ) -> list[CallResult]:
         """The reply's scripted calls, one :meth:`write_call` each, at most ``max_calls``; a
         call that failed, or one equal to a call in ``made`` (the turn's earlier calls,
-        canonical), ends the reply (as the decoder's driver does)."""
+        canonical), ends the reply; ``on_final`` hears each other call when it is returned (as
+        the decoder's driver does)."""
         results: list[CallResult] = []
         while self._pending and len(results) < max_calls:
             sink = functools.partial(on_provisional, len(results))
@@ -215,6 +217,8 @@ class ScriptedModel:
             results.append(result)
             if not result.calls or any(c.canonical() in made for c in result.calls):
                 break
+            if on_final is not None:
+                on_final(len(results) - 1, result.calls[0])
         self._pending.clear()
         return results
 
