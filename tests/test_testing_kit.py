@@ -17,9 +17,13 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+# Loaded before pytester's inline runs, which unload what they load. httpx2 imports httpcore2
+# lazily: unloaded and imported again, its errors are new classes httpx2's error map does not
+# know, and a later test of a refused connection sees httpcore2.ConnectError.
+import httpcore2  # noqa: F401
 import pytest
 
-import weavehost.host  # noqa: F401 - loaded before pytester's inline runs, which unload what they load
+import weavehost.host  # noqa: F401
 from weavehost.agent.events import Event
 from weavehost.config import ServerConfig
 from weavehost.errors import ConfigError

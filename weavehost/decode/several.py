@@ -170,11 +170,6 @@ def write_calls(
         call_started = time.perf_counter()
         result = strategy.run(call_request)
         written = engine.seq_len(0) == position + len(result.tokens)
-        if rehold and written and len(result.calls) == 1:
-            rehold = False
-            held = _rehold(engine, fmt, position, result)
-            if held is not None:
-                result, call_fmt, layered = held, first_call_format(fmt), True
         results.append(result)
         repeated = index and any(call.canonical() in seen for call in result.calls)
         if index and (not result.calls or not written or repeated):
@@ -192,13 +187,19 @@ def write_calls(
         final_at = call_started + result.final_latency_s
         again = any(call.canonical() in seen for call in result.calls)  # a first call made before
         seen.update(call.canonical() for call in result.calls)
+        if on_final is not None and len(result.calls) == 1 and not again:
+            on_final(index, result.calls[0])  # before anything more is written
+        if rehold and len(result.calls) == 1 and not again:
+            rehold = False
+            held = _rehold(engine, fmt, position, result)
+            if held is not None:
+                result, call_fmt, layered = held, first_call_format(fmt), True
+                results[-1] = result
         tokens.extend(result.tokens)
         texts.append(result.text)
         good = (engine.seq_len(0), list(tokens), list(texts))
         if not result.calls or again:
             break
-        if on_final is not None and len(result.calls) == 1:
-            on_final(index, result.calls[0])
         # Only a call written exactly in its layout can be followed by another.
         layered = layered and result.text.endswith(call_fmt.layout.tail)
         room = budget - (good[0] - start) - len(close)
