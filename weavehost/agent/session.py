@@ -19,11 +19,13 @@ Invariants:
   :meth:`~weavehost.agent.model.AgentModel.write_calls` (the decoder's driver decides after
   each call, greedily, whether another follows); a reply holds at most
   :data:`MAX_CALLS_PER_STEP` calls, which share what is left of the context. A call equal to
-  one already made in the turn is dropped; results go back to the model in call order.
+  one already made in the turn is dropped and ends the reply (the turn's calls go to
+  ``write_calls`` as ``made``); results go back to the model in call order.
 * **Provisional calls, result cache, bounded runs** (:mod:`weavehost.agent.runs`): a trusted
   read-only call starts as soon as it is provisional, each call of a reply on its own, and is
-  stopped at :func:`run_bound`; a different final call discards it; the other calls run (and
-  are approved) one by one, in order, after the reply is written.
+  stopped at :func:`run_bound`; a different final call discards it and starts itself as soon
+  as it is final (``on_final``), while the reply goes on; the other calls run (and are
+  approved) one by one, in order, after the reply is written.
 * **Bounded.** At most ``max_steps`` model steps per turn; a turn that hits the bound says so.
   A step's free text (the answer) stops at the model's end of turn, at a repeated call, or at
   ``free_tokens`` (``--max-answer-tokens``), with a ``notice`` when that bound cut it. Where
