@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import json
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from weavehost.agent.elicitors import ScriptedElicitor
 from weavehost.agent.events import Event
 from weavehost.config import HostConfig, ServerConfig
 from weavehost.console import EventPrinter, progress_text
+from weavehost.errors import ServerStartError
 from weavehost.host import Host
 from weavehost.mcp.executor import StaticApprover
 from weavehost.testing import Events, ScriptedModel
@@ -241,6 +243,52 @@ async def test_a_lazy_host_loads_the_embedded_model_when_a_server_asks_for_sampl
     text = result(events)["text"]
     assert text.startswith(f"{name} said: "), "the reply names the model that wrote it"
     assert len(text) > len(f"{name} said:  (endTurn)"), "and it wrote something"
+
+
+# A stdio weather server that starts only once the model file is being opened (or gives up).
+_AFTER_THE_MARK = """
+import pathlib, runpy, sys, time
+mark = pathlib.Path(sys.argv[1])
+for _ in range(600):
+    if mark.exists():
+        break
+    time.sleep(0.05)
+else:
+    sys.exit("the model was not being opened while the servers started")
+sys.argv = sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+WEATHER = str(Path(__file__).resolve().parent.parent / "tools" / "weather.py")
+
+
+@pytest.mark.model
+async def test_the_model_file_is_opened_while_the_servers_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mark = tmp_path / "opening"
+    opened = Host._open_local
+
+    def open_local(self: Host, native: Any) -> Any:
+        mark.touch()
+        return opened(self, native)
+
+    monkeypatch.setattr(Host, "_open_local", open_local)
+    server = ServerConfig("weather", command=sys.executable,
+                          args=("-c", _AFTER_THE_MARK, str(mark), WEATHER))  # fmt: skip
+    with anyio.fail_after(60):
+        async with Host(HostConfig(servers=(server,)), threads=1, n_ctx=512) as h:
+            assert h.model is not None and "get_current_weather" in h.catalog.names
+
+
+@pytest.mark.model
+async def test_a_server_that_fails_while_the_model_opens_fails_the_host_and_the_model_is_freed(
+    tmp_path: Path,
+) -> None:
+    broken = ServerConfig("broken", command=sys.executable, args=("-c", "raise SystemExit(3)"))
+    with anyio.fail_after(60), pytest.raises(ServerStartError):
+        async with Host(HostConfig(servers=(broken,)), threads=1, n_ctx=512):
+            pass
+    assert not [t for t in threading.enumerate() if t.name.startswith("weavehost-load")]
 
 
 # --------------------------------------------------------------------------- the console
