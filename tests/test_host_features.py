@@ -24,11 +24,12 @@ import anyio
 import pytest
 
 from tests.host_fixtures.features_server import build
+from weavehost import gguf
 from weavehost.agent.elicitors import ScriptedElicitor
 from weavehost.agent.events import Event
 from weavehost.config import HostConfig, ServerConfig
 from weavehost.console import EventPrinter, progress_text
-from weavehost.errors import ServerStartError
+from weavehost.errors import ModelNotFoundError, ServerStartError
 from weavehost.host import Host
 from weavehost.mcp.executor import StaticApprover
 from weavehost.testing import Events, ScriptedModel
@@ -266,13 +267,13 @@ async def test_the_model_file_is_opened_while_the_servers_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mark = tmp_path / "opening"
-    opened = Host._open_local
+    read_metadata = gguf.read_metadata
 
-    def open_local(self: Host, native: Any) -> Any:
+    def reading(*args: Any, **kwargs: Any) -> Any:  # the opening's first step
         mark.touch()
-        return opened(self, native)
+        return read_metadata(*args, **kwargs)
 
-    monkeypatch.setattr(Host, "_open_local", open_local)
+    monkeypatch.setattr(gguf, "read_metadata", reading)
     server = ServerConfig("weather", command=sys.executable,
                           args=("-c", _AFTER_THE_MARK, str(mark), WEATHER))  # fmt: skip
     with anyio.fail_after(60):
@@ -289,6 +290,17 @@ async def test_a_server_that_fails_while_the_model_opens_fails_the_host_and_the_
         async with Host(HostConfig(servers=(broken,)), threads=1, n_ctx=512):
             pass
     assert not [t for t in threading.enumerate() if t.name.startswith("weavehost-load")]
+
+
+async def test_a_missing_model_file_fails_the_host_before_any_server_starts(tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    server = ServerConfig("marker", command=sys.executable,
+                          args=("-c", f"open({str(started)!r}, 'w')"))  # fmt: skip
+    missing = tmp_path / "missing.gguf"
+    with anyio.fail_after(BOUND_S), pytest.raises(ModelNotFoundError, match="missing.gguf"):
+        async with Host(HostConfig(servers=(server,)), model=str(missing)):
+            pass
+    assert not started.exists()
 
 
 # --------------------------------------------------------------------------- the console

@@ -14,10 +14,11 @@ Invariants:
 
 * Entering starts every server (:class:`~weavehost.mcp.servers.ServerPool`), lists their tools and
   loads the model in a worker thread; leaving stops the servers (no orphans) and frees the model,
-  also when the body was cancelled (Ctrl-C). A local model file is opened while the servers
-  start (both take ~0.5 s on a 2-core machine: a Python server's imports, the GGUF's metadata
-  and llama.cpp's load); it is handed over, or its error raised, only once the tools are
-  listed, as a load after them would, and leaving waits for it before freeing anything.
+  also when the body was cancelled (Ctrl-C). A local model file is resolved first (a missing
+  one fails before anything starts) and opened while the servers start (both take ~0.5 s on a
+  2-core machine: a Python server's imports, the GGUF's metadata and llama.cpp's load); it is
+  handed over, or its error raised, once the tools are listed, and leaving waits for it before
+  freeing anything.
   With ``load_model="lazy"`` the model is loaded only when something needs it: a server's
   sampling request, :meth:`Host.load_model`, or a conversation started after that
   (``weavehost call`` loads no model unless a server asks).
@@ -49,7 +50,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 import anyio
 import anyio.abc
@@ -76,6 +77,14 @@ from weavehost.mcp.catalog import Catalog
 from weavehost.mcp.executor import Approver, Executor, ToolResult
 from weavehost.mcp.features import ClientFeatures, Elicitor, LogMessage, Roots
 from weavehost.mcp.servers import ServerPool
+
+if TYPE_CHECKING:
+    from weavehost.engine import Engine
+    from weavehost.formats import Detection
+    from weavehost.gguf import GGUFMetadata
+    from weavehost.models import ModelChoice
+
+_T = TypeVar("_T")
 
 __all__ = ["Host", "HostSession", "LoadModel"]
 
@@ -202,9 +211,9 @@ class Host(AsyncContextManagerMixin):
         get_strategy(self.strategy)  # fail fast on a typo, before anything starts
         with contextlib.ExitStack() as native:
             self._native = native
-            if self.model is None and self.load_model_when is True and self.remote is None:
-                self._opening = _in_background(functools.partial(self._open_local, native))
             try:
+                if self.model is None and self.load_model_when is True and self.remote is None:
+                    self._opening = self._begin_opening(native)
                 async with ServerPool(
                     self.config, inproc=self.inproc, features=self.features
                 ) as pool:
@@ -304,19 +313,14 @@ class Host(AsyncContextManagerMixin):
             return await self._load_remote(native, self.remote)  # type: ignore[no-any-return]
         from weavehost.agent.prompt_cache import PromptCache
         from weavehost.decode import get_strategy
-        from weavehost.models import resolve_model
 
-        if self.on_loading:  # the name resolves quickly (the opening raises the same error)
-            named = resolve_model(self.model_path).path.name
-            threads = self.threads or default_thread_count()
-            self.on_loading(f"loading {named} ({threads} threads)")
         # Taken only now: until it is awaited, leaving the host waits for it.
         opening, self._opening = self._opening, None
-        if opening is None:
-            opened = await anyio.to_thread.run_sync(self._open_local, native)
-        else:  # opened while the servers started
-            opened = await anyio.to_thread.run_sync(opening.result)
-        choice, metadata, detection, threads, engine = opened
+        if opening is None:  # not begun while the servers started (a lazy load)
+            opening = self._begin_opening(native)
+        choice, threads, metadata, detection, engine = await anyio.to_thread.run_sync(
+            opening.result
+        )
         # What a cool device gets back after a thermal back-off (seed 003).
         self._cool_threads = self.threads or performance_thread_count()
         self.sampler.model_name = choice.path.stem  # what a server's sampling reply names
@@ -340,21 +344,28 @@ class Host(AsyncContextManagerMixin):
             ),
         )
 
-    def _open_local(self, native: contextlib.ExitStack) -> tuple[Any, Any, Any, int, Any]:
-        """Blocking: the local model file resolved, its metadata read, its format detected and
-        llama.cpp's engine opened, owned by ``native``: (choice, metadata, detection, threads,
-        engine)."""
+    def _begin_opening(self, native: contextlib.ExitStack) -> concurrent.futures.Future[_Opened]:
+        """The local model resolved now (a missing file fails here, before anything waits on
+        it) and opened in a thread of its own, owned by ``native``: its metadata read, its
+        format detected, llama.cpp's engine opened."""
         from weavehost.engine import Engine
         from weavehost.formats import detect_format
         from weavehost.gguf import read_metadata
         from weavehost.models import resolve_model
 
         choice = resolve_model(self.model_path)
-        metadata = read_metadata(choice.path, full_arrays=("tokenizer.ggml.tokens",))
-        detection = detect_format(metadata, self.format_name)
         threads = self.threads or default_thread_count()
-        engine = native.enter_context(Engine.open(choice.path, n_ctx=self.n_ctx, n_threads=threads))
-        return choice, metadata, detection, threads, engine
+        if self.on_loading:
+            self.on_loading(f"loading {choice.path.name} ({threads} threads)")
+
+        def open_local() -> _Opened:
+            metadata = read_metadata(choice.path, full_arrays=("tokenizer.ggml.tokens",))
+            detection = detect_format(metadata, self.format_name)
+            opened = Engine.open(choice.path, n_ctx=self.n_ctx, n_threads=threads)
+            engine = native.enter_context(opened)
+            return _Opened(choice, threads, metadata, detection, engine)
+
+        return _in_background(open_local)
 
     # ------------------------------------------------------------------ conversations
 
@@ -483,7 +494,17 @@ def _thermal_pacing(max_tokens: int, *, threads: int) -> Backoff | None:
     return None if status is None else backoff_for(status, threads, max_tokens)
 
 
-def _in_background(work: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+class _Opened(NamedTuple):
+    """A local model opened by :meth:`Host._begin_opening`."""
+
+    choice: ModelChoice
+    threads: int
+    metadata: GGUFMetadata
+    detection: Detection
+    engine: Engine
+
+
+def _in_background(work: Callable[[], _T]) -> concurrent.futures.Future[_T]:
     """``work`` started now in a thread of its own; its result (or error) is the future's."""
     runner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="weavehost-load")
     try:

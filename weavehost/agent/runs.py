@@ -80,6 +80,8 @@ class EarlyRuns:
     lock of its own."""
 
     entries: dict[int, CacheEntry] = field(default_factory=dict)
+    # Each call's provisional call, by the call's place in the reply.
+    provisionals: dict[int, ToolCall] = field(default_factory=dict)
     # Calls whose final call was told (``final_call``) while the reply went on: their runs
     # started then, or were under way.
     told: set[int] = field(default_factory=set)
@@ -116,30 +118,26 @@ class CallRuns:
     ) -> None:
         """On the event loop: start the provisional call of the reply's call ``index`` if the
         tool may run early."""
+        early.provisionals[index] = call
         allowed = self.executor.starts_early(call.name, dict(call.arguments))
-        cached = allowed and self.cache.get(call) is not None
+        started = allowed and self._start(index, call, True, tg, early, emit)
         emit(Event("provisional_call", {"name": call.name, "arguments": dict(call.arguments),
-                                        "started": allowed and not cached,
-                                        "cached": cached}))  # fmt: skip
-        if not allowed or cached:
-            return  # not allowed early, or already known or running: the final call awaits it
-        entry = early.entries[index] = self.cache.open(call)
-        tg.start_soon(self.run_entry, entry, True, emit)
+                                        "started": started,
+                                        "cached": allowed and not started}))  # fmt: skip
 
     def final(
         self,
         index: int,
         call: ToolCall,
-        replaced: bool,
         tg: anyio.abc.TaskGroup,
         early: EarlyRuns,
         emit: Callable[[Event], None],
     ) -> None:
         """On the event loop, as soon as the reply's call ``index`` is final (the reply may go
-        on; ``replaced``: it differs from its provisional call). A provisional run of another
-        call is cancelled and discarded. If the call's run is under way (its provisional run),
-        or it may run early and starts now (or the result cache holds it), its ``final_call`` is
-        told now; otherwise it is told and run after the reply, as before."""
+        on). A provisional run of another call is cancelled and discarded. If the call's run is
+        under way (its provisional run), or it may run early and starts now (or the result
+        cache holds it), its ``final_call`` is told now; otherwise it is told and run after the
+        reply."""
         entry = early.entries.get(index)
         if entry is not None and entry.call != call:
             self._drop(early.take(index))
@@ -147,12 +145,29 @@ class CallRuns:
         if entry is None:
             if not self.executor.starts_early(call.name, dict(call.arguments)):
                 return
-            if self.cache.get(call) is None:  # not known or running: it starts now
-                entry = early.entries[index] = self.cache.open(call)
-                tg.start_soon(self.run_entry, entry, False, emit)
+            self._start(index, call, False, tg, early, emit)
+        provisional = early.provisionals.get(index)
+        replaced = provisional is not None and provisional != call
         emit(Event("final_call", {"name": call.name, "arguments": dict(call.arguments),
                                   "replaced": replaced}))  # fmt: skip
         early.told.add(index)
+
+    def _start(
+        self,
+        index: int,
+        call: ToolCall,
+        provisional: bool,
+        tg: anyio.abc.TaskGroup,
+        early: EarlyRuns,
+        emit: Callable[[Event], None],
+    ) -> bool:
+        """Start a run of the reply's call ``index`` in ``tg`` unless the result cache already
+        holds one (known, or running: the final call awaits it); whether it started."""
+        if self.cache.get(call) is not None:
+            return False
+        entry = early.entries[index] = self.cache.open(call)
+        tg.start_soon(self.run_entry, entry, provisional, emit)
+        return True
 
     async def run_entry(
         self, entry: CacheEntry, provisional: bool, emit: Callable[[Event], None] | None = None

@@ -267,15 +267,11 @@ class Session:
         def on_text(text: str) -> None:
             anyio.from_thread.run_sync(emit, Event("text", {"text": text}))
 
-        provisionals: dict[int, ToolCall] = {}  # written and read in the worker thread
-
         def on_provisional(index: int, call: ToolCall) -> None:
-            provisionals[index] = call
             anyio.from_thread.run_sync(self.runs.provisional, index, call, tg, early, emit)
 
         def on_final(index: int, call: ToolCall) -> None:
-            replaced = index in provisionals and provisionals[index] != call
-            anyio.from_thread.run_sync(self.runs.final, index, call, replaced, tg, early, emit)
+            anyio.from_thread.run_sync(self.runs.final, index, call, tg, early, emit)
 
         started = time.perf_counter()
         async with self.lock:

@@ -171,21 +171,22 @@ def write_calls(
         result = strategy.run(call_request)
         written = engine.seq_len(0) == position + len(result.tokens)
         results.append(result)
-        repeated = index and any(call.canonical() in seen for call in result.calls)
-        if index and (not result.calls or not written or repeated):
+        # A call the turn or the reply already holds: a later one is dropped, a first one kept
+        # (the caller decides what a repeat means) and the reply ends after it.
+        again = any(call.canonical() in seen for call in result.calls)
+        if index and (not result.calls or not written or again):
             # A later call that failed, or that repeats one of the reply (a loop: SmolLM2-135M
             # writes the same call eight times over): back to the calls before it, as their
             # strategy wrote them; a repeat is not kept.
             engine.drop(0, good[0])
             tokens, texts = list(good[1]), list(good[2])
-            if repeated:
+            if again:
                 results.pop()
             break
         if not written:  # a free-writing strategy that failed: what it wrote is unknown here
             engine.drop(0, position)
             break
         final_at = call_started + result.final_latency_s
-        again = any(call.canonical() in seen for call in result.calls)  # a first call made before
         seen.update(call.canonical() for call in result.calls)
         if on_final is not None and len(result.calls) == 1 and not again:
             on_final(index, result.calls[0])  # before anything more is written
