@@ -74,11 +74,13 @@ def _progress_sink(name: str, emit: Callable[[Event], None] | None) -> Any:
 
 @dataclass(slots=True)
 class EarlyRuns:
-    """The runs a step's provisional calls started, by the call's place in the reply. Written
-    on the event loop (the worker thread hands a provisional call over through
-    ``anyio.from_thread``) and read there after the step's worker calls return, so it needs no
-    lock of its own."""
+    """The runs a step's calls started before its reply ended, by the call's place in the
+    reply, in the step's task group ``tg``, telling ``emit``. Written on the event loop (the
+    worker thread hands a call over through ``anyio.from_thread``) and read there after the
+    step's worker calls return, so it needs no lock of its own."""
 
+    tg: anyio.abc.TaskGroup
+    emit: Callable[[Event], None]
     entries: dict[int, CacheEntry] = field(default_factory=dict)
     # Each call's provisional call, by the call's place in the reply.
     provisionals: dict[int, ToolCall] = field(default_factory=dict)
@@ -108,31 +110,17 @@ class CallRuns:
     def _spec(self, name: str) -> ToolSpec | None:
         return self.catalog.get(name) if name in self.catalog else None
 
-    def provisional(
-        self,
-        index: int,
-        call: ToolCall,
-        tg: anyio.abc.TaskGroup,
-        early: EarlyRuns,
-        emit: Callable[[Event], None],
-    ) -> None:
+    def provisional(self, index: int, call: ToolCall, early: EarlyRuns) -> None:
         """On the event loop: start the provisional call of the reply's call ``index`` if the
         tool may run early."""
         early.provisionals[index] = call
         allowed = self.executor.starts_early(call.name, dict(call.arguments))
-        started = allowed and self._start(index, call, True, tg, early, emit)
-        emit(Event("provisional_call", {"name": call.name, "arguments": dict(call.arguments),
-                                        "started": started,
-                                        "cached": allowed and not started}))  # fmt: skip
+        started = allowed and self._start(index, call, True, early)
+        event = {"name": call.name, "arguments": dict(call.arguments), "started": started,
+                 "cached": allowed and not started}  # fmt: skip
+        early.emit(Event("provisional_call", event))
 
-    def final(
-        self,
-        index: int,
-        call: ToolCall,
-        tg: anyio.abc.TaskGroup,
-        early: EarlyRuns,
-        emit: Callable[[Event], None],
-    ) -> None:
+    def final(self, index: int, call: ToolCall, early: EarlyRuns) -> None:
         """On the event loop, as soon as the reply's call ``index`` is final (the reply may go
         on). A provisional run of another call is cancelled and discarded. If the call's run is
         under way (its provisional run), or it may run early and starts now (or the result
@@ -145,28 +133,21 @@ class CallRuns:
         if entry is None:
             if not self.executor.starts_early(call.name, dict(call.arguments)):
                 return
-            self._start(index, call, False, tg, early, emit)
+            self._start(index, call, False, early)
         provisional = early.provisionals.get(index)
         replaced = provisional is not None and provisional != call
-        emit(Event("final_call", {"name": call.name, "arguments": dict(call.arguments),
-                                  "replaced": replaced}))  # fmt: skip
+        event = {"name": call.name, "arguments": dict(call.arguments), "replaced": replaced}
+        early.emit(Event("final_call", event))
         early.told.add(index)
 
-    def _start(
-        self,
-        index: int,
-        call: ToolCall,
-        provisional: bool,
-        tg: anyio.abc.TaskGroup,
-        early: EarlyRuns,
-        emit: Callable[[Event], None],
-    ) -> bool:
-        """Start a run of the reply's call ``index`` in ``tg`` unless the result cache already
-        holds one (known, or running: the final call awaits it); whether it started."""
+    def _start(self, index: int, call: ToolCall, provisional: bool, early: EarlyRuns) -> bool:
+        """Start a run of the reply's call ``index`` in the step's task group unless the result
+        cache already holds one (known, or running: the final call awaits it); whether it
+        started."""
         if self.cache.get(call) is not None:
             return False
         entry = early.entries[index] = self.cache.open(call)
-        tg.start_soon(self.run_entry, entry, provisional, emit)
+        early.tg.start_soon(self.run_entry, entry, provisional, early.emit)
         return True
 
     async def run_entry(

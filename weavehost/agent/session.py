@@ -262,16 +262,16 @@ class Session:
                 await anyio.sleep(backoff.step_pause_s)
             free_tokens = min(free_tokens, backoff.max_tokens)
         emit(Event("step", {"step": step}))
-        early = EarlyRuns()
+        early = EarlyRuns(tg, emit)
 
         def on_text(text: str) -> None:
             anyio.from_thread.run_sync(emit, Event("text", {"text": text}))
 
         def on_provisional(index: int, call: ToolCall) -> None:
-            anyio.from_thread.run_sync(self.runs.provisional, index, call, tg, early, emit)
+            anyio.from_thread.run_sync(self.runs.provisional, index, call, early)
 
         def on_final(index: int, call: ToolCall) -> None:
-            anyio.from_thread.run_sync(self.runs.final, index, call, tg, early, emit)
+            anyio.from_thread.run_sync(self.runs.final, index, call, early)
 
         started = time.perf_counter()
         async with self.lock:
