@@ -29,6 +29,7 @@ from weavehost.agent.elicitors import ScriptedElicitor
 from weavehost.agent.events import Event
 from weavehost.config import HostConfig, ServerConfig
 from weavehost.console import EventPrinter, progress_text
+from weavehost.decode import constraint
 from weavehost.errors import ModelNotFoundError, ServerStartError
 from weavehost.host import Host
 from weavehost.mcp.executor import StaticApprover
@@ -279,6 +280,26 @@ async def test_the_model_file_is_opened_while_the_servers_start(
     with anyio.fail_after(60):
         async with Host(HostConfig(servers=(server,)), threads=1, n_ctx=512) as h:
             assert h.model is not None and "get_current_weather" in h.catalog.names
+
+
+@pytest.mark.model
+async def test_the_strategys_view_of_the_vocabulary_is_built_while_the_servers_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    built_in: list[str] = []
+    build_factory = constraint.ConstraintFactory.__init__
+
+    def building(self: constraint.ConstraintFactory, engine: Any) -> None:
+        built_in.append(threading.current_thread().name)
+        build_factory(self, engine)
+
+    monkeypatch.setattr(constraint.ConstraintFactory, "__init__", building)
+    with anyio.fail_after(120):
+        async with Host(servers=[WEATHER], trust=["weather"], threads=1, n_ctx=2048) as h:
+            assert len(built_in) == 1 and built_in[0].startswith("weavehost-load")
+            async for _ in h.run("What is the weather in Paris?"):
+                pass
+    assert len(built_in) == 1  # the turn's calls found it built
 
 
 @pytest.mark.model

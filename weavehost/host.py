@@ -347,13 +347,17 @@ class Host(AsyncContextManagerMixin):
     def _begin_opening(self, native: contextlib.ExitStack) -> concurrent.futures.Future[_Opened]:
         """The local model resolved now (a missing file fails here, before anything waits on
         it) and opened in a thread of its own, owned by ``native``: its metadata read, its
-        format detected, llama.cpp's engine opened."""
+        format detected, llama.cpp's engine opened, and what the strategy builds once per
+        engine built (llguidance's view of the vocabulary), so the first call does not wait
+        for it."""
+        from weavehost.decode import get_strategy
         from weavehost.engine import Engine
         from weavehost.formats import detect_format
         from weavehost.gguf import read_metadata
         from weavehost.models import resolve_model
 
         choice = resolve_model(self.model_path)
+        strategy = get_strategy(self.strategy)  # an unknown name fails here too
         threads = self.threads or default_thread_count()
         if self.on_loading:
             self.on_loading(f"loading {choice.path.name} ({threads} threads)")
@@ -363,6 +367,7 @@ class Host(AsyncContextManagerMixin):
             detection = detect_format(metadata, self.format_name)
             opened = Engine.open(choice.path, n_ctx=self.n_ctx, n_threads=threads)
             engine = native.enter_context(opened)
+            strategy.prepare(engine)
             return _Opened(choice, threads, metadata, detection, engine)
 
         return _in_background(open_local)

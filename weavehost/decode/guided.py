@@ -137,6 +137,9 @@ class _WholeCallStrategy:
         """The same strategy with a fixed decode plan (``bench --cost-model``)."""
         return type(self)(plan)
 
+    def prepare(self, engine: Engine) -> None:
+        constraints_for(engine)
+
     def run(self, request: CallRequest) -> CallResult:
         engine, fmt = request.engine, request.format
         factory = constraints_for(engine)  # built once per engine, not part of a call's cost

@@ -125,6 +125,9 @@ def _closed(text: bytes, openings: dict[bytes, bytes]) -> bool:
 class SerialStrategy:
     name = "serial"
 
+    def prepare(self, engine: Engine) -> None:
+        """Nothing: ``serial`` reads no grammar."""
+
     def run(self, request: CallRequest) -> CallResult:
         engine, fmt = request.engine, request.format
         openings = call_openings(fmt)

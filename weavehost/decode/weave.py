@@ -241,6 +241,9 @@ class WeaveStrategy:
         """The same variant with a fixed decode plan (``bench --cost-model``)."""
         return WeaveStrategy(plan=plan, options=self.options)
 
+    def prepare(self, engine: Engine) -> None:
+        constraints_for(engine)
+
     def run(self, request: CallRequest) -> CallResult:
         plan = self._plan if self._plan is not None else load_plan(request.engine)
         if not self.options.padding:
