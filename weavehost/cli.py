@@ -14,6 +14,7 @@ config, ``calibrate``'s of :mod:`weavehost.engine.calibrate`), never numbers of 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sys
@@ -28,7 +29,13 @@ from weavehost.agent.options import DEFAULT_MAX_ANSWER_TOKENS
 from weavehost.config import APPROVAL_MODES
 from weavehost.decode import DEFAULT_STRATEGY
 from weavehost.engine import DEFAULT_N_CTX
-from weavehost.engine.calibrate import CALIBRATION_N_CTX, DEFAULT_REPEATS, DEFAULT_ROWS
+from weavehost.engine.calibrate import (
+    CALIBRATION_N_CTX,
+    DEFAULT_REPEATS,
+    DEFAULT_ROWS,
+    PROBE_PROMPT_TOKENS,
+    PROBE_SERIAL_PASSES,
+)
 from weavehost.errors import WeavehostError
 from weavehost.mcp_cli import root_option, with_roots
 
@@ -231,17 +238,30 @@ def calibrate(
     from weavehost.bench.machine import cpu_flags
     from weavehost.decode.padding import DEFAULT_ACCEPT, DecodePlan, save_plan
     from weavehost.engine import DEFAULT_N_SEQ_MAX, Engine
-    from weavehost.engine.calibrate import cpu_model, format_table, measure_pass_costs
+    from weavehost.engine.calibrate import (
+        cpu_model,
+        format_table,
+        measure_pass_costs,
+        probe_attention,
+    )
     from weavehost.models import resolve_model
 
     choice = resolve_model(model)
     flags = cpu_flags()
     rows = sorted({r for r in DEFAULT_ROWS if r <= max_rows} | {max_rows})
+    # Flash attention on or off, whichever this machine runs a turn faster with; the table is
+    # then measured with it, and the model opened with it from now on.
+    probe = probe_attention(choice.path, n_threads=threads)
     with Engine.open(
-        choice.path, n_ctx=CALIBRATION_N_CTX, n_seq_max=DEFAULT_N_SEQ_MAX, n_threads=threads
+        choice.path,
+        n_ctx=CALIBRATION_N_CTX,
+        n_seq_max=DEFAULT_N_SEQ_MAX,
+        n_threads=threads,
+        flash_attn=probe.flash_attn,
     ) as eng:
         machine = f"{cpu_model()}, {eng.n_threads} threads ({', '.join(flags) or 'no AVX2'})"
         calibration = measure_pass_costs(eng, rows=rows, repeats=repeats, machine=machine)
+        calibration = dataclasses.replace(calibration, attention=probe)
         table = calibration.table
         plan = DecodePlan.from_table(table, source="calibrated")
         path = save_plan(eng, calibration, plan)
@@ -249,6 +269,16 @@ def calibrate(
         click.echo(path.read_text(), nl=False)
         return
     click.echo(f"{choice.path.name} on {machine}: medians of {repeats} passes")
+    turns = ", ".join(
+        f"{'on' if setting else 'off'} {probe.turn_s(setting):.2f} s"
+        f" ({probe.prefill_token_s[setting] * 1e3:.2f} ms a prefilled token,"
+        f" {probe.pass_s[setting] * 1e3:.1f} ms a one-row pass)"
+        for setting in (False, True)
+    )
+    click.echo(
+        f"flash attention: {'on' if probe.flash_attn else 'off'} (a turn of "
+        f"{PROBE_PROMPT_TOKENS} prompt tokens and {PROBE_SERIAL_PASSES} one-row passes: {turns})"
+    )
     click.echo(format_table(table))
     chunks = ", ".join(
         f"{c} tokens {s * 1e3:.3f} ms" for c, s in calibration.prefill_chunk_s.items()

@@ -351,6 +351,7 @@ class Host(AsyncContextManagerMixin):
         engine built (llguidance's view of the vocabulary), so the first call does not wait
         for it."""
         from weavehost.decode import get_strategy
+        from weavehost.decode.padding import calibrated_flash_attn
         from weavehost.engine import Engine
         from weavehost.formats import detect_format
         from weavehost.gguf import read_metadata
@@ -365,7 +366,10 @@ class Host(AsyncContextManagerMixin):
         def open_local() -> _Opened:
             metadata = read_metadata(choice.path, full_arrays=("tokenizer.ggml.tokens",))
             detection = detect_format(metadata, self.format_name)
-            opened = Engine.open(choice.path, n_ctx=self.n_ctx, n_threads=threads)
+            flash_attn = calibrated_flash_attn(choice.path, threads)
+            opened = Engine.open(
+                choice.path, n_ctx=self.n_ctx, n_threads=threads, flash_attn=flash_attn
+            )
             engine = native.enter_context(opened)
             strategy.prepare(engine)
             return _Opened(choice, threads, metadata, detection, engine)

@@ -178,8 +178,10 @@ class LlamaCppPythonPeer:
         n_threads: int,
         n_batch: int = 512,
         lookup: bool = False,
+        flash_attn: bool = False,
     ) -> Iterator[LlamaCppPythonPeer]:
-        """Load ``path`` as llama-cpp-python's ``Llama``; it is closed when the block ends."""
+        """Load ``path`` as llama-cpp-python's ``Llama``; it is closed when the block ends.
+        ``flash_attn``: as the engine it is compared with was opened."""
         import llama_cpp
 
         if lookup:
@@ -200,6 +202,7 @@ class LlamaCppPythonPeer:
                 n_ubatch=n_batch,
                 n_threads=n_threads,
                 n_threads_batch=n_threads,
+                flash_attn=flash_attn,
                 verbose=False,
                 **drafting,
             )

@@ -58,7 +58,7 @@ from weavehost.bench.report import summarize, write_summary
 from weavehost.bench.rss import PeakRss, kv_bytes_per_cell, max_rss_bytes
 from weavehost.decode import STRATEGIES, CaseOutcome, DecodeStrategy, run_case
 from weavehost.decode.guided import JumpForwardStrategy
-from weavehost.decode.padding import DecodePlan
+from weavehost.decode.padding import DecodePlan, calibrated_flash_attn
 from weavehost.decode.weave import WeaveStrategy
 from weavehost.engine import DEFAULT_N_CTX, Engine, EngineStats, default_threads
 from weavehost.engine.calibrate import CostTable, load_cost_table, table_record
@@ -319,10 +319,17 @@ class _KvPeak:
 
 @contextlib.contextmanager
 def _maybe_peer(
-    wanted: Sequence[str], path: Path, *, n_ctx: int, n_threads: int, n_batch: int
+    wanted: Sequence[str],
+    path: Path,
+    *,
+    n_ctx: int,
+    n_threads: int,
+    n_batch: int,
+    flash_attn: bool,
 ) -> Iterator[dict[str, LlamaCppPythonPeer]]:
     """The stock peers named in ``wanted``, by name: each its own ``Llama``, loaded only when
-    asked for (the lookup peer keeps logits for every row, the plain one does not)."""
+    asked for (the lookup peer keeps logits for every row, the plain one does not), with the
+    engine's attention kernel."""
     with contextlib.ExitStack() as stack:
         peers = {
             name: stack.enter_context(
@@ -332,6 +339,7 @@ def _maybe_peer(
                     n_threads=n_threads,
                     n_batch=n_batch,
                     lookup=name == LOOKUP_PEER_NAME,
+                    flash_attn=flash_attn,
                 )
             )
             for name in PEER_NAMES
@@ -379,6 +387,7 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
     detection = detect_format(model_metadata, config.format)
     fmt = detection.format
     threads = config.threads or default_threads()
+    flash_attn = calibrated_flash_attn(choice.path, threads)
     try:
         config.out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -398,6 +407,7 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
         "format": fmt.name,
         "format_reason": detection.reason,
         "threads": threads,
+        "flash_attn": flash_attn,
         "n_ctx": config.n_ctx,
         "max_tokens": config.max_tokens,
         "kv_bytes_per_cell": kv_bytes_per_cell(model_metadata),
@@ -407,7 +417,8 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
     run_path.write_text(json.dumps(run_info, indent=2) + "\n", encoding="utf-8")
     say(
         f"bench: {len(cases)} cases x {len(strategies)} strategies on {choice.path.name} "
-        f"(format {fmt.name}, {threads} threads, n_ctx {config.n_ctx})"
+        f"(format {fmt.name}, {threads} threads, n_ctx {config.n_ctx}, flash attention "
+        f"{'on' if flash_attn else 'off'})"
     )
     say(f"bench: CPU flags {' '.join(run_info['cpu_flags']) or 'unknown'}")
     warning = busy_warning(run_info["load_average_at_start"], threads)
@@ -418,13 +429,19 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
     records: list[dict[str, Any]] = []
     started = time.perf_counter()
     with (
-        Engine.open(choice.path, n_ctx=config.n_ctx, n_threads=threads) as engine,
+        Engine.open(
+            choice.path,
+            n_ctx=config.n_ctx,
+            n_threads=threads,
+            flash_attn=flash_attn,
+        ) as engine,
         _maybe_peer(
             strategies,
             choice.path,
             n_ctx=config.n_ctx,
             n_threads=threads,
             n_batch=engine.n_batch,
+            flash_attn=engine.flash_attn,
         ) as peers,
         results_path.open("w", encoding="utf-8") as results,
     ):

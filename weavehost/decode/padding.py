@@ -367,6 +367,20 @@ def save_plan(engine: _Costed, calibration: Calibration, plan: DecodePlan) -> Pa
     return path
 
 
+def calibrated_flash_attn(model: Path, threads: int) -> bool:
+    """Whether to open ``model`` at ``threads`` threads with flash attention: as the stored
+    calibration was measured (its table holds for that setting only; one stored before
+    weavehost chose was measured with llama.cpp's default, on), off without one. An
+    unreadable calibration is :func:`load_plan`'s to report: off here."""
+    try:
+        record = json.loads(plan_path(model, threads).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(record, dict):
+        return False
+    return bool(record.get("flash_attn", True))
+
+
 def load_plan(engine: _Costed) -> DecodePlan:
     """The plan stored for this model and thread count, or :data:`NO_PLAN` if none was made.
 

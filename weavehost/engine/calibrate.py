@@ -44,8 +44,11 @@ from weavehost.errors import ConfigError, EngineError
 
 __all__ = [
     "CALIBRATION_N_CTX",
+    "AttentionProbe",
     "Calibration",
     "DEFAULT_PREFILL_CHUNKS",
+    "PROBE_PROMPT_TOKENS",
+    "PROBE_SERIAL_PASSES",
     "DEFAULT_REPEATS",
     "DEFAULT_OUTPUTS",
     "DEFAULT_ROWS",
@@ -55,6 +58,7 @@ __all__ = [
     "format_table",
     "load_cost_table",
     "measure_pass_costs",
+    "probe_attention",
     "table_from_record",
     "table_record",
 ]
@@ -299,23 +303,105 @@ def table_record(table: CostTable) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class Calibration:
-    """What :func:`measure_pass_costs` measured: the table, and how it was measured."""
+    """What :func:`measure_pass_costs` measured: the table, and how it was measured (with
+    llama.cpp's flash-attention kernel on or off: the table holds for that setting only)."""
 
     table: CostTable
     prefill_chunk_s: Mapping[int, float]  # chunk length -> seconds per token
     repeats: int
     threads: int
+    flash_attn: bool = False
+    attention: AttentionProbe | None = None
 
     def record(self) -> dict[str, Any]:
         """The stored calibration's measurement fields: a cost file, plus how it was made."""
-        return {
+        record = {
             **table_record(self.table),
             "threads": self.threads,
             "repeats": self.repeats,
             "prefill_ms_per_token_by_chunk": {
                 str(c): round(s * 1e3, 4) for c, s in self.prefill_chunk_s.items()
             },
+            "flash_attn": self.flash_attn,
         }
+        if self.attention is not None:
+            record["attention_probe"] = self.attention.record()
+        return record
+
+
+# What the attention probe prices: a turn of a prompt this long, prefilled, then this many
+# one-row passes over it (a call and a short answer; `constrained` writes a bench-200 call in
+# ~40 passes).
+PROBE_PROMPT_TOKENS = 512
+PROBE_SERIAL_PASSES = 64
+
+
+@dataclass(frozen=True, slots=True)
+class AttentionProbe:
+    """llama.cpp's flash-attention kernel on and off, each timed over a
+    :data:`PROBE_PROMPT_TOKENS`-token prompt: seconds per prefilled token (its last chunk) and
+    of a one-row pass after it (median). :attr:`flash_attn` is the setting whose turn
+    (:meth:`turn_s`) costs less. Its cost grows with the context the rows attend to, unlike
+    the other kernels': on the Intel Xeon of ``docs/engine.md`` (AVX-512) a 12-row pass over
+    1,200 tokens took 296 ms with it and 86 without (Qwen2.5-Coder-0.5B), and a prompt
+    prefilled 13% faster with it; which wins is the machine's."""
+
+    prefill_token_s: Mapping[bool, float]
+    pass_s: Mapping[bool, float]
+
+    def turn_s(self, flash_attn: bool) -> float:
+        return (
+            PROBE_PROMPT_TOKENS * self.prefill_token_s[flash_attn]
+            + PROBE_SERIAL_PASSES * self.pass_s[flash_attn]
+        )
+
+    @property
+    def flash_attn(self) -> bool:
+        return self.turn_s(True) < self.turn_s(False)
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "prompt_tokens": PROBE_PROMPT_TOKENS,
+            "serial_passes": PROBE_SERIAL_PASSES,
+            **{
+                "on" if setting else "off": {
+                    "prefill_ms_per_token": round(self.prefill_token_s[setting] * 1e3, 4),
+                    "pass_ms": round(self.pass_s[setting] * 1e3, 4),
+                    "turn_ms": round(self.turn_s(setting) * 1e3, 1),
+                }
+                for setting in (False, True)
+            },
+        }
+
+
+def probe_attention(
+    path: str | Path, *, n_threads: int | None = None, repeats: int = 9, chunk: int = 128
+) -> AttentionProbe:
+    """Open the model with flash attention off, then on, and time each (see
+    :class:`AttentionProbe`): the prompt in ``chunk``-token prefills, the last one timed, then
+    ``repeats`` one-row passes after one untimed warm-up."""
+    prefill: dict[bool, float] = {}
+    passes: dict[bool, float] = {}
+    for setting in (False, True):
+        with Engine.open(
+            path, n_ctx=CALIBRATION_N_CTX, n_threads=n_threads, flash_attn=setting
+        ) as engine:
+            filler = engine.tokenize(_FILLER)
+            prompt = (filler * (PROBE_PROMPT_TOKENS // len(filler) + 1))[:PROBE_PROMPT_TOKENS]
+            for start in range(0, len(prompt), chunk):
+                piece = prompt[start : start + chunk]
+                began = time.perf_counter()
+                engine.prefill(0, piece)
+                prefill[setting] = (time.perf_counter() - began) / len(piece)
+            samples = []
+            for attempt in range(repeats + 1):
+                began = time.perf_counter()
+                engine.decode_one(0, filler[attempt % len(filler)])
+                if attempt:
+                    samples.append(time.perf_counter() - began)
+                engine.drop(0, len(prompt))
+            passes[setting] = statistics.median(samples)
+    return AttentionProbe(prefill, passes)
 
 
 def measure_pass_costs(
@@ -401,7 +487,9 @@ def measure_pass_costs(
         output_s=output_s,
         output_rows=widest if output_s else 0,
     )
-    return Calibration(table, per_token, repeats=repeats, threads=engine.n_threads)
+    return Calibration(
+        table, per_token, repeats=repeats, threads=engine.n_threads, flash_attn=engine.flash_attn
+    )
 
 
 def cpu_model() -> str:

@@ -105,11 +105,18 @@ class Engine:
     """A loaded model and one context; create with :meth:`Engine.open`."""
 
     def __init__(
-        self, native: NativeContext, path: Path, n_threads: int, abort: threading.Event
+        self,
+        native: NativeContext,
+        path: Path,
+        n_threads: int,
+        abort: threading.Event,
+        *,
+        flash_attn: bool = True,
     ) -> None:
         self._native = native
         self.path = path
         self.n_threads = n_threads
+        self.flash_attn = flash_attn
         self.stats = EngineStats()
         self._lengths: dict[int, int] = {}
         # Which cells each sequence holds, kept alongside the lengths: the cells in use.
@@ -127,6 +134,7 @@ class Engine:
             model_mtime_ns=stat.st_mtime_ns,
             n_ctx=native.n_ctx,
             llama_cpp=LLAMA_CPP_VERSION,
+            flash_attn=flash_attn,
         )
 
     # -- lifetime -------------------------------------------------------------------------------
@@ -141,8 +149,15 @@ class Engine:
         n_batch: int = DEFAULT_N_BATCH,
         n_seq_max: int = DEFAULT_N_SEQ_MAX,
         n_threads: int | None = None,
+        flash_attn: bool = True,
     ) -> Iterator[Engine]:
-        """Load the GGUF at ``path``; the model and context are freed when the block ends."""
+        """Load the GGUF at ``path``; the model and context are freed when the block ends.
+
+        ``flash_attn``: llama.cpp's flash-attention kernel, on unless asked (what llama.cpp
+        chooses for the CPU, and what the engine was measured with on the AVX-512 AMD EPYC).
+        On other CPUs passes of a few rows over a prompt of some hundred tokens are up to 3.5×
+        faster without it (the Intel Xeon of ``docs/engine.md``); ``weavehost calibrate``
+        times both and the model is opened with the faster (``calibrated_flash_attn``)."""
         threads = n_threads or default_threads()
         abort = threading.Event()
         with open_native(
@@ -151,9 +166,10 @@ class Engine:
             n_batch=n_batch,
             n_seq_max=n_seq_max,
             n_threads=threads,
+            flash_attn=flash_attn,
             should_abort=abort.is_set,
         ) as native:
-            yield cls(native, Path(path), threads, abort)
+            yield cls(native, Path(path), threads, abort, flash_attn=flash_attn)
 
     # -- facts ----------------------------------------------------------------------------------
 

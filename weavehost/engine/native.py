@@ -241,9 +241,13 @@ def open_native(
     n_batch: int,
     n_seq_max: int,
     n_threads: int,
+    flash_attn: bool = True,
     should_abort: Callable[[], bool] | None = None,
 ) -> Iterator[NativeContext]:
     """Load ``path`` and create a context with a unified KV cache shared by ``n_seq_max`` seqs.
+
+    ``flash_attn``: llama.cpp's flash-attention kernel, on or off (never its ``auto``, which
+    turns it on for the CPU).
 
     ``should_abort`` is asked by llama.cpp during a pass (its abort callback), from the thread
     running it; returning true stops the pass.
@@ -270,6 +274,11 @@ def open_native(
         # One KV buffer for all sequences: parallel value sequences share the prompt's cells
         # and the context size is not split per sequence.
         params.kv_unified = True
+        params.flash_attn_type = (
+            llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
+            if flash_attn
+            else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        )
         params.no_perf = True
         callback = None
         if should_abort is not None:

@@ -37,13 +37,15 @@ _HEADER_SLACK = 4096
 @dataclass(frozen=True, slots=True)
 class StateIdentity:
     """What a saved KV state is valid for: this model file (path, size, modification time, as
-    it was when the engine opened it), this context size and this build of llama.cpp."""
+    it was when the engine opened it), this context size, this build of llama.cpp and this
+    attention kernel (with flash attention off, llama.cpp lays the V cache out transposed)."""
 
     model: str
     model_bytes: int
     model_mtime_ns: int
     n_ctx: int
     llama_cpp: str
+    flash_attn: bool
 
 
 @dataclass(frozen=True, slots=True)
