@@ -76,6 +76,17 @@ def peer_runs(embedded_model_path: Path):
     return runs
 
 
+@pytest.mark.model
+@pytest.mark.parametrize("flash_attn", [False, True])
+def test_the_peer_runs_the_attention_kernel_of_the_engine_it_is_compared_with(
+    embedded_model_path: Path, flash_attn: bool
+):
+    with LlamaCppPythonPeer.open(
+        embedded_model_path, n_ctx=512, n_threads=1, flash_attn=flash_attn
+    ) as peer:
+        assert peer.flash_attn is flash_attn
+
+
 def test_kept_drafts_are_the_leading_drafts_equal_to_the_tokens_sampled_there():
     counted = _CountedCompletion(llama=None)
     # Pass 1: sampled 1, drafts 2 3 9 (2 and 3 kept); pass 2: sampled 4, draft 5 (kept); pass 3:

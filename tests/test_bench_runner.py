@@ -106,7 +106,9 @@ def test_bench_writes_a_summary_of_every_strategy_and_a_plot(bench_run):
         assert numbers["n"] == 2
         assert numbers["speedup_vs_constrained"] is None
     assert (out / "summary.svg").read_text().startswith("<svg")
-    assert json.loads((out / "run.json").read_text())["format"] == "smollm2"
+    run = json.loads((out / "run.json").read_text())
+    assert run["format"] == "smollm2"
+    assert run["flash_attn"] is True  # not calibrated here: the engine's default
     assert "llama_cpp_python" in result.stdout and "strategy" in result.stdout
 
 

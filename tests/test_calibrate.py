@@ -18,17 +18,21 @@ from weavehost.decode.padding import (
     MAX_DRAFT_ROWS,
     NO_PLAN,
     DecodePlan,
+    calibrated_flash_attn,
     load_plan,
     plan_path,
     save_plan,
 )
+from weavehost.engine import Engine
 from weavehost.engine.calibrate import (
     DEFAULT_OUTPUTS,
     DEFAULT_ROWS,
+    AttentionProbe,
     Calibration,
     CostTable,
     load_cost_table,
     measure_pass_costs,
+    probe_attention,
     table_record,
 )
 from weavehost.errors import ConfigError
@@ -353,6 +357,64 @@ def test_an_old_or_damaged_stored_calibration_says_to_run_calibrate(tmp_path, re
     stored.write_text("{not json")
     with pytest.raises(ConfigError, match="run `weavehost calibrate`"):
         load_plan(engine)
+
+
+# -- flash attention, on or off ------------------------------------------------------------------
+
+
+def test_the_attention_kernel_is_the_one_whose_turn_costs_less_prompt_and_passes_together():
+    # A kernel that prefills faster but passes slower loses a turn of 512 tokens and 64 passes.
+    slower_passes = AttentionProbe({False: 0.0042, True: 0.0041}, {False: 0.027, True: 0.0375})
+    assert not slower_passes.flash_attn
+    assert slower_passes.turn_s(False) == pytest.approx(512 * 0.0042 + 64 * 0.027)
+    # One whose prompt costs much less wins although each pass costs a little more.
+    slower_prefill = AttentionProbe({False: 0.016, True: 0.008}, {False: 0.030, True: 0.032})
+    assert slower_prefill.flash_attn
+    stored = slower_passes.record()
+    assert stored["off"]["pass_ms"] == 27.0 and stored["on"]["prefill_ms_per_token"] == 4.1
+
+
+def test_a_model_opens_with_the_attention_kernel_its_calibration_was_measured_with(tmp_path):
+    engine = _fake_engine(tmp_path)
+    assert calibrated_flash_attn(engine.path, 2)  # not calibrated: the engine's default, on
+    table = load_cost_table(AVX512)
+    for chosen in (False, True):
+        calibration = Calibration(table, {128: 0.002}, repeats=3, threads=2, flash_attn=chosen)
+        path = save_plan(engine, calibration, DecodePlan.from_table(table))
+        assert json.loads(path.read_text())["flash_attn"] is chosen
+        assert calibrated_flash_attn(engine.path, 2) is chosen
+        assert calibrated_flash_attn(engine.path, 1)  # another thread count: not calibrated
+    # Stored before weavehost chose: measured with llama.cpp's default for the CPU, on.
+    record = json.loads(path.read_text())
+    del record["flash_attn"]
+    path.write_text(json.dumps(record))
+    assert calibrated_flash_attn(engine.path, 2)
+    path.write_text("{not json")  # load_plan reports it; the kernel is the default
+    assert calibrated_flash_attn(engine.path, 2)
+
+
+@pytest.mark.model
+def test_the_attention_probe_times_both_kernels_on_the_real_model(embedded_model_path):
+    probe = probe_attention(embedded_model_path, n_threads=1, repeats=1)
+    assert set(probe.prefill_token_s) == set(probe.pass_s) == {False, True}
+    assert all(cost > 0 for cost in [*probe.prefill_token_s.values(), *probe.pass_s.values()])
+    assert probe.flash_attn == (probe.turn_s(True) < probe.turn_s(False))
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("flash_attn", [False, True])
+def test_an_engine_opened_either_way_says_so_and_keys_its_saved_states_by_it(
+    embedded_model_path, flash_attn
+):
+    with Engine.open(embedded_model_path, n_ctx=512, n_threads=1, flash_attn=flash_attn) as e:
+        assert e.flash_attn is flash_attn and e.identity.flash_attn is flash_attn
+        logits = e.prefill(0, e.tokenize("The weather in Paris is"))
+        assert logits is not None and logits.shape[0] >= e.n_vocab
+        calibration = measure_pass_costs(
+            e, rows=(1, 2), repeats=1, prefill_chunks=(8,), outputs=(1,), output_rows=2
+        )
+        assert calibration.flash_attn is flash_attn
+        assert calibration.record()["flash_attn"] is flash_attn
 
 
 # -- measuring ----------------------------------------------------------------------------------

@@ -178,7 +178,7 @@ class LlamaCppPythonPeer:
         n_threads: int,
         n_batch: int = 512,
         lookup: bool = False,
-        flash_attn: bool = False,
+        flash_attn: bool = True,
     ) -> Iterator[LlamaCppPythonPeer]:
         """Load ``path`` as llama-cpp-python's ``Llama``; it is closed when the block ends.
         ``flash_attn``: as the engine it is compared with was opened."""
@@ -212,6 +212,14 @@ class LlamaCppPythonPeer:
             yield cls(llama, n_batch, lookup=lookup)
         finally:
             llama.close()
+
+    @property
+    def flash_attn(self) -> bool:
+        """Whether its context runs llama.cpp's flash-attention kernel."""
+        import llama_cpp
+
+        enabled = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
+        return bool(self._llama.context_params.flash_attn_type == enabled)
 
     @property
     def kv_cells(self) -> int:

@@ -369,16 +369,17 @@ def save_plan(engine: _Costed, calibration: Calibration, plan: DecodePlan) -> Pa
 
 def calibrated_flash_attn(model: Path, threads: int) -> bool:
     """Whether to open ``model`` at ``threads`` threads with flash attention: as the stored
-    calibration was measured (its table holds for that setting only; one stored before
-    weavehost chose was measured with llama.cpp's default, on), off without one. An
-    unreadable calibration is :func:`load_plan`'s to report: off here."""
+    calibration was measured (``weavehost calibrate`` times both and keeps the faster; its
+    table holds for that setting only, and one stored before it chose was measured with the
+    kernel on), on without one (the engine's default). An unreadable calibration is
+    :func:`load_plan`'s to report: on here."""
     try:
         record = json.loads(plan_path(model, threads).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False
+        return True
     if not isinstance(record, dict):
-        return False
-    return bool(record.get("flash_attn", True))
+        return True
+    return record.get("flash_attn") is not False
 
 
 def load_plan(engine: _Costed) -> DecodePlan:
