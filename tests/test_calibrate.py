@@ -394,11 +394,21 @@ def test_a_model_opens_with_the_attention_kernel_its_calibration_was_measured_wi
 
 
 @pytest.mark.model
-def test_the_attention_probe_times_both_kernels_on_the_real_model(embedded_model_path):
+def test_the_attention_probe_opens_the_real_model_with_each_kernel_and_times_both(
+    embedded_model_path, monkeypatch
+):
+    opened: list[bool] = []
+    open_engine = Engine.open
+
+    def opening(*args, **kwargs):
+        opened.append(kwargs["flash_attn"])
+        return open_engine(*args, **kwargs)
+
+    monkeypatch.setattr(Engine, "open", opening)
     probe = probe_attention(embedded_model_path, n_threads=1, repeats=1)
+    assert opened == [False, True]
     assert set(probe.prefill_token_s) == set(probe.pass_s) == {False, True}
     assert all(cost > 0 for cost in [*probe.prefill_token_s.values(), *probe.pass_s.values()])
-    assert probe.flash_attn == (probe.turn_s(True) < probe.turn_s(False))
 
 
 @pytest.mark.model

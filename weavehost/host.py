@@ -79,6 +79,7 @@ from weavehost.mcp.features import ClientFeatures, Elicitor, LogMessage, Roots
 from weavehost.mcp.servers import ServerPool
 
 if TYPE_CHECKING:
+    from weavehost.decode import DecodeStrategy
     from weavehost.engine import Engine
     from weavehost.formats import Detection
     from weavehost.gguf import GGUFMetadata
@@ -189,7 +190,7 @@ class Host(AsyncContextManagerMixin):
         self._tg: anyio.abc.TaskGroup | None = None
         self._native: contextlib.ExitStack | None = None
         # The local model file being opened while the servers start (see the module docstring).
-        self._opening: concurrent.futures.Future[Any] | None = None
+        self._opening: concurrent.futures.Future[_Opened] | None = None
         self._loading = anyio.Lock()  # one model load at a time (a lazy load may race a turn)
         self._model_ready = anyio.Event()
         self._sinks: set[Callable[[Event], None]] = set()  # running turns' and calls' streams
@@ -312,13 +313,12 @@ class Host(AsyncContextManagerMixin):
         if self.remote is not None:
             return await self._load_remote(native, self.remote)  # type: ignore[no-any-return]
         from weavehost.agent.prompt_cache import PromptCache
-        from weavehost.decode import get_strategy
 
         # Taken only now: until it is awaited, leaving the host waits for it.
         opening, self._opening = self._opening, None
         if opening is None:  # not begun while the servers started (a lazy load)
             opening = self._begin_opening(native)
-        choice, threads, metadata, detection, engine = await anyio.to_thread.run_sync(
+        choice, threads, metadata, detection, strategy, engine = await anyio.to_thread.run_sync(
             opening.result
         )
         # What a cool device gets back after a thermal back-off (seed 003).
@@ -337,7 +337,7 @@ class Host(AsyncContextManagerMixin):
         return EngineModel(
             engine,
             detection.format,
-            get_strategy(self.strategy),
+            strategy,
             chat_template=metadata.chat_template,
             prompt_cache=PromptCache.from_config(
                 replace(self.config.prompt_cache, enabled=self.prompt_cache)
@@ -358,7 +358,7 @@ class Host(AsyncContextManagerMixin):
         from weavehost.models import resolve_model
 
         choice = resolve_model(self.model_path)
-        strategy = get_strategy(self.strategy)  # an unknown name fails here too
+        strategy = get_strategy(self.strategy)
         threads = self.threads or default_thread_count()
         if self.on_loading:
             self.on_loading(f"loading {choice.path.name} ({threads} threads)")
@@ -372,7 +372,7 @@ class Host(AsyncContextManagerMixin):
             )
             engine = native.enter_context(opened)
             strategy.prepare(engine)
-            return _Opened(choice, threads, metadata, detection, engine)
+            return _Opened(choice, threads, metadata, detection, strategy, engine)
 
         return _in_background(open_local)
 
@@ -510,6 +510,7 @@ class _Opened(NamedTuple):
     threads: int
     metadata: GGUFMetadata
     detection: Detection
+    strategy: DecodeStrategy  # prepared for the engine
     engine: Engine
 
 

@@ -341,11 +341,8 @@ class AttentionProbe:
     """llama.cpp's flash-attention kernel on and off, each timed over a
     :data:`PROBE_PROMPT_TOKENS`-token prompt: seconds per prefilled token (its last chunk) and
     of a one-row pass after it (median). :attr:`flash_attn` is the setting whose turn
-    (:meth:`turn_s`) costs less. Its cost grows with the context the rows attend to, unlike
-    the other kernels': on the Intel Xeon of ``docs/engine.md`` (AVX-512) a 12-row pass over
-    1,200 tokens took 296 ms with it and 86 without (Qwen2.5-Coder-0.5B), while a 489-token
-    prompt prefilled in 1.71 s with it and 1.93 without (SmolLM2); which wins is the
-    machine's."""
+    (:meth:`turn_s`) costs less. The kernel's cost grows with the context the rows attend to,
+    and which wins is the machine's (``docs/engine.md``, "Flash attention")."""
 
     prefill_token_s: Mapping[bool, float]
     pass_s: Mapping[bool, float]

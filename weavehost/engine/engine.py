@@ -111,12 +111,11 @@ class Engine:
         n_threads: int,
         abort: threading.Event,
         *,
-        flash_attn: bool = True,
+        flash_attn: bool,
     ) -> None:
         self._native = native
         self.path = path
         self.n_threads = n_threads
-        self.flash_attn = flash_attn
         self.stats = EngineStats()
         self._lengths: dict[int, int] = {}
         # Which cells each sequence holds, kept alongside the lengths: the cells in use.
@@ -154,10 +153,9 @@ class Engine:
         """Load the GGUF at ``path``; the model and context are freed when the block ends.
 
         ``flash_attn``: llama.cpp's flash-attention kernel, on unless asked (what llama.cpp
-        chooses for the CPU, and what the engine was measured with on the AVX-512 AMD EPYC).
-        On other CPUs passes of a few rows over a prompt of some hundred tokens are up to 3.5×
-        faster without it (the Intel Xeon of ``docs/engine.md``); ``weavehost calibrate``
-        times both and the model is opened with the faster (``calibrated_flash_attn``)."""
+        chooses for the CPU). Which is faster depends on the CPU (``docs/engine.md``, "Flash
+        attention"): ``weavehost calibrate`` times both, and the openers above the engine open
+        the model as it was calibrated (``decode.padding.calibrated_flash_attn``)."""
         threads = n_threads or default_threads()
         abort = threading.Event()
         with open_native(
@@ -172,6 +170,11 @@ class Engine:
             yield cls(native, Path(path), threads, abort, flash_attn=flash_attn)
 
     # -- facts ----------------------------------------------------------------------------------
+
+    @property
+    def flash_attn(self) -> bool:
+        """Whether the context runs llama.cpp's flash-attention kernel."""
+        return self.identity.flash_attn
 
     @property
     def n_ctx(self) -> int:

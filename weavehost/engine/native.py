@@ -241,7 +241,7 @@ def open_native(
     n_batch: int,
     n_seq_max: int,
     n_threads: int,
-    flash_attn: bool = True,
+    flash_attn: bool,
     should_abort: Callable[[], bool] | None = None,
 ) -> Iterator[NativeContext]:
     """Load ``path`` and create a context with a unified KV cache shared by ``n_seq_max`` seqs.
