@@ -9,12 +9,13 @@ stages are run by hand on the embedded SmolLM2 and must add up to exactly what
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pytest
 
 from tests.schemas import FORECAST, LIGHTS
-from weavehost.decode import STRATEGIES, CallRequest, ToolSchema
+from weavehost.decode import STRATEGIES, CallRequest, ToolSchema, verify
 from weavehost.decode.base import CallAttempt
 from weavehost.decode.padding import DecodePlan
 from weavehost.decode.weave import WeaveCall, WeaveStrategy
@@ -45,6 +46,19 @@ class _Counters:
     def __init__(self) -> None:
         self.stats = EngineStats()
         self.logits = np.zeros(3, dtype=np.float32)
+        self.ended: list[tuple[float, int]] = []
+
+    def ran(self, rows: int) -> None:
+        """As if a pass of ``rows`` rows ended now."""
+        self.stats.passes += 1
+        self.ended.append((time.perf_counter(), rows))
+
+    def pass_rows_between(self, start: float, end: float) -> dict[int, int]:
+        counts: dict[int, int] = {}
+        for at, rows in self.ended:
+            if start < at <= end:
+                counts[rows] = counts.get(rows, 0) + 1
+        return counts
 
     def seq_len(self, seq: int) -> int:
         return 7 if seq == 0 else 0
@@ -61,8 +75,10 @@ def test_a_call_attempt_reports_only_the_work_done_since_it_started_by_keyword()
     engine.stats.passes = 5
     attempt = CallAttempt.start("weave", engine)  # type: ignore[arg-type]
     assert attempt.prompt_len == 7 and attempt.prompt_logits is engine.logits
-    engine.stats.passes += 3
+    engine.ran(4)
+    engine.ran(4)
     first = attempt.lap("select")
+    engine.ran(1)
     attempt.lap("values")
     call = ToolCall("get_weather", {"city": "Paris"})
     result = attempt.finish(calls=[call], provisional=call, text="t", tokens=[1, 2], tool_at=first)
@@ -70,6 +86,8 @@ def test_a_call_attempt_reports_only_the_work_done_since_it_started_by_keyword()
     assert result.calls == [call] and result.provisional == call and result.error is None
     assert (result.text, result.tokens) == ("t", [1, 2])
     assert result.stats.passes == 3
+    # the passes each latency covers: to the tool start, and to the final call (now)
+    assert (result.tool_pass_rows, result.final_pass_rows) == ({4: 2}, {4: 2, 1: 1})
     assert list(result.phases) == ["select", "values"]
     assert result.tool_latency_s == result.phases["select"]
     assert result.final_latency_s >= result.phases["select"] + result.phases["values"]
@@ -101,10 +119,13 @@ def test_a_failed_call_attempt_leaves_only_the_prompt_with_its_next_token_logits
 def test_weave_stages_called_one_by_one_write_the_same_call_as_the_strategy(fresh_engine):
     engine = fresh_engine
     tools = [FORECAST, LIGHTS]
+    # Each run starts from no learned token splits, or the first would teach the second.
+    verify._SPLITS.clear()
     prompt = _prefill_prompt(engine, tools)
     whole = WeaveStrategy(DecodePlan({})).run(CallRequest(engine, SMOLLM2, tools))
     assert whole.error is None
 
+    verify._SPLITS.clear()
     prompt = _prefill_prompt(engine, tools)
     seen: list[ToolCall] = []
     request = CallRequest(engine, SMOLLM2, tools, on_provisional=seen.append)

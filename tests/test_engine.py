@@ -8,6 +8,8 @@ logits whose range is ~30, and require the greedy (argmax) token to agree exactl
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -160,6 +162,21 @@ def test_pass_and_token_counters_match_what_was_run(embedded_model_path):
         assert stats.padded_tokens == 1
         assert stats.width_counts == {2: 3, 1: 1}
         assert stats.decode_s > 0 and stats.prefill_s > 0
+
+
+def test_the_passes_a_latency_covers_are_those_that_ended_within_it(fresh_engine: Engine):
+    _prefill_prompt(fresh_engine)
+    fresh_engine.fork(0, 1)
+    start = time.perf_counter()
+    fresh_engine.run_pass([Row(42, (0,), logits=True), Row(43, (1,), logits=True)])
+    middle = time.perf_counter()
+    fresh_engine.decode_one(0, 44)
+    fresh_engine.run_pass([Row(45, (1,)), Row(46, (1,)), Row(47, (1,), logits=True)])
+    end = time.perf_counter()
+    assert fresh_engine.pass_rows_between(start, middle) == {2: 1}
+    assert fresh_engine.pass_rows_between(middle, end) == {1: 1, 3: 1}
+    assert fresh_engine.pass_rows_between(start, end) == {2: 1, 1: 1, 3: 1}
+    assert fresh_engine.pass_rows_between(end, time.perf_counter()) == {}
 
 
 def test_a_sequence_that_would_pass_the_context_size_is_refused_before_decoding(

@@ -35,9 +35,9 @@ from referencing import Registry
 from tests.conftest import FuzzLog, fuzz_examples
 from weavehost.config import HostConfig
 from weavehost.decode.base import read_calls
+from weavehost.decode.call_tokens import tokenize_call_text
 from weavehost.decode.constraint import constraints_for
 from weavehost.decode.grammar import ordered_parameters
-from weavehost.decode.weave import tokenize_call_text
 from weavehost.errors import (
     ArgumentValidationError,
     ConstraintError,

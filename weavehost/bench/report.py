@@ -29,9 +29,12 @@ Guarantees (the metrics ``docs/benchmarks.md`` "How it measures" describes):
   ``max_extra_kv_mb_vs_constrained`` the largest such difference; null where a number is
   missing.
 - ``projection`` is null unless the lines carry ``projected_latency_s`` (a ``--cost-model``
-  run): then it holds the geometric mean of the re-costed calls and the speedups of those
-  means vs ``constrained`` and ``jump_forward``, under ``machine`` (the cost table's), and is
-  shown everywhere as a projection on that machine, never as a measurement.
+  run): then it holds the geometric means of the re-costed latencies, each from the passes
+  it covers — ``geo_latency_s`` to the tool start (the headline, as ``geo_tool_latency_s``),
+  ``geo_final_latency_s`` to the last final call, ``geo_reply_s`` the whole reply — and the
+  speedups of the tool means vs ``constrained`` and ``jump_forward``, under ``machine`` (the
+  cost table's), and is shown everywhere as a projection on that machine, never as a
+  measurement.
 - The plot is plain SVG written here (no plotting dependency): per strategy a latency bar and a
   passes bar side by side (and a projected-latency bar in a third panel when projected).
 """
@@ -269,11 +272,14 @@ def summarize(
             for name, rows in by_strategy.items()
         }
         for name, numbers in summary.items():
+            rows = by_strategy.get(name, [])
             numbers["projection"] = {
                 "machine": projected_on,
-                "what": "the call's passes re-costed with this machine's cost table: "
+                "what": "each latency's passes re-costed with this machine's cost table: "
                 "a projection, not a measurement (host-side time not included)",
                 "geo_latency_s": projected[name],
+                "geo_final_latency_s": geomean(r.get("projected_final_latency_s") for r in rows),
+                "geo_reply_s": geomean(r.get("projected_reply_s") for r in rows),
                 **{
                     f"speedup_vs_{other}": ratio(projected.get(other), projected[name])
                     for other in PROJECTION_BASELINES
@@ -376,8 +382,8 @@ def format_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
     if projected:
         where = machine or "the cost table's machine"
         lines.append(
-            f"(proj ms, proj x: a PROJECTION on {where}: each "
-            "call's passes re-costed with its cost table, host time left out; not a measurement)"
+            f"(proj ms, proj x: a PROJECTION on {where}: the passes to the tool start "
+            "re-costed with its cost table, host time left out; not a measurement)"
         )
     return "\n".join(lines)
 
@@ -404,7 +410,7 @@ def _panels(summary: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str, li
         panels.append(
             (
                 "projected",
-                "PROJECTED call latency, ms (geo mean)",
+                "PROJECTED tool latency, ms (geo mean)",
                 [(n.get("projection") or {}).get("geo_latency_s") for n in items],
             )
         )
@@ -435,7 +441,7 @@ def render_svg(
     footer = ["Bars start at 0; speedups in brackets are vs constrained."]
     if projected:
         footer.append(
-            f"PROJECTED: each call's passes re-costed with the cost table of "
+            f"PROJECTED: the passes to the tool start re-costed with the cost table of "
             f"{machine or 'another machine'}; a projection, not a measurement."
         )
     panel_width = _BAR_SPACE + _VALUE_WIDTH + _PANEL_GAP

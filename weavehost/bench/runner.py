@@ -15,7 +15,8 @@ Stage: benchmark. Guarantees:
   ``text``, and what to compare strategies by: ``pass_rows`` (passes by row count),
   ``drafted_tokens``, ``accepted_tokens``, ``peak_rss_bytes``, ``kv_cells``,
   ``same_as_constrained`` and ``mismatch`` (:mod:`weavehost.bench.compare`),
-  ``projected_latency_s`` (with a cost model). ``DIR/run.json`` records the setup (with the
+  ``projected_latency_s``, ``projected_final_latency_s`` and ``projected_reply_s`` (with a
+  cost model). ``DIR/run.json`` records the setup (with the
   case and answer files as absolute paths, ``limit`` and the model's ``kv_bytes_per_cell``, so
   a run folder can be summarised again: :func:`weavehost.bench.breakdown.load_run`),
   ``DIR/summary.json`` and ``DIR/summary.svg`` the summary (:mod:`weavehost.bench.report`,
@@ -28,8 +29,12 @@ Stage: benchmark. Guarantees:
   ``constrained``'s and written, so the order of strategies does not matter to the comparison;
   the logit gap of a mismatch is measured after the case's timed calls, outside every timing.
 - **A cost model** (``--cost-model``) re-costs every call's passes with another machine's cost
-  table (``projected_latency_s``, a projection, never a measurement) and gives ``weave`` the
-  decode plan made from that table, in an instance of its own for this run.
+  table (a projection, never a measurement) and gives ``weave`` the decode plan made from that
+  table, in an instance of its own for this run. Each latency is projected from the passes it
+  covers: ``projected_latency_s`` from those that ended by the tool start (what
+  ``tool_latency_s`` measures), ``projected_final_latency_s`` by the last final call, and
+  ``projected_reply_s`` from every pass of the reply (the closer spelled again and the
+  decision that no call follows, which no latency covers, included).
 - **Expected failures are data.** A call that does not parse is a line with ``calls: []`` and an
   ``error``; a :class:`WeavehostError` raised while running one case (a prompt longer than the
   context, a schema a strategy cannot constrain) is a line with ``error`` and null latencies, and
@@ -56,7 +61,7 @@ from weavehost.bench.machine import busy_warning, machine_info
 from weavehost.bench.peer import LOOKUP_PEER_NAME, PEER_NAME, PEER_NAMES, LlamaCppPythonPeer
 from weavehost.bench.report import summarize, write_summary
 from weavehost.bench.rss import PeakRss, kv_bytes_per_cell, max_rss_bytes
-from weavehost.decode import STRATEGIES, CaseOutcome, DecodeStrategy, run_case
+from weavehost.decode import STRATEGIES, CallResult, CaseOutcome, DecodeStrategy, run_case
 from weavehost.decode.guided import JumpForwardStrategy
 from weavehost.decode.padding import DecodePlan, calibrated_flash_attn
 from weavehost.decode.weave import WeaveStrategy
@@ -70,6 +75,7 @@ from weavehost.models import resolve_model
 
 __all__ = [
     "DEFAULT_STRATEGIES",
+    "PROJECTED_KEYS",
     "RESULT_FIELDS",
     "BenchConfig",
     "BenchRun",
@@ -103,6 +109,9 @@ RESULT_FIELDS = (
     "correct",
 )
 DEFAULT_MAX_TOKENS = 256
+# A line's latencies re-costed with a cost model (null without one): to the tool start, to the
+# last final call, and the whole reply (_projected).
+PROJECTED_KEYS = ("projected_latency_s", "projected_final_latency_s", "projected_reply_s")
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,11 +229,28 @@ def _record(
         "pass_rows": {str(rows): n for rows, n in sorted(pass_rows.items())},
         "drafted_tokens": result.stats.drafted_tokens,
         "accepted_tokens": result.stats.accepted_tokens,
-        "projected_latency_s": table.recost(pass_rows) if table is not None else None,
+        **_projected(result, pass_rows, table),
         "peak_rss_bytes": None,
         "kv_cells": None,
         "same_as_constrained": None,
         "mismatch": None,
+    }
+
+
+def _projected(
+    result: CallResult, pass_rows: Mapping[int, int], table: CostTable | None
+) -> dict[str, float | None]:
+    """Each latency re-costed with ``table`` from the passes it covers (null without one); a
+    writer that does not say which passes its latencies cover (a stock peer) is costed with
+    all of them."""
+    if table is None:
+        return dict.fromkeys(PROJECTED_KEYS)
+    tool = result.tool_pass_rows if result.tool_pass_rows is not None else pass_rows
+    final = result.final_pass_rows if result.final_pass_rows is not None else pass_rows
+    return {
+        "projected_latency_s": table.recost(tool),
+        "projected_final_latency_s": table.recost(final),
+        "projected_reply_s": table.recost(pass_rows),
     }
 
 
@@ -258,7 +284,7 @@ def _failure_record(
         "pass_rows": None,
         "drafted_tokens": None,
         "accepted_tokens": None,
-        "projected_latency_s": None,
+        **dict.fromkeys(PROJECTED_KEYS),
         "peak_rss_bytes": None,
         "kv_cells": None,
         "same_as_constrained": None,

@@ -16,7 +16,8 @@ Guarantees shared by all strategies:
 - ``stats`` counts only the work done for this call (not the prompt prefill).
 - Latencies are measured from the start of generating the call text: ``tool_latency_s`` to the
   moment the first executable call (the provisional one where sent) was ready,
-  ``final_latency_s`` to the final call.
+  ``final_latency_s`` to the final call. ``tool_pass_rows`` and ``final_pass_rows`` are the
+  passes each of them covers (what a cost table re-costs them from), by their rows.
 
 Every strategy keeps these the same way, through one :class:`CallAttempt`: it is started before
 the first token of the call, costs and times what follows, rolls back to the prompt, and builds
@@ -104,6 +105,11 @@ class CallResult:
     error: str | None = None
     # The call's tokens as sequence 0 now holds them after the prompt.
     tokens: list[int] = field(default_factory=list)
+    # The passes that ended by the tool start and by the final call, by their rows (as
+    # ``stats.pass_rows``); ``None``: all of ``stats.pass_rows`` (a writer without the engine's
+    # timeline, the stock peers, whose call is ready when its generation ends).
+    tool_pass_rows: dict[int, int] | None = None
+    final_pass_rows: dict[int, int] | None = None
 
 
 class CallAttempt:
@@ -179,6 +185,7 @@ class CallAttempt:
         by default). Nothing is rolled back: a strategy that keeps a failed text says so."""
         final_at = time.perf_counter() if final_at is None else final_at
         tool_at = final_at if tool_at is None else tool_at
+        engine = self.engine
         return CallResult(
             strategy=self.strategy,
             calls=list(calls),
@@ -190,6 +197,8 @@ class CallAttempt:
             phases=self.phases,
             error=error,
             tokens=list(tokens),
+            tool_pass_rows=engine.pass_rows_between(self.started, tool_at),
+            final_pass_rows=engine.pass_rows_between(self.started, final_at),
         )
 
     def failed(self, error: str, *, text: str = "", tokens: Sequence[int] = ()) -> CallResult:

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from weavehost.decode.base import CallRequest, CallResult, DecodeStrategy
-from weavehost.decode.weave import tokenize_call_text
+from weavehost.decode.call_tokens import plain_tokens, tokenize_call_text
 from weavehost.engine import Engine, EngineStats, Row
 from weavehost.formats.base import ModelFormat, ToolCall, Trigger, call_format, call_parts
 from weavehost.formats.several import SeveralCalls, first_call_format
@@ -84,6 +84,9 @@ class Reply:
     stats: EngineStats
     final_latency_s: float
     decisions: list[Decision] = field(default_factory=list)
+    # The passes that ended by the last final call, by their rows: ``stats`` less what came
+    # after it (the closer spelled again and the decision that no call follows).
+    final_pass_rows: dict[int, int] | None = None
 
     @property
     def calls(self) -> list[ToolCall]:
@@ -91,9 +94,10 @@ class Reply:
 
     def combined(self) -> CallResult:
         """The whole reply as one :class:`CallResult` (what ``weavehost bench`` scores): every
-        call, the first call's provisional call and tool latency, the time from the first
-        call's start to the last final call, the reply's text, tokens and work, the phases
-        summed over the calls; ``error`` only when no call was made."""
+        call, the first call's provisional call and tool latency (with the passes it covers),
+        the time from the first call's start to the last final call (with the passes it
+        covers), the reply's text, tokens and work, the phases summed over the calls;
+        ``error`` only when no call was made."""
         first = self.results[0]
         phases: dict[str, float] = {}
         for result in self.results:
@@ -111,6 +115,8 @@ class Reply:
             phases=phases,
             error=None if calls else first.error,
             tokens=list(self.tokens),
+            tool_pass_rows=first.tool_pass_rows,
+            final_pass_rows=self.final_pass_rows,
         )
 
 
@@ -159,6 +165,7 @@ def write_calls(
     good: tuple[int, list[int], list[str]] = (start, [], [])
     seen: set[str] = set(made)  # the turn's and the reply's calls, canonical
     final_at = started
+    final_rows: dict[int, int] = {}
     while True:
         index = len(results)
         position = engine.seq_len(0)
@@ -187,6 +194,9 @@ def write_calls(
             engine.drop(0, position)
             break
         final_at = call_started + result.final_latency_s
+        # The passes before this call (earlier calls, decisions) and this call's own up to its
+        # final call: a latency counts from its call's attempt, after the strategy's set-up.
+        final_rows = _plus(engine.pass_rows_between(started, call_started), result.final_pass_rows)
         seen.update(call.canonical() for call in result.calls)
         if on_final is not None and len(result.calls) == 1 and not again:
             on_final(index, result.calls[0])  # before anything more is written
@@ -235,7 +245,16 @@ def write_calls(
         stats=engine.stats.since(before),
         final_latency_s=final_at - started,
         decisions=decisions,
+        final_pass_rows=final_rows,
     )
+
+
+def _plus(counts: dict[int, int], more: dict[int, int] | None) -> dict[int, int]:
+    """Two counts of passes by rows added (``more`` ``None``: nothing to add)."""
+    total = dict(counts)
+    for rows, n in (more or {}).items():
+        total[rows] = total.get(rows, 0) + n
+    return total
 
 
 def _rehold(
@@ -443,25 +462,6 @@ def _best(logits: np.ndarray, allowed: Callable[[int], bool]) -> int | None:
             if allowed(int(token)):
                 return int(token)
     return None
-
-
-def plain_tokens(engine: Engine, text: str) -> list[int]:
-    """``text`` in ordinary tokens, never an added token: llama.cpp matches a user-defined added
-    token (Qwen's ``<tool_call>``) wherever its text occurs, special parsing or not, so the text
-    is cut before the last character of each such occurrence and each part tokenized alone (at
-    a ``>``, where the tokenizer's pre-split cuts anyway)."""
-    cuts = {0, len(text)}
-    for special in engine.special_texts:
-        at = text.find(special)
-        while at >= 0:
-            cuts.add(at + len(special) - 1)
-            at = text.find(special, at + 1)
-    bounds = sorted(cuts)
-    return [
-        token
-        for start, end in zip(bounds, bounds[1:], strict=False)
-        for token in engine.tokenize(text[start:end])
-    ]
 
 
 def _reread(engine: Engine, length: int, token: int) -> None:

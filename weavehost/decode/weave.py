@@ -47,6 +47,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 from weavehost.decode.base import CallAttempt, CallRequest, CallResult, ToolSchema
+from weavehost.decode.call_tokens import tokenize_call_text
 from weavehost.decode.constraint import Constraint, constraints_for
 from weavehost.decode.guided import JumpForwardStrategy
 from weavehost.decode.padding import DecodePlan, Shape, load_plan
@@ -74,7 +75,6 @@ __all__ = [
     "WeaveCall",
     "WeaveOptions",
     "WeaveStrategy",
-    "tokenize_call_text",
 ]
 
 logger = logging.getLogger(__name__)
@@ -107,35 +107,6 @@ DRAFT_PRIORS: dict[str, tuple[float, int]] = {
 }
 # Of a kind with no prior (none today).
 DEFAULT_PRIOR = (0.5, 50)
-
-
-def tokenize_call_text(engine: Engine, parts: Sequence[tuple[str, bool]]) -> list[int]:
-    """Tokens of call text given as (text, fixed) parts: the model's special tokens are parsed
-    only inside fixed parts; everything else (values) is plain text, tokenized in runs as long
-    as possible so no artificial token boundary appears between a key and its value."""
-    specials = sorted(engine.special_texts, key=len, reverse=True)
-    tokens: list[int] = []
-    plain = ""
-    for text, fixed in parts:
-        if not fixed:
-            plain += text
-            continue
-        cursor = 0
-        while cursor < len(text):
-            hits = [(text.find(s, cursor), s) for s in specials if text.find(s, cursor) >= 0]
-            if not hits:
-                plain += text[cursor:]
-                break
-            at, special = min(hits, key=lambda hit: (hit[0], -len(hit[1])))
-            plain += text[cursor:at]
-            if plain:
-                tokens.extend(engine.tokenize(plain))
-                plain = ""
-            tokens.extend(engine.tokenize(special, special=True))
-            cursor = at + len(special)
-    if plain:
-        tokens.extend(engine.tokenize(plain))
-    return tokens
 
 
 class DraftAcceptance:

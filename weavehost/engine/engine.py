@@ -9,7 +9,10 @@ Stage: engine. Every decoding strategy runs on this class, so they compare fairl
   sequences, want-logits) and returns the logits of the rows that asked, in row order.
   :meth:`Engine.prefill` may split a long token list into several passes of ``n_batch``.
 - **Every pass is counted and timed** in :attr:`Engine.stats` (passes, decoded, prefilled and
-  padding tokens, seconds), the numbers every strategy reports.
+  padding tokens, seconds), the numbers every strategy reports. The last
+  :data:`PASS_TIMELINE` passes are also kept with the instant each ended
+  (:meth:`Engine.pass_rows_between`), so the passes a latency covers can be told apart from
+  those after it.
 - **Forks share KV cells.** :meth:`Engine.fork` copies a sequence's cells by reference
   (``llama_memory_seq_cp``) in a unified cache; :meth:`Engine.drop` removes cells from a position.
   :attr:`Engine.kv_cells` counts the cells in use (a shared prefix once, each sequence's own
@@ -22,7 +25,7 @@ Stage: engine. Every decoding strategy runs on this class, so they compare fairl
   are tokenized as plain text, so no control token (``<|im_end|>``, ``<|im_start|>``…) can
   appear in them. One exception is llama.cpp's, not ours: a *user-defined* added token (Qwen's
   ``<tool_call>``, ``</tool_call>``) is matched wherever its text occurs, ``special`` or not;
-  :func:`weavehost.decode.several.plain_tokens` writes such text in ordinary tokens.
+  :func:`weavehost.decode.call_tokens.plain_tokens` writes such text in ordinary tokens.
 - **A saved sequence is checked before llama.cpp reads it.** :meth:`Engine.save_sequence`
   writes a sequence's KV state with its tokens and the engine's :attr:`Engine.identity` (model
   file, context size, llama.cpp build), atomically (:mod:`weavehost.engine.saved`).
@@ -40,6 +43,7 @@ import logging
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -66,6 +70,7 @@ from weavehost.errors import (
 __all__ = [
     "DEFAULT_N_CTX",
     "DEFAULT_N_SEQ_MAX",
+    "PASS_TIMELINE",
     "Engine",
     "NativeTokenizer",
     "StateIdentity",
@@ -78,6 +83,9 @@ DEFAULT_N_CTX = 4096
 DEFAULT_N_BATCH = 512
 # Parallel value sequences of the widest BFCL call plus padding, with room to spare.
 DEFAULT_N_SEQ_MAX = 16
+# The most recent passes kept with the instant each ended (Engine.pass_rows_between): more than
+# a reply of calls takes (8 calls of 256 tokens, one pass each).
+PASS_TIMELINE = 4096
 
 
 def _spare_outputs(rows: Sequence[Row], outputs: int) -> frozenset[int]:
@@ -117,6 +125,8 @@ class Engine:
         self.path = path
         self.n_threads = n_threads
         self.stats = EngineStats()
+        # (perf_counter when the pass ended, its rows) for the last PASS_TIMELINE passes.
+        self._timeline: deque[tuple[float, int]] = deque(maxlen=PASS_TIMELINE)
         self._lengths: dict[int, int] = {}
         # Which cells each sequence holds, kept alongside the lengths: the cells in use.
         self._kv = KvCells()
@@ -482,7 +492,21 @@ class Engine:
                 "without them, or it was changed since)"
             ) from None
 
+    def pass_rows_between(self, start: float, end: float) -> dict[int, int]:
+        """The passes that ended after ``start`` and by ``end`` (``time.perf_counter``
+        instants), counted by their rows as :attr:`EngineStats.pass_rows` counts them: the
+        work a latency measured from ``start`` to ``end`` covers. Only the last
+        :data:`PASS_TIMELINE` passes are known."""
+        with self._lock:
+            timeline = list(self._timeline)
+        counts: dict[int, int] = {}
+        for ended, rows in timeline:
+            if start < ended <= end:
+                counts[rows] = counts.get(rows, 0) + 1
+        return counts
+
     def _count(self, rows: Sequence[Row], elapsed: float, outputs: int) -> None:
+        self._timeline.append((time.perf_counter(), len(rows)))
         stats = self.stats
         stats.outputs += outputs
         padding = sum(1 for row in rows if row.padding)
