@@ -9,6 +9,7 @@ accepted tokens. Everything is counted, never timed.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from tests.schemas import FORECAST
@@ -351,3 +352,75 @@ def test_a_guessed_token_the_model_wrote_split_is_split_so_until_it_writes_it_wh
         assert verify._model_split(engine, [paris]) == [paris]
     finally:
         verify._SPLITS.clear()
+
+
+def _fused(engine, tokens: Sequence[int]) -> tuple[int, int]:
+    """The first place where two of ``tokens`` spell what one token of the vocabulary spells,
+    and that token."""
+    vocabulary = {engine.token_bytes(t): t for t in range(engine.n_vocab)}
+    for i in range(len(tokens) - 1):
+        fused = vocabulary.get(engine.token_bytes(tokens[i]) + engine.token_bytes(tokens[i + 1]))
+        if fused is not None:
+            return i, fused
+    raise AssertionError("no two tokens of the call are spelled by one token")
+
+
+def test_an_explicit_draft_the_model_writes_split_is_split_so_the_next_time(fresh_engine):
+    from weavehost.decode import verify
+
+    engine = fresh_engine
+    # SmolLM2 closes "New York" with '"' and ',' where the tokenizer writes '",'
+    question = "What's the weather in New York for the next 10 days?"
+    expected = _constrained(engine, question, [FORECAST])
+    tokens = expected.tokens
+    i, fused = _fused(engine, tokens)
+    draft = [*tokens[:i], fused, *tokens[i + 2 :]]  # the same text, one token where it has two
+    verify._SPLITS.clear()
+    try:
+        runs = []
+        for _ in range(2):
+            _prompt(engine, question, [FORECAST])
+            before = engine.stats.snapshot()
+            outcome = verified_decode(
+                engine, _whole_call(engine, [FORECAST]), max_tokens=256, draft=draft
+            )
+            runs.append((outcome, engine.stats.since(before)))
+        (first, first_cost), (second, second_cost) = runs
+        assert first.tokens == second.tokens == tokens
+        assert first.mismatch is None and second.mismatch is None  # another split, not a choice
+        assert second_cost.passes < first_cost.passes
+        assert second_cost.accepted_tokens == second_cost.drafted_tokens
+    finally:
+        verify._SPLITS.clear()
+
+
+def test_a_text_the_grammar_closes_by_itself_is_complete_before_the_closer_is_read(
+    fresh_engine,
+):
+    engine = fresh_engine
+    expected = _constrained(engine, PARIS, [FORECAST])
+    _prompt(engine, PARIS, [FORECAST])
+    outcome = verified_decode(engine, _whole_call(engine, [FORECAST]), max_tokens=256)
+    assert outcome.tokens == expected.tokens and outcome.finished
+    # The last pass read the chosen closing brace and the closer the grammar forces after it:
+    # the text was known before it ran.
+    after = engine.pass_rows_between(outcome.completed_at, time.perf_counter())
+    assert sum(after.values()) == 1
+    [rows] = after
+    assert rows > 1
+
+
+def test_a_drafted_token_the_grammar_accepts_but_its_mask_leaves_out_is_not_taken_on_trust(
+    fresh_engine,
+):
+    engine = fresh_engine
+    expected = _constrained(engine, PARIS, [FORECAST])
+    tokens = expected.tokens
+    # After the tool's name the grammar forces '",' (its mask holds that token alone), yet it
+    # accepts '"' then ','
+    at = next(i for i, t in enumerate(tokens) if engine.token_bytes(t) == b'",')
+    quote, comma = engine.tokenize('"'), engine.tokenize(",")
+    draft = [*tokens[:at], *quote, *comma, *tokens[at + 1 :]]
+    _prompt(engine, PARIS, [FORECAST])
+    outcome = verified_decode(engine, _whole_call(engine, [FORECAST]), max_tokens=256, draft=draft)
+    assert outcome.tokens == tokens

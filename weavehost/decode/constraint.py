@@ -45,7 +45,14 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SPECIAL_MARK", "Constraint", "ConstraintFactory", "constraints_for", "marked_tokens"]
+__all__ = [
+    "SPECIAL_MARK",
+    "Constraint",
+    "ConstraintFactory",
+    "constraints_for",
+    "marked_tokens",
+    "only_allowed",
+]
 
 # The layout of the vocabulary files under cache_dir()/vocab (see marked_tokens).
 VOCAB_FILE_VERSION = 1
@@ -77,7 +84,9 @@ class Constraint:
     def masks_along(self, tokens: Sequence[int]) -> list[np.ndarray]:
         """:meth:`allowed` before each of ``tokens`` in turn, as far as the grammar accepts
         them (nothing is consumed). A mask with one token set means that token is the masked
-        argmax of any logits there: no logits need be read for it."""
+        argmax of any logits there: no logits need be read for it. The grammar may accept a
+        token its mask leaves out (``"`` where the mask allows only the canonical ``",`` of
+        forced text): that token is never the masked argmax."""
         out: list[np.ndarray] = []
         try:
             for token in tokens:
@@ -90,10 +99,9 @@ class Constraint:
         return out
 
     def certain(self, tokens: Sequence[int]) -> list[bool]:
-        """For each of ``tokens``: whether it is the only token the grammar allows at its place
+        """For each of ``tokens``: whether it is the only token the mask allows at its place
         (see :meth:`masks_along`); ``False`` past what the grammar accepts."""
-        masks = self.masks_along(tokens)
-        return [int(m.sum()) == 1 for m in masks] + [False] * (len(tokens) - len(masks))
+        return only_allowed(self.masks_along(tokens), tokens)
 
     def consume(self, token: int) -> bool:
         return bool(self.matcher.consume_token(token))
@@ -138,6 +146,13 @@ class Constraint:
     @property
     def failed(self) -> bool:
         return bool(self.matcher.is_error())
+
+
+def only_allowed(masks: Sequence[np.ndarray], tokens: Sequence[int]) -> list[bool]:
+    """For each of ``tokens``: whether its mask (``masks``, as :meth:`Constraint.masks_along`
+    gives them, possibly fewer) allows it and nothing else; ``False`` where no mask is given."""
+    sure = [bool(m[t]) and int(m.sum()) == 1 for m, t in zip(masks, tokens, strict=False)]
+    return sure + [False] * (len(tokens) - len(sure))
 
 
 def _lltokenizer(engine: Engine) -> llguidance.LLTokenizer:

@@ -18,7 +18,9 @@ how many passes that takes:
   Qwen and 60 SmolLM2 bench-200 calls were). Every pass therefore advances the sequence by at
   least one token, and a draft that is wrong costs rows, never the call.
 - Drafts come, in this order: from an explicit draft given by the caller (the call ``weave``
-  assembled from its parallel values — verified at write-back), from the tokens the grammar
+  assembled from its parallel values — verified at write-back — with each token the model
+  was seen to write in two split so where the mask allows it, :func:`_split_where_allowed`),
+  from the tokens the grammar
   forces (jump-forward's canonical tokens — verified too, so a forced run whose canonical
   split differs from the model's own split is caught), then *guesses*: the text the grammar
   forces past those tokens (``" "`` before a string value, which no token can be forced for)
@@ -31,6 +33,10 @@ how many passes that takes:
 - On return the sequence holds every written token (the last one read with logits; with
   ``read_last=False`` all but the ``unread`` last ones) and nothing rejected; the constraint
   has consumed exactly the written tokens.
+- ``completed_at`` is when the text was known: its last token taken, or, where a pass held
+  only tokens the grammar forces up to its end (the closer after a chosen ``}}``), before
+  that pass, as :func:`~weavehost.decode.guided.guided_decode` counts a forced run once it
+  is consumed.
 
 ``mismatch`` records where an explicit draft first differed from the argmax, with the logit
 gap there (the model's argmax logit minus the drafted token's), so a rejected parallel value
@@ -45,7 +51,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from weavehost.decode.constraint import Constraint
+from weavehost.decode.constraint import Constraint, only_allowed
 from weavehost.decode.padding import Shape, run_shaped
 from weavehost.engine import Engine, Row
 
@@ -74,9 +80,10 @@ CHAIN_TOKENS = 32
 # Where the grammar allows more than one closing text (optional arguments may follow): the
 # first of the guess's (the next member's comma), guessed at its own rate.
 CLOSE = "close"
-# The model's own split of a guessed token (by model file and guessed token): where the model
-# chose a shorter token that spells the start of a guessed one (``}}`` where the tokenizer's
-# guess had Qwen's fused ``}}\n``), later guesses split that token so (_model_split).
+# The model's own split of a drafted token (by model file and drafted token): where the model
+# chose a shorter token that spells the start of a guessed or explicitly drafted one (``}}``
+# where the tokenizer's draft had Qwen's fused ``}}\n``), later drafts split that token so
+# (_model_split).
 _SPLITS: dict[tuple[str, int], int] = {}
 # A value's closing texts (``",``, ``}``…) as each model tokenizes them, by model file: asked
 # at every step of every chain.
@@ -174,6 +181,9 @@ def verified_decode(
     by_kind: dict[str, list[int]] = {}
     mismatch: DraftMismatch | None = None
     completed_at = time.perf_counter()
+    # Set when a pass holds only tokens the grammar forces, up to its end: the text is known
+    # before that pass reads them in, as jump_forward's is once its forced run is consumed.
+    known = False
     error: str | None = None
     halted = False  # stop() said so, or the constraint stopped or failed
 
@@ -181,7 +191,8 @@ def verified_decode(
         nonlocal text, completed_at, halted, error
         tokens.append(token)
         text += engine.token_bytes(token)
-        completed_at = time.perf_counter()
+        if not known:
+            completed_at = time.perf_counter()
         if watch is not None:
             watch(text)
         if constraint.failed:
@@ -206,6 +217,8 @@ def verified_decode(
                     if differs and mismatch is None:
                         logits = engine.last_logits(seq)
                         mismatch = _mismatch(logits, len(tokens), drafted_token, token)
+                    elif not differs:
+                        _learn_split(engine, drafted_token, token)
                 else:
                     explicit.pop(0)
             take(token)
@@ -216,6 +229,7 @@ def verified_decode(
         from_explicit = bool(explicit)
         if not halted:
             room = max(0, max_tokens - len(tokens))
+            explicit = _split_where_allowed(engine, constraint, explicit)
             proposal, kinds = _proposal(
                 engine, constraint, explicit, drafter, text, room, len(queue), draft_rows, forced
             )
@@ -223,7 +237,9 @@ def verified_decode(
         # The mask before each drafted token, computed once and used again to verify it; a
         # drafted token the mask alone allows needs no logits on the row before it.
         masks = constraint.masks_along(proposal)
-        certain = [int(m.sum()) == 1 for m in masks] + [False] * (len(proposal) - len(masks))
+        certain = only_allowed(masks, proposal)
+        if proposal and all(certain) and _stops_after(constraint, proposal):
+            known, completed_at = True, time.perf_counter()
         before = len(queue) - 1  # proposal[i] is verified by the logits after row before + i
         wanted = [False] * (len(queue) + len(proposal))
         wanted[-1] = True  # the next token's
@@ -260,6 +276,8 @@ def verified_decode(
                         if differs and mismatch is None:
                             logits = after[before + index]
                             mismatch = _mismatch(logits, len(tokens), token, choice)
+                        elif not differs:
+                            _learn_split(engine, token, choice)
                     constraint.consume(choice)
                     queue.append(choice)
                     take(choice)
@@ -430,6 +448,30 @@ def _model_split(engine: Engine, tokens: list[int]) -> list[int]:
     return out
 
 
+def _split_where_allowed(engine: Engine, constraint: Constraint, tokens: list[int]) -> list[int]:
+    """``tokens`` (an explicit draft from the constraint's state) with each token the model
+    was seen to write split (:func:`_learn_split`) split so where the mask there allows the
+    shorter token: where the grammar forces the fused one (``",`` after a tool's name, where
+    the model writes ``"`` ``,`` after a value), it stays whole. Nothing is consumed."""
+    if not any((str(getattr(engine, "path", "")), t) in _SPLITS for t in tokens):
+        return tokens
+    out: list[int] = []
+    consumed = 0
+    try:
+        for index, token in enumerate(tokens):
+            pieces = _model_split(engine, [token])
+            if len(pieces) > 1 and not constraint.allowed()[pieces[0]]:
+                pieces = [token]
+            for piece in pieces:
+                if not constraint.consume(piece):
+                    return out + tokens[index:]
+                consumed += 1
+            out += pieces
+    finally:
+        constraint.rollback(consumed)
+    return out
+
+
 def _learn_split(engine: Engine, guessed: int, chosen: int) -> None:
     """Remember how the model split a guessed token's text: ``chosen`` spells its start (the
     model writes the rest after it), or, the other way round, the model wrote whole what an
@@ -452,6 +494,19 @@ def _closing_tokens(engine: Engine, text: str) -> list[int]:
     if tokens is None:
         tokens = _CLOSINGS[key] = engine.tokenize(text)
     return tokens
+
+
+def _stops_after(constraint: Constraint, tokens: Sequence[int]) -> bool:
+    """Whether the grammar accepts ``tokens`` next and stops after them (nothing consumed)."""
+    consumed = 0
+    try:
+        for token in tokens:
+            if not constraint.consume(token):
+                return False
+            consumed += 1
+        return constraint.stopped
+    finally:
+        constraint.rollback(consumed)
 
 
 def _allows(constraint: Constraint, tokens: list[int]) -> bool:
