@@ -87,16 +87,23 @@ class Constraint:
         argmax of any logits there: no logits need be read for it. The grammar may accept a
         token its mask leaves out (``"`` where the mask allows only the canonical ``",`` of
         forced text): that token is never the masked argmax."""
+        return self.walk(tokens)[0]
+
+    def walk(self, tokens: Sequence[int]) -> tuple[list[np.ndarray], bool]:
+        """:meth:`masks_along` ``tokens``, and whether the grammar stops after all of them (a
+        text that ends there). Nothing is consumed."""
         out: list[np.ndarray] = []
+        stops = False
         try:
             for token in tokens:
                 mask = self.allowed()
                 if not self.matcher.consume_token(token):
                     break
                 out.append(mask)
+            stops = len(out) == len(tokens) and self.stopped
         finally:
             self.rollback(len(out))
-        return out
+        return out, stops
 
     def certain(self, tokens: Sequence[int]) -> list[bool]:
         """For each of ``tokens``: whether it is the only token the mask allows at its place

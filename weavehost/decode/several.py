@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections import Counter
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 
@@ -196,7 +197,8 @@ def write_calls(
         final_at = call_started + result.final_latency_s
         # The passes before this call (earlier calls, decisions) and this call's own up to its
         # final call: a latency counts from its call's attempt, after the strategy's set-up.
-        final_rows = _plus(engine.pass_rows_between(started, call_started), result.final_pass_rows)
+        before_call = Counter(engine.pass_rows_between(started, call_started))
+        final_rows = dict(before_call + Counter(result.final_pass_rows or {}))
         seen.update(call.canonical() for call in result.calls)
         if on_final is not None and len(result.calls) == 1 and not again:
             on_final(index, result.calls[0])  # before anything more is written
@@ -247,14 +249,6 @@ def write_calls(
         decisions=decisions,
         final_pass_rows=final_rows,
     )
-
-
-def _plus(counts: dict[int, int], more: dict[int, int] | None) -> dict[int, int]:
-    """Two counts of passes by rows added (``more`` ``None``: nothing to add)."""
-    total = dict(counts)
-    for rows, n in (more or {}).items():
-        total[rows] = total.get(rows, 0) + n
-    return total
 
 
 def _rehold(

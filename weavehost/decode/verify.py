@@ -236,9 +236,9 @@ def verified_decode(
         guessed_from = len(proposal) - len(kinds)  # proposal[guessed_from:] are guesses
         # The mask before each drafted token, computed once and used again to verify it; a
         # drafted token the mask alone allows needs no logits on the row before it.
-        masks = constraint.masks_along(proposal)
+        masks, stops = constraint.walk(proposal)
         certain = only_allowed(masks, proposal)
-        if proposal and all(certain) and _stops_after(constraint, proposal):
+        if proposal and stops and all(certain):
             known, completed_at = True, time.perf_counter()
         before = len(queue) - 1  # proposal[i] is verified by the logits after row before + i
         wanted = [False] * (len(queue) + len(proposal))
@@ -453,7 +453,8 @@ def _split_where_allowed(engine: Engine, constraint: Constraint, tokens: list[in
     was seen to write split (:func:`_learn_split`) split so where the mask there allows the
     shorter token: where the grammar forces the fused one (``",`` after a tool's name, where
     the model writes ``"`` ``,`` after a value), it stays whole. Nothing is consumed."""
-    if not any((str(getattr(engine, "path", "")), t) in _SPLITS for t in tokens):
+    model = str(getattr(engine, "path", ""))
+    if not any((model, t) in _SPLITS for t in tokens):
         return tokens
     out: list[int] = []
     consumed = 0
@@ -494,19 +495,6 @@ def _closing_tokens(engine: Engine, text: str) -> list[int]:
     if tokens is None:
         tokens = _CLOSINGS[key] = engine.tokenize(text)
     return tokens
-
-
-def _stops_after(constraint: Constraint, tokens: Sequence[int]) -> bool:
-    """Whether the grammar accepts ``tokens`` next and stops after them (nothing consumed)."""
-    consumed = 0
-    try:
-        for token in tokens:
-            if not constraint.consume(token):
-                return False
-            consumed += 1
-        return constraint.stopped
-    finally:
-        constraint.rollback(consumed)
 
 
 def _allows(constraint: Constraint, tokens: list[int]) -> bool:

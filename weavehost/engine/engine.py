@@ -497,12 +497,13 @@ class Engine:
         instants), counted by their rows as :attr:`EngineStats.pass_rows` counts them: the
         work a latency measured from ``start`` to ``end`` covers. Only the last
         :data:`PASS_TIMELINE` passes are known."""
-        with self._lock:
-            timeline = list(self._timeline)
         counts: dict[int, int] = {}
-        for ended, rows in timeline:
-            if start < ended <= end:
-                counts[rows] = counts.get(rows, 0) + 1
+        with self._lock:
+            for ended, rows in reversed(self._timeline):  # newest first: stop at ``start``
+                if ended <= start:
+                    break
+                if ended <= end:
+                    counts[rows] = counts.get(rows, 0) + 1
         return counts
 
     def _count(self, rows: Sequence[Row], elapsed: float, outputs: int) -> None:
