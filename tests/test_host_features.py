@@ -130,9 +130,18 @@ async def test_the_roots_are_the_hosts_and_set_roots_changes_what_servers_list(
     assert result(after)["text"] == f"{second.as_uri()}\n{first.as_uri()}"
 
 
-def test_the_roots_default_to_the_configs_then_the_current_directory(tmp_path: Path) -> None:
+def test_the_roots_default_to_the_configs_then_to_none(tmp_path: Path) -> None:
     assert host(config=HostConfig(roots=(str(tmp_path),))).roots.paths == (tmp_path.resolve(),)
-    assert host().roots.paths == (Path.cwd().resolve(),)
+    assert host().roots.paths == ()  # not the current directory: a server keeps its own
+
+
+async def test_a_host_offered_no_roots_declares_the_capability_and_lists_none() -> None:
+    with anyio.fail_after(BOUND_S):
+        async with host() as h:
+            listed = await call(h, "roots", {})
+            declared = await call(h, "client_capabilities", {})
+    assert result(listed)["status"] == "ok" and "file://" not in result(listed)["text"]
+    assert '"roots"' in result(declared)["text"]
 
 
 async def test_a_calls_progress_and_the_servers_log_lines_become_events() -> None:

@@ -37,7 +37,7 @@ from weavehost.engine.calibrate import (
     PROBE_SERIAL_PASSES,
 )
 from weavehost.errors import WeavehostError
-from weavehost.mcp_cli import root_option, with_roots
+from weavehost.mcp_cli import root_option, roots_offered, with_roots
 
 __all__ = ["CommandFailed", "ErrorPath", "WeavehostCommand", "WeavehostGroup", "main"]
 
@@ -150,14 +150,15 @@ def models(model: str | None, format_name: str | None, config_path: str | None,
 @click.option("--config", "config_path", type=str, default=None, help="A host config (JSON).")
 @click.option("--trust", multiple=True, metavar="SERVER", help="Trust this server (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the catalog as JSON.")
-def tools(
-    servers: tuple[str, ...], config_path: str | None, trust: tuple[str, ...], as_json: bool
-) -> None:
+@root_option
+@click.pass_context
+def tools(ctx: click.Context, servers: tuple[str, ...], config_path: str | None,
+          trust: tuple[str, ...], as_json: bool, roots: tuple[str, ...]) -> None:  # fmt: skip
     """List the tools of the given MCP servers: name, server, arguments, read-only and trust.
 
     The servers are offered what ``chat`` offers them (sampling, elicitation, roots), so a
     server that registers tools by the client's capabilities lists the same tools here; no model
-    is loaded.
+    is loaded. With -v, a line per server names the roots it was offered.
     """
     import anyio
 
@@ -167,9 +168,11 @@ def tools(
     from weavehost.mcp.catalog import Catalog
     from weavehost.mcp.executor import may_run_provisionally
 
-    config = build_config(config_path, servers, trust=trust)
+    config = with_roots(build_config(config_path, servers, trust=trust), roots)
     if not config.servers:
         raise ConfigError("no servers: pass --server PATH_OR_COMMAND_OR_URL or --config FILE")
+    if (ctx.obj or {}).get("verbose", 0):
+        click.echo("\n".join(roots_offered(config)), err=True)
 
     async def load() -> Catalog:
         async with Host(config, load_model="lazy") as host:
@@ -367,6 +370,8 @@ def _agent(ctx: click.Context, kw: dict[str, Any], body: Any, *, exit_on_error: 
     if not config.servers:
         raise ConfigError("no servers: pass --server PATH_OR_COMMAND_OR_URL or --config FILE")
     verbose = (ctx.obj or {}).get("verbose", 0)
+    if verbose:
+        click.echo("\n".join(roots_offered(config)), err=True)
     printer = EventPrinter(as_json=kw["as_json"], verbose=verbose)
     interactive = sys.stdin.isatty() and sys.stderr.isatty()
     approver = TerminalApprover(interactive=interactive)

@@ -49,7 +49,7 @@ File format (every key but a server's ``command`` or ``url`` is optional)::
         "trustedServers": ["weather"],
         "approval": "ask",                       # ask | always | never
         "approved": {"remote": {"search": "3f9a0c...(>= 16 hex digits of the tool's hash)"}},
-        "roots": ["~/projects/site", "."],       # directories offered to servers (default: cwd)
+        "roots": ["~/projects/site", "."],       # directories offered to servers (default none)
         "toolChoice": "auto",                    # auto | required | none | a tool's name
         "timeouts": {"startup": 15, "listTools": 10, "call": 30, "ping": 5,
                      "shutdownGrace": 2, "killGrace": 2},
@@ -182,7 +182,7 @@ class HostConfig:
     timeouts: Timeouts = field(default_factory=Timeouts)
     limits: Limits = field(default_factory=Limits)
     prompt_cache: PromptCacheConfig = field(default_factory=PromptCacheConfig)
-    roots: tuple[str, ...] = ()  # directories offered to servers; () means the current one
+    roots: tuple[str, ...] = ()  # directories offered to servers; () offers none
     # Persistent approvals: server -> tool -> the tool's schema_hash (or a prefix of at least
     # 16 hex digits) it was approved with; a changed definition (a rug pull) asks again.
     approved: Mapping[str, Mapping[str, str]] = field(default_factory=dict)

@@ -27,8 +27,9 @@ Invariants:
   under the one model lock, approved once per server under ``approval``, asking the approver's
   ``approve_sampling``); **elicitation** answered by ``elicitor``, and declined when there is
   none (the capability is declared either way, so a server asking gets a ``decline``, as it does
-  from a console with no terminal); **roots**: ``roots``, else the config's, else the current
-  directory, changed with :meth:`Host.set_roots` (servers hear ``roots/list_changed``); server
+  from a console with no terminal); **roots**: ``roots``, else the config's, else none (an
+  empty list: a server keeps the directories it was started with; ``docs/host.md``), changed
+  with :meth:`Host.set_roots` (servers hear ``roots/list_changed``); server
   **log** messages become ``log`` events of the turn or call running when they arrive (and
   ``logging`` records of ``weavehost.host``).
 * :meth:`Host.abort` stops decoding between or inside passes and cancels everything running;
@@ -49,7 +50,6 @@ import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 import anyio
@@ -195,7 +195,7 @@ class Host(AsyncContextManagerMixin):
         self._model_ready = anyio.Event()
         self._sinks: set[Callable[[Event], None]] = set()  # running turns' and calls' streams
         self.sampler = ModelSampler(self._sampling_model, approval=base.approval, approver=approver)
-        self.roots = Roots(roots or base.roots or [Path.cwd()])
+        self.roots = Roots(roots or base.roots)
         self.features = ClientFeatures(
             sampler=self.sampler,
             elicitor=elicitor if elicitor is not None else DecliningElicitor(),

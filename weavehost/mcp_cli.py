@@ -10,10 +10,11 @@ called directly, through exactly the path a model's call takes (the catalog's ar
 validation, the approval policy and prompt, the executor's result checks, cap and neutralising),
 with the client features a conversation has: progress (a bar on a terminal, ``progress`` lines
 with ``--json``), elicitation (the terminal asks; declined with no terminal), sampling (the local
-model, loaded only if a server asks for it) and roots (``--root``, default the current
-directory). Exit codes: 0 for a result, 1 for a tool error (``isError``) and for a call that was
-refused or did not validate, 2 for usage (an unknown server, arguments that are not a JSON
-object), 130 for Ctrl-C (the call is cancelled on the server first).
+model, loaded only if a server asks for it) and roots (``--root``; none by default, so a server
+keeps the directories it was started with). Exit codes: 0 for a result, 1 for a tool error
+(``isError``) and for a call that was refused or did not validate, 2 for usage (an unknown
+server, arguments that are not a JSON object), 130 for Ctrl-C (the call is cancelled on the
+server first).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from weavehost.errors import AbortedError, ConfigError, ExecutionError, UnknownT
 from weavehost.host import Host
 from weavehost.mcp.catalog import Catalog
 from weavehost.mcp.executor import raise_for_status
+from weavehost.mcp.features import Roots
 
 __all__ = [
     "CallRequest",
@@ -43,6 +45,7 @@ __all__ = [
     "qualified_name",
     "resources",
     "root_option",
+    "roots_offered",
     "run_call",
     "select_server",
     "with_roots",
@@ -50,21 +53,29 @@ __all__ = [
 
 
 def root_option(func: Any) -> Any:
-    """``--root DIR`` (repeatable) for ``chat``, ``run`` and ``call``."""
+    """``--root DIR`` (repeatable) for ``chat``, ``run``, ``call`` and ``tools``."""
     return click.option(
         "--root",
         "roots",
         multiple=True,
         metavar="DIR",
         type=click.Path(exists=True, file_okay=False, resolve_path=True),
-        help="A directory the servers may work in (MCP roots). Repeatable; replaces the "
-        "config's roots (default: the current directory).",
+        help="Offer the servers this directory (MCP roots; a server may then work only there). "
+        "Repeatable; replaces the config's roots (default: none, so each server keeps the "
+        "directories it was started with).",
     )(func)
 
 
 def with_roots(config: HostConfig, roots: Sequence[str]) -> HostConfig:
-    """``--root`` flags replace the config's roots; none keeps them (or the current directory)."""
+    """``--root`` flags replace the config's roots; none keeps them (or offers none)."""
     return replace(config, roots=tuple(roots)) if roots else config
+
+
+def roots_offered(config: HostConfig) -> list[str]:
+    """A line per server naming the roots it is offered (``-v`` prints them): the config's
+    roots, as the host resolves them, or ``none``."""
+    offered = ", ".join(str(path) for path in Roots(config.roots).paths) or "none"
+    return [f"server {s.name!r}: roots offered: {offered}" for s in config.servers]
 
 
 def server_options(func: Any) -> Any:
@@ -320,6 +331,8 @@ def call(ctx: click.Context, server: str, tool: str, arguments: str, servers: tu
         config = replace(config, timeouts=replace(config.timeouts, call=timeout_s))
     request = CallRequest(config, name, tool, args, model=model, threads=threads)
     printer = EventPrinter(as_json=as_json, verbose=(ctx.obj or {}).get("verbose", 0))
+    if printer.verbose:
+        click.echo("\n".join(roots_offered(config)), err=True)
     try:
         result = anyio.run(run_call, request, printer)
     except KeyboardInterrupt:  # Ctrl-C before run_agent's handler was installed, as chat and run

@@ -11,7 +11,8 @@ Invariants:
   ``notifications/progress`` (in either protocol era) into the records below, and the replies
   back. Whoever implements a :class:`Sampler` or :class:`Elicitor` never imports ``mcp``.
 * A capability is declared only when its object is present: no sampler, no ``sampling``; no
-  elicitor, no ``elicitation``. Roots are always declared (the current directory by default).
+  elicitor, no ``elicitation``. Roots are always declared, and empty unless the host is given
+  directories: a server started with its own directories keeps them (``docs/host.md``).
 * A :class:`Sampler` or :class:`Elicitor` that refuses raises
   :class:`~weavehost.errors.ClientFeatureError`; the pool answers the server with an error
   carrying that message, never a traceback, and the host goes on.
@@ -154,15 +155,11 @@ RootsListener = Callable[[], None]
 
 
 class Roots:
-    """The directories servers may work in; listeners hear every change."""
+    """The directories offered to servers (none by default); listeners hear every change."""
 
     def __init__(self, paths: Iterable[str | os.PathLike[str]] = ()) -> None:
         self._paths = _absolute(paths)
         self._listeners: list[RootsListener] = []
-
-    @classmethod
-    def current_directory(cls) -> Roots:
-        return cls([Path.cwd()])
 
     @property
     def paths(self) -> tuple[Path, ...]:
@@ -273,5 +270,5 @@ class ClientFeatures:
 
     sampler: Sampler | None = None
     elicitor: Elicitor | None = None
-    roots: Roots = field(default_factory=Roots.current_directory)
+    roots: Roots = field(default_factory=Roots)
     on_log: LogListener | None = None
