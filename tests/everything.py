@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["ENV_VAR", "INSTALL_HINT", "everything_command"]
+__all__ = ["ENV_VAR", "INSTALL_HINT", "everything_command", "named_command", "node_command"]
 
 ROOT = Path(__file__).resolve().parents[1]
 PREFIX = ROOT / ".ci" / "everything"
@@ -44,15 +44,31 @@ def everything_command() -> str:
     Fails the calling test when the server was named but is not runnable, or when it could be
     installed here (``npm`` on PATH) but is not; skips it only on a machine without ``npm``.
     """
-    named = os.environ.get(ENV_VAR, "").strip()
-    if named:
-        program = shlex.split(named)[0]
-        if shutil.which(program) is None and not Path(program).is_file():
-            pytest.fail(f"{ENV_VAR}={named!r}: {program!r} is not on PATH; {INSTALL_HINT}")
+    return node_command("server-everything", ENTRY, ENV_VAR, INSTALL_HINT, "stdio")
+
+
+def named_command(env_var: str, hint: str) -> str | None:
+    """The command line ``env_var`` names (``None``: unset); a named program that is not there
+    fails the calling test, saying ``hint``."""
+    named = os.environ.get(env_var, "").strip()
+    if not named:
+        return None
+    program = shlex.split(named)[0]
+    if shutil.which(program) is None and not Path(program).is_file():
+        pytest.fail(f"{env_var}={named!r}: {program!r} is not on PATH; {hint}")
+    return named
+
+
+def node_command(what: str, entry: Path, env_var: str, hint: str, *args: str) -> str:
+    """The command line of a Node server installed under :data:`PREFIX`: ``env_var``'s, else
+    ``node entry args…``; missing, it fails the calling test where ``npm`` is on PATH and skips
+    it (saying ``hint``) only where it is not."""
+    named = named_command(env_var, hint)
+    if named is not None:
         return named
     node = shutil.which("node")
-    if ENTRY.is_file() and node is not None:
-        return shlex.join([node, str(ENTRY), "stdio"])
+    if entry.is_file() and node is not None:
+        return shlex.join([node, str(entry), *args])
     if shutil.which("npm") is None:
-        pytest.skip(f"server-everything is not installed and npm is missing: {INSTALL_HINT}")
-    pytest.fail(f"server-everything is not installed at {ENTRY}: {INSTALL_HINT}")
+        pytest.skip(f"{what} is not installed and npm is missing: {hint}")
+    pytest.fail(f"{what} is not installed at {entry}: {hint}")
