@@ -4,6 +4,8 @@
 - :mod:`~weavehost.mcp.connections` — how a server is reached: stdio, HTTP, in-process;
 - :mod:`~weavehost.mcp.features` — what the host offers servers (sampling, elicitation, roots,
   logs, progress) and its records for resources and prompts, free of SDK types;
+- :mod:`~weavehost.mcp.elicitors` — elicitors that need no person: one declines, one answers
+  from a script;
 - :mod:`~weavehost.mcp.wire` — those records to and from the SDK's types, in either protocol era;
 - :mod:`~weavehost.mcp.servers` — :class:`ServerPool`, one client per configured server, joining
   :mod:`~weavehost.mcp.supervisor` (each connection's lifetime: start, watch, restart, stop) and
