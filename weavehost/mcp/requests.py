@@ -147,7 +147,7 @@ class ServerRequests:
         result = await self._exchange(
             slot, f"tools/call {tool!r}", bound, request, _CALL_RESULT, on_progress
         )
-        slot.failures = 0
+        slot.answered()
         return result
 
     async def ping(self, server: str) -> None:

@@ -84,7 +84,8 @@ class ServerStatus:
 
 @dataclass(slots=True)
 class ServerSlot:
-    """One server's mutable state; only the supervisor changes it."""
+    """One server's mutable state; the supervisor changes it (a request only through
+    :meth:`answered`)."""
 
     config: ServerConfig
     inproc: Any = None
@@ -126,6 +127,10 @@ class ServerSlot:
         self.last_error = reason
         self.client = None
         self.wake.set()
+
+    def answered(self) -> None:
+        """A tool call got through: the count of consecutive failures starts again."""
+        self.failures = 0
 
     def start_failed(self, reason: str) -> None:
         self.state, self.last_error = "dead", reason
