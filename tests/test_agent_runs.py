@@ -25,7 +25,7 @@ from weavehost.agent.session import Session, run_bound
 from weavehost.config import Timeouts
 from weavehost.formats import ToolCall
 from weavehost.mcp.executor import REFRESH_WAIT_MARGIN
-from weavehost.mcp.servers import RESTART_BACKOFF_MAX
+from weavehost.mcp.supervisor import RESTART_BACKOFF_MAX
 from weavehost.testing import Events
 from weavehost.testing.model import ScriptedCall, ScriptedModel
 

@@ -1,5 +1,5 @@
 """Elicitation at the terminal (console.TerminalElicitor) with scripted input, and the elicitors
-that need no person (agent/elicitors.py).
+that need no person (mcp/elicitors.py).
 
 Form mode asks each field of the requested schema, checks each answer against its schema, uses
 defaults on empty input, insists on required fields, and ends with accept / decline / cancel.
@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from weavehost.agent.elicitors import DecliningElicitor, ScriptedElicitor
 from weavehost.console import MAX_FIELD_ATTEMPTS, TerminalElicitor
 from weavehost.errors import ClientFeatureError
+from weavehost.mcp.elicitors import DecliningElicitor, ScriptedElicitor
 from weavehost.mcp.features import ElicitationReply, ElicitationRequest
 from weavehost.mcp.wire import check_form_schema
 

@@ -25,13 +25,13 @@ import pytest
 
 from tests.host_fixtures.features_server import build
 from weavehost import gguf
-from weavehost.agent.elicitors import ScriptedElicitor
 from weavehost.agent.events import Event
 from weavehost.config import HostConfig, ServerConfig
 from weavehost.console import EventPrinter, progress_text
 from weavehost.decode import constraint
 from weavehost.errors import ModelNotFoundError, ServerStartError
 from weavehost.host import Host
+from weavehost.mcp.elicitors import ScriptedElicitor
 from weavehost.mcp.executor import StaticApprover
 from weavehost.testing import Events, ScriptedModel
 

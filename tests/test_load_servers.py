@@ -30,7 +30,8 @@ from weavehost.config import HostConfig, ServerConfig, Timeouts
 from weavehost.errors import ServerDiedError
 from weavehost.mcp.catalog import Catalog
 from weavehost.mcp.executor import Executor
-from weavehost.mcp.servers import MAX_CONSECUTIVE_RESTARTS, ServerPool
+from weavehost.mcp.servers import ServerPool
+from weavehost.mcp.supervisor import MAX_CONSECUTIVE_RESTARTS
 from weavehost.testing.assertions import child_processes
 
 RAW = str(Path(__file__).parent / "host_fixtures" / "raw_server.py")

@@ -25,9 +25,9 @@ import pytest
 from mcp.server import Server
 
 from tests.host_fixtures.features_server import build
-from weavehost.agent.elicitors import ScriptedElicitor
 from weavehost.config import HostConfig, ServerConfig, Timeouts
 from weavehost.errors import ClientFeatureError, ServerError
+from weavehost.mcp.elicitors import ScriptedElicitor
 from weavehost.mcp.features import (
     ClientFeatures,
     ElicitationReply,

@@ -21,10 +21,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 from tests.everything import everything_command
-from weavehost.agent.elicitors import ScriptedElicitor
 from weavehost.cli import main
 from weavehost.config import HostConfig, ServerConfig
 from weavehost.host import Host
+from weavehost.mcp.elicitors import ScriptedElicitor
 
 CONDITIONAL_TOOLS = {"trigger-sampling-request", "trigger-elicitation-request", "get-roots-list"}
 CALL_BOUND_S = 60  # server start (node) and one call on a busy 2-core machine

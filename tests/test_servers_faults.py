@@ -29,7 +29,8 @@ from weavehost.errors import ServerTimeoutError
 from weavehost.mcp.catalog import Catalog
 from weavehost.mcp.executor import ApprovalRequest, Executor, StaticApprover
 from weavehost.mcp.features import Progress
-from weavehost.mcp.servers import TIMEOUT_BACKSTOP, ServerPool
+from weavehost.mcp.requests import TIMEOUT_BACKSTOP
+from weavehost.mcp.servers import ServerPool
 
 SCHEDULING_SLACK_S = 3.0  # a busy 2-core machine may run the event loop late by this much
 FAST = Timeouts(startup=10, list_tools=10, call=5, ping=5, shutdown_grace=0.5, kill_grace=0.5)

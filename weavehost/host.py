@@ -58,7 +58,6 @@ import anyio.to_thread
 from anyio import AsyncContextManagerMixin
 
 from weavehost.agent import DEFAULT_MAX_STEPS, AgentModel, EngineModel, Event, ModelLock, Session
-from weavehost.agent.elicitors import DecliningElicitor
 from weavehost.agent.options import DEFAULT_MAX_ANSWER_TOKENS, check_tool_choice
 from weavehost.agent.runs import progress_event
 from weavehost.agent.sampling import SAMPLING_WAIT_S, ModelSampler
@@ -74,6 +73,7 @@ from weavehost.decode import DEFAULT_STRATEGY
 from weavehost.engine import DEFAULT_N_CTX
 from weavehost.errors import ClientFeatureError, ConfigError
 from weavehost.mcp.catalog import Catalog
+from weavehost.mcp.elicitors import DecliningElicitor
 from weavehost.mcp.executor import Approver, Executor, ToolResult
 from weavehost.mcp.features import ClientFeatures, Elicitor, LogMessage, Roots
 from weavehost.mcp.servers import ServerPool

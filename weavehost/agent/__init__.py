@@ -13,7 +13,6 @@ It joins the decoder (a strategy writes each call) and the MCP side (the executo
   (:mod:`~weavehost.agent.remote_http` its HTTP, :mod:`~weavehost.agent.openai_stream` its
   streamed chunks and arguments);
 - :mod:`~weavehost.agent.sampling` — :class:`ModelSampler`, servers' sampling answered by the model;
-- :mod:`~weavehost.agent.elicitors` — elicitors that decline, or answer from a script;
 - :mod:`~weavehost.agent.context` — what of a long conversation the model is shown;
 - :mod:`~weavehost.agent.thermal` — threads and pacing on a hot phone.
 """
@@ -27,7 +26,6 @@ from weavehost.agent.options import DEFAULT_MAX_STEPS, TOOL_CHOICES, ToolChoice
 
 if TYPE_CHECKING:
     from weavehost.agent.cache import ResultCache
-    from weavehost.agent.elicitors import DecliningElicitor, ScriptedElicitor
     from weavehost.agent.events import Event
     from weavehost.agent.lock import ModelLock
     from weavehost.agent.model import AgentModel, EngineModel
@@ -38,13 +36,11 @@ __all__ = [
     "DEFAULT_MAX_STEPS",
     "TOOL_CHOICES",
     "AgentModel",
-    "DecliningElicitor",
     "EngineModel",
     "Event",
     "ModelLock",
     "ModelSampler",
     "ResultCache",
-    "ScriptedElicitor",
     "Session",
     "ToolChoice",
 ]
@@ -53,13 +49,11 @@ __all__ = [
 # can read the options above quickly (as ``weavehost/__init__.py`` does for ``Host``).
 _LAZY = {
     "AgentModel": "model",
-    "DecliningElicitor": "elicitors",
     "EngineModel": "model",
     "Event": "events",
     "ModelLock": "lock",
     "ModelSampler": "sampling",
     "ResultCache": "cache",
-    "ScriptedElicitor": "elicitors",
     "Session": "session",
 }
 

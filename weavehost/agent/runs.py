@@ -40,7 +40,8 @@ from weavehost.formats import ToolCall
 from weavehost.mcp.catalog import Catalog, ToolSpec
 from weavehost.mcp.executor import REFRESH_WAIT_MARGIN, Executor, ToolResult, may_run_provisionally
 from weavehost.mcp.features import Progress
-from weavehost.mcp.servers import RESTART_BACKOFF_MAX, TIMEOUT_BACKSTOP
+from weavehost.mcp.requests import TIMEOUT_BACKSTOP
+from weavehost.mcp.supervisor import RESTART_BACKOFF_MAX
 
 __all__ = ["RUN_BOUND_SLACK_S", "CallRuns", "EarlyRuns", "progress_event", "run_bound"]
 

@@ -1,7 +1,7 @@
 """Connections: the transport that reaches one MCP server, and the one raw request the SDK lacks.
 
-Stage: servers (under :class:`~weavehost.mcp.servers.ServerPool`, which owns each connection's
-lifetime; this module only says *how* a server is reached).
+Stage: servers (under :class:`~weavehost.mcp.supervisor.Supervisor`, which owns each
+connection's lifetime; this module only says *how* a server is reached).
 
 Invariants:
 
@@ -9,12 +9,12 @@ Invariants:
   server object as given, a server with a URL through :mod:`weavehost.mcp.http` (streamable
   HTTP or the legacy SSE transport, with its headers, and its stored OAuth tokens when it has
   ``oauth``), anything else a stdio process through our
-  :func:`~weavehost.mcp.transport.stdio_transport`. The stdio and streamable HTTP transports cap
+  :class:`~weavehost.mcp.transport.StdioTransport`. The stdio and streamable HTTP transports cap
   one message at ``limits.max_message_bytes``.
 * A stdio command that cannot be run (``OSError`` on spawn) is a
   :class:`~weavehost.errors.ServerStartError` naming the server and the command; the process is
-  reported through ``on_spawn`` and its exit through ``on_exit``, so the pool sees a death at
-  once, not at the next request.
+  reported through ``on_spawn`` and its exit through ``on_exit``, so the supervisor sees a
+  death at once, not at the next request.
 * :func:`list_tools_page` returns one tools/list page as the raw wire dict, so one tool with an
   odd annotation cannot fail a server's whole catalog.
 """
@@ -30,7 +30,7 @@ from pydantic import TypeAdapter
 from weavehost.config import Limits, ServerConfig, Timeouts, resolve_command
 from weavehost.errors import ServerStartError
 from weavehost.mcp.http import open_http_transport
-from weavehost.mcp.transport import ProcessInfo, StdioSpec, stdio_transport
+from weavehost.mcp.transport import ProcessInfo, StdioSpec, StdioTransport
 
 __all__ = ["SpawnedTransport", "list_tools_page", "open_transport"]
 
@@ -66,17 +66,17 @@ def open_transport(
 
 
 class SpawnedTransport:
-    """Adapts :func:`stdio_transport` to the SDK's ``Transport`` protocol, reporting the process."""
+    """Adapts :class:`StdioTransport` to the SDK's ``Transport`` protocol, reporting the process."""
 
     def __init__(
         self, spec: StdioSpec, name: str, *, on_spawn: ProcessHook, on_exit: ProcessHook
     ) -> None:
         self._spec, self._name = spec, name
         self._on_spawn, self._on_exit = on_spawn, on_exit
-        self._cm: Any = None
+        self._cm: StdioTransport | None = None
 
     async def __aenter__(self) -> Any:
-        self._cm = stdio_transport(self._spec, on_spawn=self._on_spawn, on_exit=self._on_exit)
+        self._cm = StdioTransport(self._spec, on_spawn=self._on_spawn, on_exit=self._on_exit)
         try:
             streams = await self._cm.__aenter__()
         except OSError as exc:
@@ -86,6 +86,7 @@ class SpawnedTransport:
         return streams
 
     async def __aexit__(self, *exc: Any) -> bool | None:
+        assert self._cm is not None
         return await self._cm.__aexit__(*exc)
 
 

@@ -21,7 +21,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from weavehost.agent.elicitors import ScriptedElicitor
+    from weavehost.mcp.elicitors import ScriptedElicitor
     from weavehost.testing.assertions import (
         Call,
         Events,
@@ -63,7 +63,7 @@ _HOME = {
     "ScriptedCall": "weavehost.testing.model",
     "SCRIPT_DONE": "weavehost.testing.model",
     "call": "weavehost.testing.model",
-    "ScriptedElicitor": "weavehost.agent.elicitors",
+    "ScriptedElicitor": "weavehost.mcp.elicitors",
     "HostDriver": "weavehost.testing.driver",
     "open_host": "weavehost.testing.driver",
     "Call": "weavehost.testing.assertions",
