@@ -46,7 +46,7 @@ class ServerPool(AsyncContextManagerMixin):
     cannot start; otherwise failed servers are left out (see :meth:`status`) and retried on
     their next use. ``inproc`` maps server names to in-process ``MCPServer``/``Server`` objects
     (tests, embedding). ``features`` is what the pool offers servers (``None``:
-    ``ClientFeatures()``, roots = the current directory, no sampler, no elicitor).
+    ``ClientFeatures()``, roots = none offered, no sampler, no elicitor).
     """
 
     def __init__(
