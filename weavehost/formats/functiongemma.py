@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weavehost.errors import ConstraintError, FormatError
 from weavehost.formats.base import (
@@ -23,8 +23,12 @@ from weavehost.formats.base import (
     Trigger,
     complete_value_end,
 )
+from weavehost.formats.declared import Clue, ValueSyntax
 from weavehost.formats.lark import LarkRules, schema_object
 from weavehost.formats.prompt import PromptStyle, StyledPrompt
+
+if TYPE_CHECKING:
+    from weavehost.gguf import GGUFMetadata
 
 __all__ = ["FUNCTIONGEMMA", "encode_gemma_value", "writable_key"]
 
@@ -150,9 +154,27 @@ class _ValueParser:
         return out
 
 
+def _as_written(text: str) -> str:
+    """A text between ``<escape>`` markers is written as it is: nothing inside is escaped."""
+    return text
+
+
 class FunctionGemmaFormat(LayoutCalls, StyledPrompt):
     name = "functiongemma"
     description = "FunctionGemma: <start_function_call>call:name{key:<escape>value<escape>}"
+    aliases = ("gemma",)
+    control_markers = frozenset({
+        "<start_of_turn>",
+        "<end_of_turn>",
+        "<start_function_call>",
+        "<end_function_call>",
+        "<start_function_response>",
+        "<end_function_response>",
+        "<start_function_declaration>",
+        "<end_function_declaration>",
+        ESCAPE,
+    })  # fmt: skip
+    value_syntax = ValueSyntax(quote=ESCAPE, escape=_as_written, backslash_escapes=False)
     layout = CallLayout(
         opener="<start_function_call>",
         head="<start_function_call>call:{name}{{",
@@ -169,6 +191,11 @@ class FunctionGemmaFormat(LayoutCalls, StyledPrompt):
         bos_token="<bos>",
         filters={"gemma_value": encode_gemma_value},
     )
+
+    def detect(self, metadata: GGUFMetadata) -> Clue | None:
+        if "<start_function_call>" in metadata.tokens:
+            return Clue("the vocabulary has <start_function_call>")
+        return None
 
     def encode_value(self, value: Any) -> str:
         return encode_gemma_value(value)

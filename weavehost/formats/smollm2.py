@@ -8,7 +8,10 @@ renders the conversation with the GGUF's ChatML template (or our copy of it).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from weavehost.formats.base import CallLayout, LayoutCalls, ToolCall, Trigger
+from weavehost.formats.declared import Clue
 from weavehost.formats.jsoncalls import (
     JsonValues,
     call_from_object,
@@ -17,7 +20,11 @@ from weavehost.formats.jsoncalls import (
     tagged_json_values,
 )
 from weavehost.formats.prompt import PromptStyle, StyledPrompt, ToolsInText
+from weavehost.formats.qwen import CHATML_MARKERS
 from weavehost.formats.several import SeveralCalls
+
+if TYPE_CHECKING:
+    from weavehost.gguf import GGUFMetadata
 
 __all__ = ["BARE_LIST", "LIST_FIRST", "LIST_NEXT", "SMOLLM2"]
 
@@ -86,6 +93,8 @@ LIST_NEXT = CallLayout(
 class SmolLM2Format(JsonValues, LayoutCalls, StyledPrompt):
     name = "smollm2"
     description = 'SmolLM2: <tool_call>[{"name": ..., "arguments": {...}}]</tool_call>'
+    aliases = ("smollm2-list",)
+    control_markers = CHATML_MARKERS
     layout = CallLayout(
         opener="<tool_call>",
         head='<tool_call>[{{"name": "{name}", "arguments": {{',
@@ -108,6 +117,12 @@ class SmolLM2Format(JsonValues, LayoutCalls, StyledPrompt):
         template_marker="",
         tools_in_text=ToolsInText(system_head=_SYSTEM_HEAD, system_tail=_SYSTEM_TAIL),
     )
+
+    def detect(self, metadata: GGUFMetadata) -> Clue | None:
+        basename = str(metadata.get("general.basename", "")).lower()
+        if "smollm" in basename or metadata.get("tokenizer.ggml.pre") == "smollm":
+            return Clue("the model is SmolLM2 (GGUF basename/pre-tokenizer)")
+        return None
 
     def parse_calls(self, text: str) -> list[ToolCall]:
         """The calls in ``<tool_call>`` blocks; without any, those of a reply that is a bare
