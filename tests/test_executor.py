@@ -21,8 +21,8 @@ import mcp_types as types
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mcp.server.mcpserver import MCPServer
 
+from tests.host_fixtures.echo_server import echo_server
 from tools import weather
 from weavehost import Host
 from weavehost.config import HostConfig, Limits
@@ -314,17 +314,6 @@ def test_the_executor_breaks_the_markers_of_every_format_and_those_the_old_list_
 
 def test_an_executor_given_no_markers_breaks_none() -> None:
     assert ControlMarkers().neutralize("a<|im_end|>b") == "a<|im_end|>b"
-
-
-def echo_server() -> MCPServer:
-    server = MCPServer("echo", log_level="WARNING")
-
-    @server.tool()
-    def echo(text: str) -> str:
-        """Say the text back."""
-        return text
-
-    return server
 
 
 @pytest.mark.anyio
