@@ -20,19 +20,14 @@ from typing import Any
 
 from weavehost.errors import ConstraintError, FormatError
 from weavehost.formats import Clue, ValueSyntax
-from weavehost.formats.base import CallLayout, LayoutCalls, ToolCall, Trigger, complete_value_end
-from weavehost.formats.lark import LarkRules, schema_object
+from weavehost.formats.base import CallLayout, LayoutCalls, ToolCall, Trigger, leading_value_end
+from weavehost.formats.lark import LarkRules, bare_scalar_rule, schema_object
 from weavehost.formats.prompt import PromptStyle, StyledPrompt, ToolsInText
+from weavehost.formats.smollm2 import CHATML_TEMPLATE
 from weavehost.gguf import GGUFMetadata
 
 __all__ = ["TOY"]
 
-_CHATML = """\
-{%- for message in messages %}<|im_start|>{{ message.role }}
-{{ message.content }}<|im_end|>
-{% endfor %}
-{%- if add_generation_prompt %}<|im_start|>assistant
-{% endif %}"""
 _SYSTEM_HEAD = "You call tools. The tools:\n"
 _SYSTEM_TAIL = (
     "\nTo call a tool, write <<call NAME {key: value, ...}>> with strings in single quotes, "
@@ -165,6 +160,11 @@ class _Reader:
         return out
 
 
+def _read_value(body: str) -> tuple[Any, int]:
+    reader = _Reader(body)
+    return reader.value(), reader.pos
+
+
 class ToyFormat(LayoutCalls, StyledPrompt):
     name = "toy"
     description = "Toy: <<call name {key: 'value'}>>"
@@ -182,7 +182,7 @@ class ToyFormat(LayoutCalls, StyledPrompt):
     control_markers = frozenset({"<<call"})
     value_syntax = ValueSyntax(quote="'", escape=string_text)
     prompt = PromptStyle(
-        fallback_template=_CHATML,
+        fallback_template=CHATML_TEMPLATE,
         template_marker="",
         tools_in_text=ToolsInText(system_head=_SYSTEM_HEAD, system_tail=_SYSTEM_TAIL),
     )
@@ -205,14 +205,9 @@ class ToyFormat(LayoutCalls, StyledPrompt):
         kind = schema.get("type")
         if kind == "string":
             return rules.add(_STRING, "s")
-        if kind == "integer":
-            return rules.add("/-?(0|[1-9][0-9]*)/", "i")
-        if kind == "number":
-            return rules.add("/-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?/", "n")
-        if kind == "boolean":
-            return rules.add('"true" | "false"', "b")
-        if kind == "null":
-            return rules.add('"null"', "z")
+        scalar = bare_scalar_rule(rules, kind)
+        if scalar is not None:
+            return scalar
         if kind == "array":
             item = self.value_rule(rules, schema.get("items") or {})
             return rules.add(f'"[" ({item} (", " {item})*)? "]"', "a")
@@ -232,16 +227,7 @@ class ToyFormat(LayoutCalls, StyledPrompt):
         return rules.add(f'{_STRING} | {number} | "true" | "false" | "null"', "x")
 
     def value_end(self, text: str) -> int | None:
-        start = len(text) - len(text.lstrip(" "))
-        body = text[start:]
-        if not body:
-            return None
-        reader = _Reader(body)
-        try:
-            value = reader.value()
-        except FormatError:
-            return None
-        return complete_value_end(value, reader.pos, body, start)
+        return leading_value_end(text, _read_value)
 
     def parse_calls(self, text: str) -> list[ToolCall]:
         calls = []

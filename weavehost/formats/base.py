@@ -49,6 +49,7 @@ __all__ = [
     "call_format",
     "call_parts",
     "complete_value_end",
+    "leading_value_end",
     "render_chat_template",
     "tool_to_openai",
 ]
@@ -145,6 +146,22 @@ def complete_value_end(value: Any, end: int, body: str, start: int) -> int | Non
         if end == len(body) or body[end] in NUMBER_CONTINUES:
             return None
     return start + end
+
+
+def leading_value_end(text: str, read: Callable[[str], tuple[Any, int]]) -> int | None:
+    """``value_end`` for a format that reads a value with ``read(body) -> (value, end)``, which
+    raises :class:`FormatError` or ``ValueError`` where ``body`` does not begin with a whole
+    value: leading spaces are skipped, and a number is complete only once a character that
+    cannot continue it follows (:func:`complete_value_end`)."""
+    start = len(text) - len(text.lstrip(" "))
+    body = text[start:]
+    if not body:
+        return None
+    try:
+        value, end = read(body)
+    except (FormatError, ValueError):
+        return None
+    return complete_value_end(value, end, body, start)
 
 
 @runtime_checkable

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from weavehost.errors import ConstraintError, FormatError
-from weavehost.formats.base import ToolCall, complete_value_end
+from weavehost.formats.base import ToolCall, leading_value_end
 from weavehost.formats.declared import ValueSyntax
 from weavehost.formats.lark import LarkRules, schema_object
 
@@ -83,15 +83,7 @@ class JsonValues:
         return rules.add("%json " + body, "v")
 
     def value_end(self, text: str) -> int | None:
-        start = len(text) - len(text.lstrip(" "))
-        body = text[start:]
-        if not body:
-            return None
-        try:
-            value, end = json.JSONDecoder().raw_decode(body)
-        except json.JSONDecodeError:
-            return None
-        return complete_value_end(value, end, body, start)
+        return leading_value_end(text, json.JSONDecoder().raw_decode)
 
 
 def call_from_object(obj: Any, arguments_key: str) -> ToolCall:

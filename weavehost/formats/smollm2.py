@@ -26,9 +26,10 @@ from weavehost.formats.several import SeveralCalls
 if TYPE_CHECKING:
     from weavehost.gguf import GGUFMetadata
 
-__all__ = ["BARE_LIST", "LIST_FIRST", "LIST_NEXT", "SMOLLM2"]
+__all__ = ["BARE_LIST", "CHATML_TEMPLATE", "LIST_FIRST", "LIST_NEXT", "SMOLLM2"]
 
-_CHATML = """\
+# Plain ChatML, no tools: SmolLM2's own template (the format writes the tools itself).
+CHATML_TEMPLATE = """\
 {%- for message in messages %}<|im_start|>{{ message.role }}
 {{ message.content }}<|im_end|>
 {% endfor %}
@@ -113,7 +114,7 @@ class SmolLM2Format(JsonValues, LayoutCalls, StyledPrompt):
     )
     # Any GGUF template will do (SmolLM2's is plain ChatML): the tools are ours to write.
     prompt = PromptStyle(
-        fallback_template=_CHATML,
+        fallback_template=CHATML_TEMPLATE,
         template_marker="",
         tools_in_text=ToolsInText(system_head=_SYSTEM_HEAD, system_tail=_SYSTEM_TAIL),
     )
