@@ -293,7 +293,10 @@ class ControlMarkers:
     __slots__ = ("markers", "_pattern")
 
     def __init__(self, markers: Iterable[str] = ()) -> None:
-        self.markers = frozenset(m for m in markers if m)
+        self.markers = frozenset(markers)
+        short = sorted(m for m in self.markers if len(m) < 2)
+        if short:  # a space after its only character would leave it whole
+            raise ValueError(f"a control marker has at least two characters: {short!r}")
         # Longest first, so a marker is broken whole, never at a shorter one inside it.
         ordered = sorted(self.markers, key=lambda m: (-len(m), m))
         self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
