@@ -4,7 +4,9 @@ A format is one module: an object with the :class:`ModelFormat` members, and one
 :data:`FORMATS`. Everything shared code needs from a format it asks the format: how a model is
 detected as its own (``detect``), the names a user may give it (``aliases``), its prompt, call
 layout, triggers, values, grammar and parser, the control markers the executor breaks in tool
-results (the union is :func:`control_markers`), and its strings' syntax for drafts.
+results (the union is :func:`control_markers`), and its strings' syntax for drafts. A format
+outside this package is registered the same way, ``FORMATS["toy"] = TOY`` (a test does it with
+``monkeypatch.setitem``, as ``tests/test_toy_format.py``); nothing else needs to know it.
 
 Detection reads only metadata (architecture, chat template, vocabulary) and says which clue
 decided it; a user's choice (``--format`` or ``format`` in config) always wins. Every format is
