@@ -12,6 +12,7 @@ from weavehost.decode.drafts import (
     STRING_ENDS,
     DraftSource,
 )
+from weavehost.formats.functiongemma import FUNCTIONGEMMA
 
 CALL = '{"name": "get_weather", "arguments": {'
 
@@ -159,12 +160,12 @@ def test_max_chars_bounds_the_draft() -> None:
     assert propose(texts, CALL + '"city": "Par', max_chars=0) == ""
 
 
-def test_json_string_says_where_the_value_is_when_the_caller_knows() -> None:
+def test_in_string_says_where_the_value_is_when_the_caller_knows() -> None:
     texts = ["What's the weather in Paris today? 15 days"]
-    assert propose(texts, "Par", json_string=True) == "is"
-    assert propose(texts, ' "Par', json_string=True) == "is"
-    assert propose(texts, ' "Par', json_string=False) == ""
-    assert propose(texts, " 1", json_string=False) == "5"
+    assert propose(texts, "Par", in_string=True) == "is"
+    assert propose(texts, ' "Par', in_string=True) == "is"
+    assert propose(texts, ' "Par', in_string=False) == ""
+    assert propose(texts, " 1", in_string=False) == "5"
 
 
 # Numbers
@@ -336,3 +337,26 @@ def test_the_conversation_is_asked_before_the_loop_and_an_array_of_strings_takes
     # after a string item, the next item is no number from the request
     assert source.guess(CALL + '"tags": ["eggs", ') is None
     assert source.guess(CALL + '"counts": [') == ("2", "start", NUMBER_ENDS)
+
+
+GEMMA_CALL = "<start_function_call>call:get_weather{"
+
+
+def test_a_functiongemma_string_is_drafted_between_its_escape_markers() -> None:
+    texts = ["Weather in Paris today?"]
+    source = DraftSource(texts, syntax=FUNCTIONGEMMA.value_syntax)
+    ends = ("<escape>,", "<escape>}", "<escape>]")
+    assert source.propose(GEMMA_CALL + "city:<escape>Par") == "is"
+    assert source.guess(GEMMA_CALL + "city:<escape>Par") == ("is", "string", ends)
+    assert source.guess(GEMMA_CALL + "days:3,city:<escape>") is None  # no name in no request
+    named = DraftSource([], request="Weather in Paris today?", syntax=FUNCTIONGEMMA.value_syntax)
+    assert named.guess(GEMMA_CALL + "city:<escape>") == ("Paris", "name", ends)
+    # A JSON quote is no string in this syntax, and a closed <escape> string is no value.
+    assert source.propose(GEMMA_CALL + 'city:"Par') == ""
+    assert source.propose(GEMMA_CALL + "city:<escape>Paris<escape>,note:Par") == ""
+
+
+def test_a_functiongemma_string_draft_is_the_text_as_it_stands_with_no_escapes() -> None:
+    source = DraftSource(['say "hi\\there" now'], syntax=FUNCTIONGEMMA.value_syntax)
+    assert source.propose(GEMMA_CALL + 'text:<escape>say "h') == "i\\there"  # one backslash
+    assert DraftSource(['say "hi\\there" now']).propose('{"text": "say \\"h') == "i\\\\there"

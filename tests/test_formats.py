@@ -30,7 +30,7 @@ from weavehost.formats.toolprompt import (
     PROMPT_EXAMPLES,
     TOOL_DESCRIPTION_BUDGET,
 )
-from weavehost.gguf import read_metadata
+from weavehost.gguf import GGUFMetadata, read_metadata
 
 EVERY_TYPE_CALL = ToolCall(
     "get_weather",
@@ -214,6 +214,53 @@ def test_a_user_choice_overrides_detection(embedded_model_path):
     detection = detect_format(meta, "hermes")
     assert detection.format.name == "qwen"
     assert "user" in detection.reason
+
+
+def _metadata(tokens=(), template=None, **values) -> GGUFMetadata:
+    found = {"tokenizer.ggml.tokens": list(tokens), **values}
+    if template is not None:
+        found["tokenizer.chat_template"] = template
+    return GGUFMetadata(Path("model.gguf"), 3, 0, found)
+
+
+# Each clue, and the clue it beats where two are present: the order and reasons of the rule
+# list in weavehost/formats/__init__.py, asked of each format's own ``detect``.
+DETECTIONS = [
+    (_metadata(["<start_function_call>"], "<tool_call>"), "functiongemma",
+     "the vocabulary has <start_function_call>"),
+    (_metadata(["<|start_header_id|>"], "{{ '<tool_call>' }}"), "qwen",
+     "the chat template writes <tool_call>"),
+    (_metadata(["<|start_header_id|>", "<|im_start|>"], **{"general.basename": "SmolLM2"}),
+     "llama3", "the vocabulary has Llama 3 header tokens"),
+    (_metadata(["<|im_start|>"], "<|im_start|>", **{"general.basename": "SmolLM2-135M"}),
+     "smollm2", "the model is SmolLM2 (GGUF basename/pre-tokenizer)"),
+    (_metadata(**{"tokenizer.ggml.pre": "smollm"}), "smollm2",
+     "the model is SmolLM2 (GGUF basename/pre-tokenizer)"),
+    (_metadata(template="<|im_start|>{{ m }}"), "qwen",
+     "a ChatML model with no tool syntax: using the Hermes prompt"),
+    (_metadata(["<|im_start|>"]), "qwen",
+     "a ChatML model with no tool syntax: using the Hermes prompt"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("meta", "name", "reason"), DETECTIONS)
+def test_detection_asks_each_format_in_order_and_the_first_strong_clue_decides(meta, name, reason):
+    detection = detect_format(meta)
+    assert (detection.format.name, detection.reason) == (name, reason)
+
+
+def test_a_model_with_no_clue_names_the_formats_to_choose_from():
+    with pytest.raises(UnknownFormatError, match="pass --format with one of: functiongemma"):
+        detect_format(_metadata(["a", "b"], "{{ messages }}"))
+
+
+@pytest.mark.parametrize(
+    ("alias", "name"),
+    [("hermes", "qwen"), ("Qwen3", "qwen"), ("qwen2.5", "qwen"), ("llama3-json", "llama3"),
+     ("smollm2-list", "smollm2"), ("gemma", "functiongemma"), ("SMOLLM2", "smollm2")],
+)  # fmt: skip
+def test_each_format_is_named_by_its_name_or_its_aliases_in_any_case(alias, name):
+    assert get_format(alias).name == name
 
 
 def test_an_unknown_format_name_lists_the_known_ones():

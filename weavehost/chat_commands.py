@@ -12,9 +12,9 @@ Invariants:
 
 * Text a server wrote (a resource, a prompt) is capped and neutralised exactly as a tool result is:
   at ``limits.max_result_chars`` with the visible truncation marker, chat-control markers broken
-  (:func:`~weavehost.mcp.executor.truncate_text`,
-  :func:`~weavehost.mcp.executor.neutralize_control_markers`). The cap counts the whole attachment,
-  header included.
+  (:func:`~weavehost.mcp.executor.truncate_text`, every format's markers through
+  :class:`~weavehost.mcp.executor.ControlMarkers`). The cap counts the whole attachment, header
+  included.
 * A server is asked only for what it declared (the pool answers "none" for a server without
   ``resources`` or ``prompts`` in its capabilities).
 * Every failure here (an unknown prompt or server, a missing required argument, a resource the
@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from weavehost.errors import ConfigError, WeavehostError
-from weavehost.mcp.executor import neutralize_control_markers, truncate_text
+from weavehost.formats import control_markers
+from weavehost.mcp.executor import ControlMarkers, truncate_text
 from weavehost.mcp.features import PromptInfo, PromptMessage, ResourceInfo, ResourceText
 
 __all__ = [
@@ -149,7 +150,7 @@ def format_prompts(items: Sequence[PromptInfo]) -> list[str]:
 def _fence(text: str, cap: int) -> str:
     """Server text made safe to put in a prompt: capped like a tool result, markers broken."""
     shown, _ = truncate_text(text, cap)
-    return neutralize_control_markers(shown)
+    return ControlMarkers(control_markers()).neutralize(shown)
 
 
 async def attach_resources(pool: ResourcePool, line: str, *, max_chars: int) -> str:

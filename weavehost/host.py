@@ -72,9 +72,10 @@ from weavehost.config import HostConfig, RemoteModelConfig, build_config, resolv
 from weavehost.decode import DEFAULT_STRATEGY
 from weavehost.engine import DEFAULT_N_CTX
 from weavehost.errors import ClientFeatureError, ConfigError
+from weavehost.formats import control_markers
 from weavehost.mcp.catalog import Catalog
 from weavehost.mcp.elicitors import DecliningElicitor
-from weavehost.mcp.executor import Approver, Executor, ToolResult
+from weavehost.mcp.executor import Approver, ControlMarkers, Executor, ToolResult
 from weavehost.mcp.features import ClientFeatures, Elicitor, LogMessage, Roots
 from weavehost.mcp.servers import ServerPool
 
@@ -222,7 +223,13 @@ class Host(AsyncContextManagerMixin):
                     self.catalog = await Catalog.load(pool)
                     if self.tool_choice is not None:  # a typo fails before the model loads
                         check_tool_choice(self.tool_choice, self.catalog.names)
-                    self.executor = Executor(pool, self.catalog, self.config, self.approver)
+                    self.executor = Executor(
+                        pool,
+                        self.catalog,
+                        self.config,
+                        self.approver,
+                        markers=ControlMarkers(control_markers()),  # every format's
+                    )
                     if self.model is None and self.load_model_when is True:
                         await self.load_model()
                     elif self.model is not None:

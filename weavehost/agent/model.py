@@ -345,7 +345,7 @@ class EngineModel:
     ) -> SyncReport:
         engine = self.engine
         tokens = self.render(messages, tools)
-        self._drafts = DraftSource.from_messages(messages)
+        self._drafts = DraftSource.from_messages(messages, syntax=self.format.value_syntax)
         if len(tokens) >= engine.n_ctx:
             raise ContextOverflowError(
                 f"the conversation takes {len(tokens)} tokens, more than the context size of "

@@ -102,7 +102,7 @@ def run_case(
         format=fmt,
         tools=tools,
         max_tokens=max_tokens,
-        drafts=DraftSource.from_messages(messages),
+        drafts=DraftSource.from_messages(messages, syntax=fmt.value_syntax),
     )
     reply = write_calls(request, chosen, max_calls=max_calls)
     return CaseOutcome(

@@ -3,37 +3,40 @@
 A decoder that verifies a draft feeds its tokens in one pass and keeps the longest prefix whose
 every token equals the constrained argmax, so a draft is only ever a guess: a wrong one costs
 rows of a pass, never a different call. This module therefore aims at cheap, likely drafts and
-knows nothing of models or tokens (tokenizing a draft is the caller's job); values are encoded
-by the JSON formats' own ``encode_json_value``.
+knows nothing of models or tokens (tokenizing a draft is the caller's job); strings are written
+as the format writes them, in its :class:`~weavehost.formats.ValueSyntax` (``fmt.value_syntax``:
+JSON's ``"…"`` with backslash escapes, FunctionGemma's ``<escape>…<escape>``), given to
+:class:`DraftSource` by the caller; the JSON formats' syntax when none is given.
 
 Two sources, both in :class:`DraftSource`: the conversation, and the call's own text.
 ``guess(written)`` is ``propose``'s draft with its kind (``"string"``, ``"number"``), or, where a
 value has not begun, the request's (the last user message's) first number the call has not
 written yet (``"start"``); where the conversation has nothing and the call has begun to loop,
 the loop's next turns (``"repeat"``). The decoder sizes each kind by its own acceptance rate.
-``propose(written)`` looks at the JSON
-value the call text ends inside. In a string value it finds the longest suffix of the value
-written so far (at least ``min_match`` characters, never reaching back past the value's opening
-quote) in the conversation's texts and returns what followed it there; in a number it returns
-the rest of the most recent number in the texts that starts with the digits written.
+``propose(written)`` looks at the value the call text ends inside. In a string value it finds
+the longest suffix of the value written so far (at least ``min_match`` characters, never
+reaching back past the value's opening quote) in the conversation's texts and returns what
+followed it there; in a number it returns the rest of the most recent number in the texts that
+starts with the digits written.
 (Drafts from the schema — ``enum`` members, booleans, ``default`` — are not proposed: the call
 grammar already forces an enum member's rest once its prefix is unique, and no measurement yet
 says a ``default`` is worth a row.)
 
 Guarantees: ``propose`` returns ``""`` when nothing matches, when the value has written nothing
 yet (the decoder's own first token decides more than a guess), inside a key, and outside any
-value; a string draft is JSON-escaped text that stays inside the string (it never holds an
-unescaped ``"``); a number draft holds only number characters. Drafts are written as the JSON
-formats write values (``json.dumps(ensure_ascii=False)``, DEL as ``\\u007f``, separators
-``", "`` and ``": "``), so they are the text the constraint accepts. The FunctionGemma format's
-``<escape>`` strings are not JSON strings; these drafts do not apply to it.
+value; a string draft is text escaped as the syntax escapes it, that stays inside the string (it
+never holds the quote, unescaped); a number draft holds only number characters. Drafts are
+written as the format writes values (for JSON ``json.dumps(ensure_ascii=False)``, DEL as
+``\\u007f``), so they are the text the constraint accepts. Every syntax has JSON's shape
+(``{``, ``[``, ``:`` before a value, ``,`` between members); only its strings differ.
 
 Choices:
 
-- Texts are indexed JSON-escaped (once, in the constructor), so ``written`` is matched as it
-  stands and a draft needs no escaping; matching is ``str.find`` on the joined texts under a
-  binary search over the suffix length (a suffix that occurs has every shorter suffix occur),
-  about ``log2(len(value))`` C-speed searches per call and no Python loop over the conversation.
+- Texts are indexed escaped as the syntax escapes them (once, in the constructor), so
+  ``written`` is matched as it stands and a draft needs no escaping; matching is ``str.find``
+  on the joined texts under a binary search over the suffix length (a suffix that occurs has
+  every shorter suffix occur), about ``log2(len(value))`` C-speed searches per call and no
+  Python loop over the conversation.
 - Preference: the longest matching suffix, then its most recent occurrence (texts are given
   oldest first, and the last occurrence in their join is the most recent).
 - Where a draft stops: at ``max_chars``, at the end of its source text, and before anything the
@@ -83,7 +86,8 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
-from weavehost.formats.jsoncalls import encode_json_value
+from weavehost.formats.declared import ValueSyntax
+from weavehost.formats.jsoncalls import JSON_STRINGS
 
 __all__ = [
     "MAX_MATCH",
@@ -103,13 +107,15 @@ REPEAT_MIN = 6
 # bound keeps a long value's searches short.
 MAX_MATCH = 256
 # Ends each indexed text: json.dumps writes NUL as \u0000, so it occurs in no escaped text and
-# in no well-formed JSON string, and a match can never run from one text into the next.
+# in no well-formed JSON string (a syntax that writes text as it is has it dropped), and a match
+# can never run from one text into the next.
 _END = "\x00"
 
-# A token of the call text: a string (group 1 is its closing quote, absent while it runs to
-# the end of the text) or a structural character. Text between tokens is numbers, literals,
-# spaces or the format's own words (``<tool_call>``), none of which holds a quote.
-_TOKEN = re.compile(r'"(?:[^"\\]+|\\.)*(")?|[\[\]{}:,]', re.DOTALL)
+# A token of the call text (:func:`_token_pattern`): a string (group 1 is its closing quote,
+# absent while it runs to the end of the text) or a structural character. Text between tokens
+# is numbers, literals, spaces, bare keys or the format's own words (``<tool_call>``), none of
+# which holds a quote.
+_STRUCTURE = r"[\[\]{}:,]"
 # A number value being written, at the end of the text: a sign and/or digits so far.
 _NUMBER_TAIL = re.compile(r"(?<![\w.+-])(?:-|-?\d[\d.eE+-]*)\Z")
 # A number in a text, not glued to a word or another number (``v2``, ``2024-05``): as JSON
@@ -117,8 +123,6 @@ _NUMBER_TAIL = re.compile(r"(?<![\w.+-])(?:-|-?\d[\d.eE+-]*)\Z")
 _NUMBER = re.compile(
     r"(?<![\w.-])-?(?:0|[1-9]\d{0,2}(?:,\d{3})+(?!\d)|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?(?!\d)"
 )
-# The text ends after an array item that was a string and its comma: the next item is not begun.
-_STRING_ITEM_BEFORE = re.compile(r'"\s*,\s*\Z')
 # A number the call has written as a value (after a colon, a comma or a bracket).
 _WRITTEN_NUMBER = re.compile(r"[:,\[]\s*(-?\d[\d.eE+-]*)")
 # A name's rest: the rest of its word (a full stop only inside it: ``notes.txt``, ``D.C``), then
@@ -134,16 +138,19 @@ _NAME_GOES_ON = re.compile(rf"(?!\\[^\\]){_WORD_CHAR}")
 # Where a name of the request begins: a capitalised word that does not begin the request or a
 # sentence ("from Sydney to Melbourne", not "Find ..." or "... today. What ...").
 _NAME_BEGINS = re.compile(r"(?<![\w.'-])(?<![.?!:] )[A-Z]")
-# The part of an escaped text a draft may hold: anything but an escape, except ``\\``.
+# The part of an escaped text a draft may hold: anything but an escape, except ``\\``; in a
+# syntax without backslash escapes, anything.
 _PLAIN = re.compile(r"(?:[^\\\x00]|\\\\)*")
+_PLAIN_UNESCAPED = re.compile(r"[^\x00]*")
 
 _HEX = frozenset("0123456789abcdefABCDEF")
 
 _Kind = Literal["string", "number", "start", "repeat", "name"]
 
 # What may close a value a guess completes, most likely first (the next member's comma, the
-# object's or the array's end): after a string its quote comes first.
-STRING_ENDS = ('",', '"}', '"]')
+# object's or the array's end): after a string its quote comes first (JSON's; a syntax's own
+# are ``ValueSyntax.string_ends``).
+STRING_ENDS = JSON_STRINGS.string_ends
 NUMBER_ENDS = (",", "}", "]")
 
 
@@ -160,21 +167,27 @@ class Guess(NamedTuple):
 class DraftSource:
     """Where drafts come from for one call: the conversation's texts, oldest first."""
 
-    __slots__ = ("_min_match", "_names", "_numbers", "_starts", "_text")
+    __slots__ = ("_min_match", "_names", "_numbers", "_starts", "_strings", "_text")
 
     def __init__(
-        self, texts: Sequence[str], *, min_match: int = MIN_MATCH, request: str = ""
+        self,
+        texts: Sequence[str],
+        *,
+        min_match: int = MIN_MATCH,
+        request: str = "",
+        syntax: ValueSyntax = JSON_STRINGS,
     ) -> None:
         if min_match < 1:
             raise ValueError(f"min_match must be at least 1, got {min_match}")
         self._min_match = min_match
+        self._strings = _Strings(syntax)
         # The request's numbers in order, as JSON writes them: guesses for a value not begun.
         self._starts = [m.group().replace(",", "") for m in _NUMBER.finditer(request)]
-        # The request's names in order, JSON-escaped: guesses for a string not begun.
-        self._names = _names(request)
+        # The request's names in order, escaped: guesses for a string not begun.
+        self._names = _names(request, syntax)
         kept = [text for text in texts if text]
-        # Each text as it stands inside a JSON string, so a written value matches it verbatim.
-        self._text = "".join(encode_json_value(text)[1:-1] + _END for text in kept)
+        # Each text as it stands inside a string value, so a written value matches it verbatim.
+        self._text = "".join(_escaped(text, syntax) + _END for text in kept)
         # Every prefix of every number -> the rest of the most recent number with that prefix.
         self._numbers: dict[str, str] = {}
         for text in kept:
@@ -185,11 +198,16 @@ class DraftSource:
 
     @classmethod
     def from_messages(
-        cls, messages: Sequence[Mapping[str, Any]], *, min_match: int = MIN_MATCH
+        cls,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        min_match: int = MIN_MATCH,
+        syntax: ValueSyntax = JSON_STRINGS,
     ) -> DraftSource:
         """The texts of OpenAI-style ``messages`` (oldest first): user and tool content (a
         string, or ``{"type": "text", "text": ...}`` parts), the assistant's text and the
-        argument values of its calls; not the system prompt."""
+        argument values of its calls; not the system prompt. ``syntax``: the format's
+        (``fmt.value_syntax``)."""
         texts: list[str] = []
         request = ""
         for message in messages:
@@ -201,21 +219,21 @@ class DraftSource:
             if message.get("role") == "assistant":
                 for call in message.get("tool_calls") or ():
                     texts.extend(_argument_texts(call))
-        return cls(texts, min_match=min_match, request=request)
+        return cls(texts, min_match=min_match, request=request, syntax=syntax)
 
-    def propose(self, written: str, *, max_chars: int = 64, json_string: bool | None = None) -> str:
+    def propose(self, written: str, *, max_chars: int = 64, in_string: bool | None = None) -> str:
         """A draft to follow ``written`` (the call text so far), or ``""``.
 
-        ``json_string``: whether ``written`` ends inside a JSON string value, when the caller
-        knows (then the value is what follows the last unescaped quote, or all of ``written``
-        if it holds none); ``None`` finds out by scanning ``written``.
+        ``in_string``: whether ``written`` ends inside a string value, when the caller knows
+        (then the value is what follows the last unescaped quote, or all of ``written`` if it
+        holds none); ``None`` finds out by scanning ``written``.
         """
         if max_chars <= 0:
             return ""
-        if json_string is None:
-            kind, value = _value_at_end(written)
-        elif json_string:
-            kind, value = "string", _after_opening_quote(written)
+        if in_string is None:
+            kind, value = self._strings.value_at_end(written)
+        elif in_string:
+            kind, value = "string", self._strings.after_opening_quote(written)
         else:
             kind, value = _number_at_end(written)
         if kind == "number":
@@ -238,10 +256,11 @@ class DraftSource:
         conversation."""
         if max_chars <= 0:
             return None
-        kind, value = _value_at_end(written)
+        strings = self._strings
+        kind, value = strings.value_at_end(written)
         text, ends = "", False
         if kind == "start":
-            if not _STRING_ITEM_BEFORE.search(written):  # an array of strings takes no number
+            if not strings.item_before.search(written):  # an array of strings takes no number
                 text = self._first_unwritten_number(written)
                 ends = bool(text)
         elif kind == "number":
@@ -254,7 +273,7 @@ class DraftSource:
             text, ends = self._string_draft(value, max_chars)
         if kind is not None and (text or ends):
             ends = ends and len(text) <= max_chars  # a guess cut short does not end the value
-            closers = STRING_ENDS if kind in ("string", "name") else NUMBER_ENDS
+            closers = strings.ends if kind in ("string", "name") else NUMBER_ENDS
             return Guess(text[:max_chars], kind, closers if ends else ())
         text = _repeat_draft(written, max_chars)
         return Guess(text, "repeat") if text else None
@@ -283,8 +302,9 @@ class DraftSource:
             return "", False
         low = _longest_suffix_in(value, text, self._min_match, min(len(value), MAX_MATCH))
         at = text.rfind(value[-low:]) + low
-        begun = _open_escape(value, len(value))
-        if begun != _open_escape(text, at):
+        strings = self._strings
+        begun = strings.open_escape(value, len(value))
+        if begun != strings.open_escape(text, at):
             return "", False  # the match ends at a different point of an escape: not the same text
         head = ""
         if begun:  # the draft first completes the escape the value has begun
@@ -293,7 +313,7 @@ class DraftSource:
             else:
                 head = text[at : at + (5 if text.startswith("u", at) else 1)]
             at += len(head)
-        rest = _PLAIN.match(text, at, at + max(0, max_chars - len(head)))
+        rest = strings.plain.match(text, at, at + max(0, max_chars - len(head)))
         # A value copied from prose is mostly a name: it ends with its word, or with the
         # capitalised words that follow it ("New York City"), rarely with the sentence.
         name = _NAME.match(rest.group()) if rest else None
@@ -301,9 +321,14 @@ class DraftSource:
         return draft, not _NAME_GOES_ON.match(text, at + len(draft) - len(head))
 
 
-def _names(request: str) -> list[str]:
+def _escaped(text: str, syntax: ValueSyntax) -> str:
+    """``text`` as it stands inside a string value, without NUL (:data:`_END`)."""
+    return syntax.escape(text).replace(_END, "")
+
+
+def _names(request: str, syntax: ValueSyntax) -> list[str]:
     """The request's names in order (see :data:`_NAME_BEGINS`), each with the capitalised or
-    numbered words after it, JSON-escaped; a word inside a name begins none of its own."""
+    numbered words after it, escaped; a word inside a name begins none of its own."""
     names: list[str] = []
     end = 0
     for begin in _NAME_BEGINS.finditer(request):
@@ -311,7 +336,7 @@ def _names(request: str) -> list[str]:
             continue
         name = _NAME.match(request, begin.start())
         if name is not None and name.group():
-            names.append(encode_json_value(name.group())[1:-1])
+            names.append(_escaped(name.group(), syntax))
             end = name.end()
     return names
 
@@ -349,43 +374,81 @@ def _repeat_draft(written: str, max_chars: int) -> str:
     return "".join(draft)
 
 
-def _try_encode(value: Any) -> str | None:
-    try:
-        return encode_json_value(value)
-    except (TypeError, ValueError):  # NaN or a non-JSON value in the schema: no draft
-        return None
+class _Strings:
+    """The call text as a format's :class:`ValueSyntax` writes it: where a value is, where a
+    string's escapes are. Every syntax has JSON's shape; its strings are its own."""
 
+    __slots__ = ("ends", "item_before", "plain", "quote", "syntax", "token")
 
-def _value_at_end(written: str) -> tuple[_Kind | None, str]:
-    """What ``written`` ends inside: a string value and its text after the opening quote, a
-    number value and its characters, or neither (a key, structure, ``true``…)."""
-    stack: list[str] = []
-    previous = ""
-    end = 0
-    for match in _TOKEN.finditer(written):
-        token = match.group()
-        if token[0] == '"':
-            if match.group(1) is None:  # this string runs to the end of the text
-                key = bool(stack) and stack[-1] == "{" and previous in ("{", ",")
-                return (None, "") if key else ("string", written[match.start() + 1 :])
-            previous = '"'
-        elif token in "[{":
-            stack.append(token)
-            previous = token
-        elif token in "]}":
-            if stack:
-                stack.pop()
-            previous = token
+    def __init__(self, syntax: ValueSyntax) -> None:
+        self.syntax, self.ends = syntax, syntax.string_ends
+        quote = re.escape(syntax.quote)
+        if syntax.backslash_escapes:  # a one-character quote (ValueSyntax checks)
+            body = rf"(?:[^{quote}\\]+|\\.)*"
         else:
-            previous = token
-        end = match.end()
-    in_value = previous in ("", ":") or (previous in ("[", ",") and stack[-1:] == ["["])
-    if not in_value:
-        return None, ""
-    rest = written[end:]
-    if previous and not rest.strip():
-        return "start", ""  # after a member's colon or in an array, nothing written yet
-    return _number_at_end(rest)
+            body = rf"(?:(?!{quote}).)*"
+        self.quote = syntax.quote
+        # A string (group 1 its closing quote, absent while it runs to the end) or structure.
+        self.token = re.compile(rf"{quote}{body}({quote})?|{_STRUCTURE}", re.DOTALL)
+        # The text ends after an array item that was a string and its comma: the next item is
+        # not begun.
+        self.item_before = re.compile(rf"{quote}\s*,\s*\Z")
+        self.plain = _PLAIN if syntax.backslash_escapes else _PLAIN_UNESCAPED
+
+    def value_at_end(self, written: str) -> tuple[_Kind | None, str]:
+        """What ``written`` ends inside: a string value and its text after the opening quote,
+        a number value and its characters, or neither (a key, structure, ``true``…)."""
+        stack: list[str] = []
+        previous = ""
+        end = 0
+        for match in self.token.finditer(written):
+            token = match.group()
+            if token.startswith(self.quote):
+                if match.group(1) is None:  # this string runs to the end of the text
+                    key = bool(stack) and stack[-1] == "{" and previous in ("{", ",")
+                    value = written[match.start() + len(self.quote) :]
+                    return (None, "") if key else ("string", value)
+                previous = '"'
+            elif token in "[{":
+                stack.append(token)
+                previous = token
+            elif token in "]}":
+                if stack:
+                    stack.pop()
+                previous = token
+            else:
+                previous = token
+            end = match.end()
+        in_value = previous in ("", ":") or (previous in ("[", ",") and stack[-1:] == ["["])
+        if not in_value:
+            return None, ""
+        rest = written[end:]
+        if previous and not rest.strip():
+            return "start", ""  # after a member's colon or in an array, nothing written yet
+        return _number_at_end(rest)
+
+    def after_opening_quote(self, written: str) -> str:
+        """The string value ``written`` ends inside: what follows its last opening quote."""
+        at = written.rfind(self.quote)
+        while at >= 0 and self.syntax.backslash_escapes and _trailing_backslashes(written, at) % 2:
+            at = written.rfind(self.quote, 0, at)
+        return written[at + len(self.quote) :] if at >= 0 else written
+
+    def open_escape(self, text: str, end: int) -> str:
+        """The escape that escaped ``text`` has begun and not finished at ``end``: ``""``,
+        ``\\``, or ``\\u`` with up to three hex digits (always ``""`` in a syntax without
+        backslash escapes)."""
+        if not self.syntax.backslash_escapes:
+            return ""
+        for begun in range(1, 6):
+            start = end - begun
+            if start < 0 or text[start] != "\\" or _trailing_backslashes(text, start) % 2:
+                continue  # not a backslash that opens an escape
+            rest = text[start + 1 : end]
+            if begun == 1 or (rest[0] == "u" and all(c in _HEX for c in rest[1:])):
+                return text[start:end]
+            return ""
+        return ""
 
 
 def _number_at_end(text: str) -> tuple[_Kind | None, str]:
@@ -393,32 +456,11 @@ def _number_at_end(text: str) -> tuple[_Kind | None, str]:
     return ("number", match.group()) if match else (None, "")
 
 
-def _after_opening_quote(written: str) -> str:
-    at = written.rfind('"')
-    while at >= 0 and _trailing_backslashes(written, at) % 2:
-        at = written.rfind('"', 0, at)
-    return written[at + 1 :]
-
-
 def _trailing_backslashes(text: str, end: int) -> int:
     start = end
     while start > 0 and text[start - 1] == "\\":
         start -= 1
     return end - start
-
-
-def _open_escape(text: str, end: int) -> str:
-    """The escape that JSON-escaped ``text`` has begun and not finished at ``end``: ``""``,
-    ``\\``, or ``\\u`` with up to three hex digits."""
-    for begun in range(1, 6):
-        start = end - begun
-        if start < 0 or text[start] != "\\" or _trailing_backslashes(text, start) % 2:
-            continue  # not a backslash that opens an escape
-        rest = text[start + 1 : end]
-        if begun == 1 or (rest[0] == "u" and all(c in _HEX for c in rest[1:])):
-            return text[start:end]
-        return ""
-    return ""
 
 
 def _content_texts(content: Any) -> Iterator[str]:
@@ -452,7 +494,7 @@ def _leaf_texts(value: Any) -> Iterator[str]:
     if isinstance(value, str):
         yield value
     elif isinstance(value, int | float) and not isinstance(value, bool):
-        yield _try_encode(value) or ""
+        yield json.dumps(value)  # as every format writes a number, and _NUMBER reads it
     elif isinstance(value, Mapping):
         for item in value.values():
             yield from _leaf_texts(item)

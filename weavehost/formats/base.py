@@ -30,11 +30,13 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from weavehost.engine.segment import Segment
 from weavehost.errors import FormatError
+from weavehost.formats.declared import Clue, ValueSyntax
 from weavehost.formats.lark import LarkRules
 from weavehost.formats.toolprompt import TOOL_DESCRIPTION_BUDGET, cut_description, prompt_parameters
 
 if TYPE_CHECKING:
     from weavehost.formats.several import SeveralCalls
+    from weavehost.gguf import GGUFMetadata
 
 __all__ = [
     "CallLayout",
@@ -47,6 +49,7 @@ __all__ = [
     "call_format",
     "call_parts",
     "complete_value_end",
+    "leading_value_end",
     "render_chat_template",
     "tool_to_openai",
 ]
@@ -145,18 +148,43 @@ def complete_value_end(value: Any, end: int, body: str, start: int) -> int | Non
     return start + end
 
 
+def leading_value_end(text: str, read: Callable[[str], tuple[Any, int]]) -> int | None:
+    """``value_end`` for a format that reads a value with ``read(body) -> (value, end)``, which
+    raises :class:`FormatError` or ``ValueError`` where ``body`` does not begin with a whole
+    value: leading spaces are skipped, and a number is complete only once a character that
+    cannot continue it follows (:func:`complete_value_end`)."""
+    start = len(text) - len(text.lstrip(" "))
+    body = text[start:]
+    if not body:
+        return None
+    try:
+        value, end = read(body)
+    except (FormatError, ValueError):
+        return None
+    return complete_value_end(value, end, body, start)
+
+
 @runtime_checkable
 class ModelFormat(Protocol):
     """A model family's tool-call format, and the only place that knows it: shared code asks
-    the format (its layout, triggers, prompt, value syntax and grammar) and never its name.
-    Implementations are plain module-level objects; the shipped ones render prompts from a
-    :class:`~weavehost.formats.prompt.PromptStyle`."""
+    the format (how it is detected, its layout, triggers, prompt, control markers, value syntax
+    and grammar) and never its name. Implementations are plain module-level objects; the
+    shipped ones render prompts from a :class:`~weavehost.formats.prompt.PromptStyle`."""
 
     name: str
     description: str
+    aliases: tuple[str, ...]  # other names a user may give it (``--format hermes``)
     layout: CallLayout
     triggers: tuple[Trigger, ...]
     several: SeveralCalls | None  # how one reply holds several calls (None: one block each)
+    # The texts of its special tokens that open or close a turn, a call or a result: broken in
+    # tool results by the executor (the union over every format, :mod:`~weavehost.formats`).
+    control_markers: frozenset[str]
+    value_syntax: ValueSyntax  # how its string values are written, for drafts
+
+    def detect(self, metadata: GGUFMetadata) -> Clue | None:
+        """Why the model whose GGUF ``metadata`` this is uses this format, or ``None``."""
+        ...
 
     def render_prompt(
         self,
@@ -238,6 +266,21 @@ class LayoutView:
     @property
     def several(self) -> SeveralCalls | None:
         return self.base.several
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        return self.base.aliases
+
+    @property
+    def control_markers(self) -> frozenset[str]:
+        return self.base.control_markers
+
+    @property
+    def value_syntax(self) -> ValueSyntax:
+        return self.base.value_syntax
+
+    def detect(self, metadata: GGUFMetadata) -> Clue | None:
+        return self.base.detect(metadata)
 
     def render_prompt(
         self,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weavehost.errors import ConstraintError, FormatError
 from weavehost.formats.base import (
@@ -21,10 +21,14 @@ from weavehost.formats.base import (
     LayoutCalls,
     ToolCall,
     Trigger,
-    complete_value_end,
+    leading_value_end,
 )
-from weavehost.formats.lark import LarkRules, schema_object
+from weavehost.formats.declared import Clue, ValueSyntax
+from weavehost.formats.lark import LarkRules, bare_scalar_rule, schema_object
 from weavehost.formats.prompt import PromptStyle, StyledPrompt
+
+if TYPE_CHECKING:
+    from weavehost.gguf import GGUFMetadata
 
 __all__ = ["FUNCTIONGEMMA", "encode_gemma_value", "writable_key"]
 
@@ -150,9 +154,32 @@ class _ValueParser:
         return out
 
 
+def _as_written(text: str) -> str:
+    """A text between ``<escape>`` markers is written as it is: nothing inside is escaped."""
+    return text
+
+
+def _read_value(body: str) -> tuple[Any, int]:
+    parser = _ValueParser(body)
+    return parser.value(), parser.pos
+
+
 class FunctionGemmaFormat(LayoutCalls, StyledPrompt):
     name = "functiongemma"
     description = "FunctionGemma: <start_function_call>call:name{key:<escape>value<escape>}"
+    aliases = ("gemma",)
+    control_markers = frozenset({
+        "<start_of_turn>",
+        "<end_of_turn>",
+        "<start_function_call>",
+        "<end_function_call>",
+        "<start_function_response>",
+        "<end_function_response>",
+        "<start_function_declaration>",
+        "<end_function_declaration>",
+        ESCAPE,
+    })  # fmt: skip
+    value_syntax = ValueSyntax(quote=ESCAPE, escape=_as_written, backslash_escapes=False)
     layout = CallLayout(
         opener="<start_function_call>",
         head="<start_function_call>call:{name}{{",
@@ -169,6 +196,11 @@ class FunctionGemmaFormat(LayoutCalls, StyledPrompt):
         bos_token="<bos>",
         filters={"gemma_value": encode_gemma_value},
     )
+
+    def detect(self, metadata: GGUFMetadata) -> Clue | None:
+        if "<start_function_call>" in metadata.tokens:
+            return Clue("the vocabulary has <start_function_call>")
+        return None
 
     def encode_value(self, value: Any) -> str:
         return encode_gemma_value(value)
@@ -197,14 +229,9 @@ class FunctionGemmaFormat(LayoutCalls, StyledPrompt):
         kind = schema.get("type")
         if kind == "string":
             return rules.add(f"{escape} /[^<]*/ {escape}", "s")
-        if kind == "integer":
-            return rules.add("/-?(0|[1-9][0-9]*)/", "i")
-        if kind == "number":
-            return rules.add("/-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?/", "n")
-        if kind == "boolean":
-            return rules.add('"true" | "false"', "b")
-        if kind == "null":
-            return rules.add('"null"', "z")
+        scalar = bare_scalar_rule(rules, kind)
+        if scalar is not None:
+            return scalar
         if kind == "array":
             item = self.value_rule(rules, schema.get("items") or {})
             return rules.add(f'"[" ({item} ("," {item})*)? "]"', "a")
@@ -225,16 +252,7 @@ class FunctionGemmaFormat(LayoutCalls, StyledPrompt):
         return rules.add(f'{string} | /-?[0-9]+(\\.[0-9]+)?/ | "true" | "false" | "null"', "x")
 
     def value_end(self, text: str) -> int | None:
-        start = len(text) - len(text.lstrip(" "))
-        body = text[start:]
-        if not body:
-            return None
-        parser = _ValueParser(body)
-        try:
-            value = parser.value()
-        except FormatError:
-            return None
-        return complete_value_end(value, parser.pos, body, start)
+        return leading_value_end(text, _read_value)
 
     def parse_calls(self, text: str) -> list[ToolCall]:
         """Scan call by call: the arguments are parsed, not matched by a pattern, so a string

@@ -12,16 +12,19 @@ import json
 from typing import Any
 
 from weavehost.errors import ConstraintError, FormatError
-from weavehost.formats.base import ToolCall, complete_value_end
+from weavehost.formats.base import ToolCall, leading_value_end
+from weavehost.formats.declared import ValueSyntax
 from weavehost.formats.lark import LarkRules, schema_object
 
 __all__ = [
     "JSON_GRAMMAR_OPTIONS",
+    "JSON_STRINGS",
     "JsonValues",
     "call_from_object",
     "decode_json_values",
     "encode_json_value",
     "json_key_text",
+    "json_string_text",
     "tagged_json_values",
 ]
 
@@ -36,11 +39,20 @@ def encode_json_value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
+def json_string_text(text: str) -> str:
+    """A text as it stands between the quotes of a JSON string value."""
+    return encode_json_value(text)[1:-1]
+
+
+# The JSON formats' strings, for drafts: ``"…"`` with JSON's backslash escapes.
+JSON_STRINGS = ValueSyntax(quote='"', escape=json_string_text)
+
+
 def json_key_text(key: str) -> str:
     """A name or key as it stands between the quotes of a JSON call's skeleton: JSON-escaped,
     with ``<`` written ``\\u003c`` so that no key can spell a special token (``<|im_end|>``)
     in skeleton text, which is tokenized with special tokens parsed."""
-    return encode_json_value(key)[1:-1].replace("<", "\\u003c")
+    return json_string_text(key).replace("<", "\\u003c")
 
 
 # llguidance's JSON options for a value: the separators encode_json_value writes and no free
@@ -54,6 +66,8 @@ JSON_GRAMMAR_OPTIONS = {
 
 class JsonValues:
     """Mixin for the JSON formats: values are written, read and constrained as JSON."""
+
+    value_syntax = JSON_STRINGS
 
     def encode_value(self, value: Any) -> str:
         return encode_json_value(value)
@@ -69,15 +83,7 @@ class JsonValues:
         return rules.add("%json " + body, "v")
 
     def value_end(self, text: str) -> int | None:
-        start = len(text) - len(text.lstrip(" "))
-        body = text[start:]
-        if not body:
-            return None
-        try:
-            value, end = json.JSONDecoder().raw_decode(body)
-        except json.JSONDecodeError:
-            return None
-        return complete_value_end(value, end, body, start)
+        return leading_value_end(text, json.JSONDecoder().raw_decode)
 
 
 def call_from_object(obj: Any, arguments_key: str) -> ToolCall:

@@ -24,7 +24,7 @@ from typing import Any
 
 from weavehost.errors import ConstraintError
 
-__all__ = ["LarkRules", "lark_string", "schema_object"]
+__all__ = ["LarkRules", "bare_scalar_rule", "lark_string", "schema_object"]
 
 
 def lark_string(text: str, specials: frozenset[str] = frozenset()) -> str:
@@ -104,3 +104,18 @@ class LarkRules:
 
     def grammar(self, start: str) -> str:
         return f"start: {start}\n" + "\n".join(self.lines) + "\n"
+
+
+def bare_scalar_rule(rules: LarkRules, kind: Any) -> str | None:
+    """The rule for a value of JSON ``type`` ``kind`` when it is an integer, a number, a boolean
+    or null, written bare as JSON writes it (``-3``, ``0.25``, ``true``, ``null``); ``None`` for
+    any other type. For a format whose own syntax is in its strings, arrays and objects."""
+    if kind == "integer":
+        return rules.add("/-?(0|[1-9][0-9]*)/", "i")
+    if kind == "number":
+        return rules.add("/-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?/", "n")
+    if kind == "boolean":
+        return rules.add('"true" | "false"', "b")
+    if kind == "null":
+        return rules.add('"null"', "z")
+    return None

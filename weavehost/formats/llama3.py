@@ -8,8 +8,11 @@ template below, which follows Meta's wording for zero-shot JSON tool calling.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from weavehost.errors import FormatError
 from weavehost.formats.base import CallLayout, LayoutCalls, ToolCall, Trigger
+from weavehost.formats.declared import Clue
 from weavehost.formats.jsoncalls import (
     JsonValues,
     call_from_object,
@@ -17,6 +20,9 @@ from weavehost.formats.jsoncalls import (
     json_key_text,
 )
 from weavehost.formats.prompt import PromptStyle, StyledPrompt
+
+if TYPE_CHECKING:
+    from weavehost.gguf import GGUFMetadata
 
 __all__ = ["LLAMA3", "TYPED_CALL"]
 
@@ -76,6 +82,16 @@ _OPENERS = ('{"name"', TYPED_CALL.opener)
 class Llama3Format(JsonValues, LayoutCalls, StyledPrompt):
     name = "llama3"
     description = 'Llama 3.2 JSON: {"name": ..., "parameters": {...}}'
+    aliases = ("llama3-json",)
+    control_markers = frozenset({
+        "<|begin_of_text|>",
+        "<|end_of_text|>",
+        "<|start_header_id|>",
+        "<|end_header_id|>",
+        "<|eot_id|>",
+        "<|eom_id|>",
+        "<|python_tag|>",
+    })  # fmt: skip
     layout = CallLayout(
         opener='{"name"',
         head='{{"name": "{name}", "parameters": {{',
@@ -95,6 +111,11 @@ class Llama3Format(JsonValues, LayoutCalls, StyledPrompt):
         bos_token="<|begin_of_text|>",
         extra={"tools_in_user_message": True, "date_string": "26 Jul 2024"},
     )
+
+    def detect(self, metadata: GGUFMetadata) -> Clue | None:
+        if "<|start_header_id|>" in metadata.tokens:
+            return Clue("the vocabulary has Llama 3 header tokens")
+        return None
 
     def parse_calls(self, text: str) -> list[ToolCall]:
         body = (

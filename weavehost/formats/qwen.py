@@ -7,7 +7,10 @@ below, which writes the same system prompt as Qwen2.5's.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from weavehost.formats.base import CallLayout, LayoutCalls, ToolCall, Trigger
+from weavehost.formats.declared import Clue
 from weavehost.formats.jsoncalls import (
     JsonValues,
     call_from_object,
@@ -18,7 +21,20 @@ from weavehost.formats.jsoncalls import (
 from weavehost.formats.prompt import PromptStyle, StyledPrompt
 from weavehost.formats.several import SeveralCalls
 
-__all__ = ["BARE_CALL", "BARE_INDENTED_CALL", "FENCED_CALL", "FENCED_INDENTED_CALL", "QWEN"]
+if TYPE_CHECKING:
+    from weavehost.gguf import GGUFMetadata
+
+__all__ = [
+    "BARE_CALL",
+    "BARE_INDENTED_CALL",
+    "CHATML_MARKERS",
+    "FENCED_CALL",
+    "FENCED_INDENTED_CALL",
+    "QWEN",
+]
+
+# The turn markers of ChatML (Qwen, Hermes, SmolLM2).
+CHATML_MARKERS = frozenset({"<|im_start|>", "<|im_end|>", "<|endoftext|>"})
 
 _FALLBACK_TEMPLATE = """\
 {%- if tools %}<|im_start|>system
@@ -97,6 +113,14 @@ FENCED_INDENTED_CALL = _json_layout(
 class QwenFormat(JsonValues, LayoutCalls, StyledPrompt):
     name = "qwen"
     description = 'Qwen/Hermes: <tool_call>{"name": ..., "arguments": {...}}</tool_call>'
+    aliases = ("hermes", "qwen3", "qwen2.5")
+    # ``<tool_call>`` is an added token that llama.cpp matches even in plain text.
+    control_markers = CHATML_MARKERS | {
+        "<tool_call>",
+        "</tool_call>",
+        "<tool_response>",
+        "</tool_response>",
+    }
     layout = _json_layout("<tool_call>", "<tool_call>\n", "\n</tool_call>", "</tool_call>")
     triggers = (
         Trigger("<tool_call>"),
@@ -109,6 +133,16 @@ class QwenFormat(JsonValues, LayoutCalls, StyledPrompt):
     # Several calls are several blocks: after a call's </tool_call> the model may begin another.
     several = SeveralCalls(more=Trigger("<tool_call>", at_start=True))
     prompt = PromptStyle(fallback_template=_FALLBACK_TEMPLATE, template_marker="<tool_call>")
+
+    def detect(self, metadata: GGUFMetadata) -> Clue | None:
+        """A chat template that writes ``<tool_call>`` (Qwen2.5, Qwen3, Hermes); weakly, any
+        ChatML model (its template or vocabulary has ``<|im_start|>``): the Hermes prompt."""
+        template = metadata.chat_template or ""
+        if "<tool_call>" in template:
+            return Clue("the chat template writes <tool_call>")
+        if "<|im_start|>" in template or "<|im_start|>" in metadata.tokens:
+            return Clue("a ChatML model with no tool syntax: using the Hermes prompt", weak=True)
+        return None
 
     def parse_calls(self, text: str) -> list[ToolCall]:
         """The calls in ``<tool_call>`` blocks; without any, those of a fenced ``json`` block

@@ -8,7 +8,10 @@ renders the conversation with the GGUF's ChatML template (or our copy of it).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from weavehost.formats.base import CallLayout, LayoutCalls, ToolCall, Trigger
+from weavehost.formats.declared import Clue
 from weavehost.formats.jsoncalls import (
     JsonValues,
     call_from_object,
@@ -17,11 +20,16 @@ from weavehost.formats.jsoncalls import (
     tagged_json_values,
 )
 from weavehost.formats.prompt import PromptStyle, StyledPrompt, ToolsInText
+from weavehost.formats.qwen import CHATML_MARKERS
 from weavehost.formats.several import SeveralCalls
 
-__all__ = ["BARE_LIST", "LIST_FIRST", "LIST_NEXT", "SMOLLM2"]
+if TYPE_CHECKING:
+    from weavehost.gguf import GGUFMetadata
 
-_CHATML = """\
+__all__ = ["BARE_LIST", "CHATML_TEMPLATE", "LIST_FIRST", "LIST_NEXT", "SMOLLM2"]
+
+# Plain ChatML, no tools: SmolLM2's own template (the format writes the tools itself).
+CHATML_TEMPLATE = """\
 {%- for message in messages %}<|im_start|>{{ message.role }}
 {{ message.content }}<|im_end|>
 {% endfor %}
@@ -86,6 +94,8 @@ LIST_NEXT = CallLayout(
 class SmolLM2Format(JsonValues, LayoutCalls, StyledPrompt):
     name = "smollm2"
     description = 'SmolLM2: <tool_call>[{"name": ..., "arguments": {...}}]</tool_call>'
+    aliases = ("smollm2-list",)
+    control_markers = CHATML_MARKERS
     layout = CallLayout(
         opener="<tool_call>",
         head='<tool_call>[{{"name": "{name}", "arguments": {{',
@@ -104,10 +114,16 @@ class SmolLM2Format(JsonValues, LayoutCalls, StyledPrompt):
     )
     # Any GGUF template will do (SmolLM2's is plain ChatML): the tools are ours to write.
     prompt = PromptStyle(
-        fallback_template=_CHATML,
+        fallback_template=CHATML_TEMPLATE,
         template_marker="",
         tools_in_text=ToolsInText(system_head=_SYSTEM_HEAD, system_tail=_SYSTEM_TAIL),
     )
+
+    def detect(self, metadata: GGUFMetadata) -> Clue | None:
+        basename = str(metadata.get("general.basename", "")).lower()
+        if "smollm" in basename or metadata.get("tokenizer.ggml.pre") == "smollm":
+            return Clue("the model is SmolLM2 (GGUF basename/pre-tokenizer)")
+        return None
 
     def parse_calls(self, text: str) -> list[ToolCall]:
         """The calls in ``<tool_call>`` blocks; without any, those of a reply that is a bare

@@ -25,10 +25,13 @@ Invariants:
   definition changed while the approver was deciding: the call is refused, never sent.
 * A result whose ``structuredContent`` breaks the tool's ``outputSchema`` becomes a
   ``tool_error`` naming the problem; an ``isError`` result is passed on without that check.
-* Result text is capped at ``limits.max_result_chars`` with a visible marker, and chat-control
-  markers in it (``<|im_end|>``, ``<|start_header_id|>``, ``<end_of_turn>`` …) are broken with a
-  zero-width space. The engine also tokenizes tool text with special-token parsing off, so a
-  result can never open a new chat turn; the neutralising here is a second, independent fence.
+* Result text is capped at ``limits.max_result_chars`` with a visible marker, and the chat-control
+  markers the executor was given (:class:`ControlMarkers`: ``<|im_end|>``,
+  ``<start_function_call>``, ``<escape>`` …) are broken with a zero-width space. ``mcp/`` knows
+  no model format: the host passes every format's markers (``weavehost.formats.control_markers``);
+  an executor built without them breaks none. The engine also tokenizes tool text with
+  special-token parsing off, so a result can never open a new chat turn; the neutralising here
+  is a second, independent fence.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -61,6 +64,7 @@ __all__ = [
     "MIN_PINNED_HASH_DIGITS",
     "ApprovalRequest",
     "Approver",
+    "ControlMarkers",
     "Decision",
     "Executor",
     "ProvisionalPolicy",
@@ -71,7 +75,6 @@ __all__ = [
     "may_run_provisionally",
     "needs_approval",
     "pinned_hash_matches",
-    "neutralize_control_markers",
     "raise_for_status",
     "result_text",
     "truncate_text",
@@ -94,12 +97,6 @@ REFRESH_WAIT_MARGIN = 1.0  # past timeouts.list_tools, for a re-listing a call w
 MIN_PINNED_HASH_DIGITS = 16  # a pinned approval names at least this much of the schema hash
 TRUNCATION_MARKER = "\n…[truncated by weavehost: showing {shown} of {total} characters]"
 _ZWSP = "\u200b"
-# Chat-control markers of the families weavehost renders (ChatML/Qwen, Llama 3, Gemma, Mistral).
-_CONTROL = re.compile(
-    r"<\|(?:im_start|im_end|endoftext|eot_id|start_header_id|end_header_id|begin_of_text|"
-    r"end_of_text|eom_id|python_tag)\|>"
-    r"|<(?:start|end)_of_turn>"
-)
 
 
 # --------------------------------------------------------------------------- policy
@@ -284,9 +281,30 @@ def raise_for_status(status: str, text: str) -> None:
         raise _STATUS_ERRORS[status](text)
 
 
-def neutralize_control_markers(text: str) -> str:
-    """Break chat-control markers with a zero-width space; other text is left byte-identical."""
-    return _CONTROL.sub(lambda m: m.group(0)[0] + _ZWSP + m.group(0)[1:], text)
+class ControlMarkers:
+    """The chat-control markers to break in text a server wrote (a tool result, a resource).
+
+    Given by the caller, who knows the model side: the host passes the markers of every model
+    format (``weavehost.formats.control_markers()``), so a result is fenced for whichever model
+    reads it. :meth:`neutralize` puts a zero-width space after each marker's first character;
+    text without a marker is left byte-identical.
+    """
+
+    __slots__ = ("markers", "_pattern")
+
+    def __init__(self, markers: Iterable[str] = ()) -> None:
+        self.markers = frozenset(markers)
+        short = sorted(m for m in self.markers if len(m) < 2)
+        if short:  # a space after its only character would leave it whole
+            raise ValueError(f"a control marker has at least two characters: {short!r}")
+        # Longest first, so a marker is broken whole, never at a shorter one inside it.
+        ordered = sorted(self.markers, key=lambda m: (-len(m), m))
+        self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+
+    def neutralize(self, text: str) -> str:
+        if self._pattern is None:
+            return text
+        return self._pattern.sub(lambda m: m.group(0)[0] + _ZWSP + m.group(0)[1:], text)
 
 
 def truncate_text(text: str, cap: int) -> tuple[str, bool]:
@@ -337,8 +355,12 @@ class Executor:
         catalog: Catalog,
         config: HostConfig,
         approver: Approver | None = None,
+        *,
+        markers: ControlMarkers | None = None,
     ) -> None:
         self.pool, self.catalog, self.config, self.approver = pool, catalog, config, approver
+        # Broken in every result's text (the module docstring: the caller knows the formats).
+        self.markers = markers if markers is not None else ControlMarkers()
         self.policy = ProvisionalPolicy(config)
         # Approvals given "always" at the prompt, for this executor's life: (server, tool) ->
         # the schema hash approved; server -> {tool: hash} of its tools when it was approved.
@@ -503,7 +525,7 @@ class Executor:
             server=spec.server,
             arguments=dict(args),
             status=status,
-            text=neutralize_control_markers(text),
+            text=self.markers.neutralize(text),
             truncated=truncated,
             total_chars=len(raw),
             structured=structured,
@@ -530,7 +552,7 @@ class Executor:
             server=server,
             arguments=dict(args),
             status=status,
-            text=neutralize_control_markers(shown),
+            text=self.markers.neutralize(shown),
             truncated=truncated,
             total_chars=len(text),  # the full length, as on the main path: before truncation
             provisional=provisional,
