@@ -41,7 +41,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from tests.host_fixtures.threaded_asgi import serve_asgi
 from weavehost.auth_cli import auth
-from weavehost.cli import WeavehostGroup
+from weavehost.cli_options import WeavehostGroup
 from weavehost.config import HostConfig, Limits, ServerConfig, Timeouts
 from weavehost.errors import AuthError, ServerStartError
 from weavehost.mcp.catalog import Catalog

@@ -16,6 +16,7 @@ import sys
 
 import click
 
+from weavehost.cli_options import config_option
 from weavehost.mcp.oauth import AUTH_CALLBACK_TIMEOUT
 
 __all__ = ["auth"]
@@ -23,7 +24,7 @@ __all__ = ["auth"]
 
 @click.command("auth")
 @click.argument("server")
-@click.option("--config", "config_path", type=str, default=None, help="A host config (JSON).")
+@config_option()
 @click.option("--logout", is_flag=True, help="Delete the stored tokens of SERVER instead.")
 @click.option(
     "--browser/--no-browser",

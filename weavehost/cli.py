@@ -1,7 +1,7 @@
 """The ``weavehost`` command line: thin click commands over the library.
 
 Stage: CLI (the top). Each command parses its options and calls the library (``anyio.run`` for
-async work). Errors take one path, :class:`ErrorPath`: a
+async work). Errors take one path, :class:`~weavehost.cli_options.ErrorPath`: a
 :class:`~weavehost.errors.WeavehostError` raised by any command of the group (``bench``
 included), or by a command run by itself (``python -m weavehost.bench.assets``), becomes one
 ``Error: <message>`` line on stderr and the error's exit code (the table is in
@@ -10,6 +10,7 @@ included), or by a command run by itself (``python -m weavehost.bench.assets``),
 Defaults are the library's names (``DEFAULT_N_CTX`` of the engine, ``DEFAULT_MAX_STEPS`` and
 ``TOOL_CHOICES`` of the agent, ``DEFAULT_STRATEGY`` of the decoder, ``APPROVAL_MODES`` of the
 config, ``calibrate``'s of :mod:`weavehost.engine.calibrate`), never numbers of their own.
+The options several commands share are written once, in :mod:`weavehost.cli_options`.
 """
 
 from __future__ import annotations
@@ -18,15 +19,27 @@ import dataclasses
 import json
 import logging
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from weavehost import __version__
 from weavehost.agent import DEFAULT_MAX_STEPS, TOOL_CHOICES
 from weavehost.agent.options import DEFAULT_MAX_ANSWER_TOKENS
-from weavehost.config import APPROVAL_MODES
+from weavehost.cli_options import (
+    WeavehostGroup,
+    approval_option,
+    config_option,
+    ctx_option,
+    format_option,
+    json_option,
+    model_option,
+    options,
+    root_option,
+    server_option,
+    threads_option,
+    trust_option,
+)
 from weavehost.decode import DEFAULT_STRATEGY
 from weavehost.engine import DEFAULT_N_CTX
 from weavehost.engine.calibrate import (
@@ -37,50 +50,9 @@ from weavehost.engine.calibrate import (
     PROBE_SERIAL_PASSES,
 )
 from weavehost.errors import WeavehostError
-from weavehost.mcp_cli import root_option, roots_offered, with_roots
+from weavehost.mcp_cli import roots_offered, with_roots
 
-__all__ = ["CommandFailed", "ErrorPath", "WeavehostCommand", "WeavehostGroup", "main"]
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-class CommandFailed(click.ClickException):
-    """A :class:`WeavehostError` as click reports it: ``Error: <message>`` and its exit code."""
-
-    def __init__(self, error: WeavehostError) -> None:
-        super().__init__(str(error))
-        self.exit_code = error.exit_code
-
-
-class ErrorPath:
-    """The one place a command's :class:`WeavehostError` becomes :class:`CommandFailed`.
-
-    Mixed into the group (which runs every subcommand inside its own ``invoke``) and into a
-    command that runs by itself; click's standalone mode then prints the line and exits.
-    """
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)  # type: ignore[misc]
-        except WeavehostError as exc:
-            raise CommandFailed(exc) from exc
-
-
-class WeavehostGroup(ErrorPath, click.Group):
-    """``weavehost``: every subcommand's errors take the :class:`ErrorPath`."""
-
-
-class WeavehostCommand(ErrorPath, click.Command):
-    """A command run outside the group (``python -m weavehost.bench.assets``), same errors."""
-
-    def run(self, argv: Sequence[str] | None = None) -> int:
-        """Run as a module's ``main``: the exit code, never ``SystemExit`` (click's standalone
-        mode always ends in one)."""
-        try:
-            self.main(args=list(argv) if argv is not None else None, prog_name=self.name)
-        except SystemExit as exit_:
-            return exit_.code if isinstance(exit_.code, int) else 1
-        return 0
+__all__ = ["agent_options", "main"]
 
 
 @click.group(cls=WeavehostGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -94,14 +66,11 @@ def main(ctx: click.Context, verbose: int) -> None:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
 
 
-_MODEL_HELP = "Path to a local GGUF file, or an OpenAI-compatible server: http(s)://HOST:PORT/v1."
-
-
 @main.command()
-@click.option("--model", "model", type=str, default=None, help=_MODEL_HELP)
-@click.option("--format", "format_name", type=str, default=None, help="Override the model format.")
-@click.option("--config", "config_path", type=str, default=None, help="A host config (JSON).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@model_option()
+@format_option()
+@config_option()
+@json_option("Print one JSON object.")
 def models(model: str | None, format_name: str | None, config_path: str | None,
            as_json: bool) -> None:  # fmt: skip
     """Show which model would be used, why, and the tool-call format detected for it (for a
@@ -139,17 +108,10 @@ def models(model: str | None, format_name: str | None, config_path: str | None,
 
 
 @main.command()
-@click.option(
-    "--server",
-    "servers",
-    multiple=True,
-    metavar="PATH_OR_COMMAND_OR_URL",
-    help="An MCP server: a .py file (run with this Python), a command line, or an http(s) URL. "
-    "Repeatable.",
-)
-@click.option("--config", "config_path", type=str, default=None, help="A host config (JSON).")
-@click.option("--trust", multiple=True, metavar="SERVER", help="Trust this server (repeatable).")
-@click.option("--json", "as_json", is_flag=True, help="Print the catalog as JSON.")
+@server_option()
+@config_option()
+@trust_option("Trust this server (repeatable).")
+@json_option("Print the catalog as JSON.")
 @root_option
 @click.pass_context
 def tools(ctx: click.Context, servers: tuple[str, ...], config_path: str | None,
@@ -217,8 +179,8 @@ def tools(ctx: click.Context, servers: tuple[str, ...], config_path: str | None,
 
 
 @main.command()
-@click.option("--model", "model", type=str, default=None, help="Path to a local GGUF file.")
-@click.option("--threads", type=int, default=None, help="Threads (default: available CPUs).")
+@model_option("Path to a local GGUF file.")
+@threads_option("Threads (default: available CPUs).")
 @click.option(
     "--repeats",
     type=click.IntRange(min=1),
@@ -233,7 +195,7 @@ def tools(ctx: click.Context, servers: tuple[str, ...], config_path: str | None,
     show_default=True,
     help="Widest pass measured (rows).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the stored calibration as JSON.")
+@json_option("Print the stored calibration as JSON.")
 def calibrate(
     model: str | None, threads: int | None, repeats: int, max_rows: int, as_json: bool
 ) -> None:
@@ -305,48 +267,34 @@ def calibrate(
     click.echo(f"stored in {path}")
 
 
-def agent_options(func: F) -> F:
-    """The options ``chat`` and ``run`` share."""
-    options = [
-        click.option("--server", "servers", multiple=True, metavar="PATH_OR_COMMAND_OR_URL",
-                     help="An MCP server: a .py file, a command line, or an http(s) URL. "
-                     "Repeatable."),
-        click.option("--config", "config_path", type=str, default=None,
-                     help="A host config (JSON)."),
-        click.option("--trust", multiple=True, metavar="SERVER",
-                     help="Trust this server: its read-only tools may run provisionally."),
-        click.option("--approval", type=click.Choice(APPROVAL_MODES), default=None,
-                     help="Calls that need approval: ask (default), always, never."),
-        click.option("--model", "model", type=str, default=None, help=_MODEL_HELP),
-        click.option("--format", "format_name", type=str, default=None,
-                     help="Override the model format."),
-        click.option("--strategy", default=DEFAULT_STRATEGY, show_default=True,
-                     help="How calls are written: weave, jump_forward, constrained, serial."),
-        click.option("--threads", type=int, default=None,
-                     help="Threads (default: the performance cores available)."),
-        click.option("--max-steps", type=click.IntRange(1, 100), default=DEFAULT_MAX_STEPS,
-                     show_default=True,
-                     help="Model steps per turn."),
-        click.option("--ctx", "n_ctx", type=click.IntRange(256, 131072), default=DEFAULT_N_CTX,
-                     show_default=True, help="Context size in tokens."),
-        click.option("--tool-choice", type=str, default=None,
-                     metavar="[" + "|".join(TOOL_CHOICES) + "|TOOL_NAME]",
-                     help="auto: the model decides; required: each turn starts with a call; "
-                     "none: no call; a tool's name: each turn starts with a call to it "
-                     "(default: required on the embedded 135M model, auto otherwise)."),
-        click.option("--max-answer-tokens", type=click.IntRange(1, 131072),
-                     default=DEFAULT_MAX_ANSWER_TOKENS, show_default=True,
-                     help="Most tokens of free text (the answer) per step; a cut answer says so."),
-        click.option("--no-prompt-cache", "no_prompt_cache", is_flag=True,
-                     help="Prefill the system prompt and tools every time instead of restoring "
-                     "their saved KV state from the cache directory."),
-        click.option("--json", "as_json", is_flag=True,
-                     help="One JSON event per line: text, calls, results, timings."),
-        root_option,
-    ]  # fmt: skip
-    for option in reversed(options):
-        func = option(func)
-    return func
+agent_options = options(
+    server_option(),
+    config_option(),
+    trust_option("Trust this server: its read-only tools may run provisionally."),
+    approval_option("Calls that need approval: ask (default), always, never."),
+    model_option(),
+    format_option(),
+    click.option("--strategy", default=DEFAULT_STRATEGY, show_default=True,
+                 help="How calls are written: weave, jump_forward, constrained, serial."),
+    threads_option("Threads (default: the performance cores available)."),
+    click.option("--max-steps", type=click.IntRange(1, 100), default=DEFAULT_MAX_STEPS,
+                 show_default=True, help="Model steps per turn."),
+    ctx_option(DEFAULT_N_CTX, maximum=131072),
+    click.option("--tool-choice", type=str, default=None,
+                 metavar="[" + "|".join(TOOL_CHOICES) + "|TOOL_NAME]",
+                 help="auto: the model decides; required: each turn starts with a call; "
+                 "none: no call; a tool's name: each turn starts with a call to it "
+                 "(default: required on the embedded 135M model, auto otherwise)."),
+    click.option("--max-answer-tokens", type=click.IntRange(1, 131072),
+                 default=DEFAULT_MAX_ANSWER_TOKENS, show_default=True,
+                 help="Most tokens of free text (the answer) per step; a cut answer says so."),
+    click.option("--no-prompt-cache", "no_prompt_cache", is_flag=True,
+                 help="Prefill the system prompt and tools every time instead of restoring "
+                 "their saved KV state from the cache directory."),
+    json_option("One JSON event per line: text, calls, results, timings."),
+    root_option,
+)  # fmt: skip
+"""The options ``chat`` and ``run`` share."""
 
 
 def _agent(ctx: click.Context, kw: dict[str, Any], body: Any, *, exit_on_error: bool) -> None:

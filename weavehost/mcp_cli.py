@@ -2,7 +2,8 @@
 ``resources`` and ``prompts``.
 
 Stage: CLI (the top), beside :mod:`weavehost.cli`, which registers these commands. Like every
-command they parse, call the library, and leave errors to :class:`~weavehost.cli.ErrorPath`: a
+command they parse, call the library, and leave errors to
+:class:`~weavehost.cli_options.ErrorPath`: a
 :class:`~weavehost.errors.WeavehostError` is one ``Error: …`` line and its exit code.
 
 ``weavehost call SERVER TOOL '{json}'`` is what a server author reaches for first: one tool,
@@ -29,7 +30,18 @@ import anyio
 import click
 
 from weavehost.agent import Event
-from weavehost.config import APPROVAL_MODES, HostConfig, build_config, server_from_flag
+from weavehost.cli_options import (
+    approval_option,
+    config_option,
+    json_option,
+    model_option,
+    options,
+    root_option,
+    server_option,
+    threads_option,
+    trust_option,
+)
+from weavehost.config import HostConfig, build_config, server_from_flag
 from weavehost.console import EventPrinter, TerminalApprover, TerminalElicitor, run_agent
 from weavehost.errors import AbortedError, ConfigError, ExecutionError, UnknownToolError
 from weavehost.host import Host
@@ -44,26 +56,11 @@ __all__ = [
     "prompts",
     "qualified_name",
     "resources",
-    "root_option",
     "roots_offered",
     "run_call",
     "select_server",
     "with_roots",
 ]
-
-
-def root_option(func: Any) -> Any:
-    """``--root DIR`` (repeatable) for ``chat``, ``run``, ``call`` and ``tools``."""
-    return click.option(
-        "--root",
-        "roots",
-        multiple=True,
-        metavar="DIR",
-        type=click.Path(exists=True, file_okay=False, resolve_path=True),
-        help="Offer the servers this directory (MCP roots; a server may then work only there). "
-        "Repeatable; replaces the config's roots (default: none, so each server keeps the "
-        "directories it was started with).",
-    )(func)
 
 
 def with_roots(config: HostConfig, roots: Sequence[str]) -> HostConfig:
@@ -78,19 +75,8 @@ def roots_offered(config: HostConfig) -> list[str]:
     return [f"server {s.name!r}: roots offered: {offered}" for s in config.servers]
 
 
-def server_options(func: Any) -> Any:
-    """``--server``, ``--config`` and ``--json``, as ``weavehost tools`` has them."""
-    options = [
-        click.option("--server", "servers", multiple=True, metavar="PATH_OR_COMMAND_OR_URL",
-                     help="An MCP server: a .py file, a command line, or an http(s) URL. "
-                     "Repeatable."),
-        click.option("--config", "config_path", type=str, default=None,
-                     help="A host config (JSON)."),
-        click.option("--json", "as_json", is_flag=True, help="Print JSON."),
-    ]  # fmt: skip
-    for option in reversed(options):
-        func = option(func)
-    return func
+# ``--server``, ``--config`` and ``--json``, as ``weavehost tools`` has them.
+server_options = options(server_option(), config_option(), json_option("Print JSON."))
 
 
 def _servers_config(config_path: str | None, servers: Sequence[str]) -> HostConfig:
@@ -262,26 +248,10 @@ async def run_call(request: CallRequest, printer: EventPrinter) -> Event | None:
 @click.argument("server")
 @click.argument("tool")
 @click.argument("arguments", required=False, default="{}")
-@click.option(
-    "--server",
-    "servers",
-    multiple=True,
-    metavar="PATH_OR_COMMAND_OR_URL",
-    help="An MCP server: a .py file, a command line, or an http(s) URL. Repeatable.",
-)
-@click.option("--config", "config_path", type=str, default=None, help="A host config (JSON).")
-@click.option(
-    "--trust",
-    multiple=True,
-    metavar="SERVER",
-    help="Trust this server: its read-only tools run without approval.",
-)
-@click.option(
-    "--approval",
-    type=click.Choice(APPROVAL_MODES),
-    default=None,
-    help="The call, and a server's sampling request: ask (default), always, never.",
-)
+@server_option()
+@config_option()
+@trust_option("Trust this server: its read-only tools run without approval.")
+@approval_option("The call, and a server's sampling request: ask (default), always, never.")
 @root_option
 @click.option(
     "--timeout",
@@ -290,20 +260,11 @@ async def run_call(request: CallRequest, printer: EventPrinter) -> Event | None:
     default=None,
     help="Seconds the call may take (default: the config's timeouts.call).",
 )
-@click.option(
-    "--model",
-    "model",
-    type=str,
-    default=None,
-    help="Path to a local GGUF file (loaded only if the server asks for sampling).",
-)
-@click.option("--threads", type=int, default=None, help="Threads for the model, if it loads.")
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="Print the result as one JSON line (content, structuredContent, isError), after a "
-    "line per progress notification.",
+@model_option("Path to a local GGUF file (loaded only if the server asks for sampling).")
+@threads_option("Threads for the model, if it loads.")
+@json_option(
+    "Print the result as one JSON line (content, structuredContent, isError), after a line per "
+    "progress notification."
 )
 @click.pass_context
 def call(ctx: click.Context, server: str, tool: str, arguments: str, servers: tuple[str, ...],

@@ -20,6 +20,7 @@ from weavehost.bench.agent import (
 )
 from weavehost.bench.agent_tasks import SHIPPED_TASKS
 from weavehost.bench.cli import run_options
+from weavehost.cli_options import config_option
 from weavehost.config import load_config, resolve_remote
 
 __all__ = ["bench_agent"]
@@ -45,13 +46,9 @@ __all__ = ["bench_agent"]
     show_default=True,
     help="Run with the prompt-prefix cache on, off, or both (where the host has one).",
 )
-@click.option(
-    "--config",
-    "config_path",
-    type=str,
-    default=None,
-    help='A host config whose remote "model" settings (stream, headers, timeouts) apply to an '
-    "http(s) --model.",
+@config_option(
+    'A host config whose remote "model" settings (stream, headers, timeouts) apply to an '
+    "http(s) --model."
 )
 @click.option(
     "--max-steps",
@@ -68,7 +65,7 @@ def bench_agent(
     threads: int | None,
     out: Path,
     prompt_cache: str,
-    ctx: int,
+    n_ctx: int,
     max_steps: int,
     config_path: str | None,
 ) -> None:
@@ -84,7 +81,7 @@ def bench_agent(
         limit=limit,
         threads=threads,
         prompt_cache=prompt_cache,
-        n_ctx=ctx,
+        n_ctx=n_ctx,
         max_steps=max_steps,
     )
     run = run_agent_bench(config, progress=lambda line: click.echo(line, err=True))

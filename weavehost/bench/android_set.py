@@ -319,7 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     size (or its counts as Markdown). Errors go through the CLI's one error path."""
     import click
 
-    from weavehost.cli import WeavehostCommand
+    from weavehost.cli_options import WeavehostCommand
 
     prog = "python -m weavehost.bench.android_set"
     command = WeavehostCommand(

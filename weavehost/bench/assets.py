@@ -359,13 +359,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m weavehost.bench.assets [--cache DIR] [--no-model] [--quants q4_0,q8_0]``.
 
     Runs as a click command through the CLI's one error path
-    (:class:`weavehost.cli.WeavehostCommand`): a :class:`WeavehostError` is one ``Error: …``
-    line and its exit code. Returns the exit code.
+    (:class:`weavehost.cli_options.WeavehostCommand`): a :class:`WeavehostError` is one
+    ``Error: …`` line and its exit code. Returns the exit code.
     """
-    # Imported here: the CLI imports the whole host, which fetching files does not need.
     import click
 
-    from weavehost.cli import WeavehostCommand
+    from weavehost.cli_options import WeavehostCommand
 
     command = WeavehostCommand(
         PROG,

@@ -21,6 +21,7 @@ from weavehost.bench.runner import (
     parse_strategies,
     run_bench,
 )
+from weavehost.cli_options import ctx_option, format_option, model_option, options, threads_option
 from weavehost.engine import DEFAULT_N_CTX
 
 __all__ = ["bench", "run_options"]
@@ -29,12 +30,9 @@ __all__ = ["bench", "run_options"]
 def run_options(*, unit: str, strategies: tuple[str, ...], threads_default: str) -> Any:
     """The options every benchmark command shares: which model, which strategies, how many of
     its ``unit`` (cases, tasks), how many threads, and the context size."""
-    options = [
-        click.option(
-            "--model",
-            default=None,
-            metavar="PATH",
-            help="GGUF model (default: WEAVEHOST_MODEL, then the embedded SmolLM2).",
+    return options(
+        model_option(
+            "GGUF model (default: WEAVEHOST_MODEL, then the embedded SmolLM2).", metavar="PATH"
         ),
         click.option(
             "--strategies",
@@ -48,27 +46,9 @@ def run_options(*, unit: str, strategies: tuple[str, ...], threads_default: str)
             default=None,
             help=f"Run only the first N {unit}.",
         ),
-        click.option(
-            "--threads",
-            type=click.IntRange(min=1),
-            default=None,
-            help=f"llama.cpp threads (default: {threads_default}).",
-        ),
-        click.option(
-            "--ctx",
-            type=click.IntRange(min=256),
-            default=DEFAULT_N_CTX,
-            show_default=True,
-            help="Context size (tokens).",
-        ),
-    ]
-
-    def apply(func: Any) -> Any:
-        for option in reversed(options):
-            func = option(func)
-        return func
-
-    return apply
+        threads_option(f"llama.cpp threads (default: {threads_default})."),
+        ctx_option(DEFAULT_N_CTX),
+    )
 
 
 @click.command("bench")
@@ -88,12 +68,7 @@ def run_options(*, unit: str, strategies: tuple[str, ...], threads_default: str)
     required=True,
     help="Folder for results.jsonl, summary.json, summary.svg and run.json.",
 )
-@click.option(
-    "--format",
-    "format_name",
-    default=None,
-    help="Model format, overriding detection (qwen, llama3, smollm2, functiongemma).",
-)
+@format_option("Model format, overriding detection (qwen, llama3, smollm2, functiongemma).")
 @click.option(
     "--max-tokens",
     type=click.IntRange(min=1),
@@ -119,7 +94,7 @@ def bench(
     threads: int | None,
     out: Path,
     format_name: str | None,
-    ctx: int,
+    n_ctx: int,
     max_tokens: int,
     cost_model: Path | None,
 ) -> None:
@@ -133,7 +108,7 @@ def bench(
         limit=limit,
         threads=threads,
         format=format_name,
-        n_ctx=ctx,
+        n_ctx=n_ctx,
         max_tokens=max_tokens,
         cost_model=cost_model,
     )

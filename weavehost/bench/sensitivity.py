@@ -471,10 +471,9 @@ def _sweep(
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m weavehost.bench.sensitivity CASES --out DIR [options]``; returns the exit
     code (a :class:`WeavehostError` is one ``Error: …`` line and its code, as in the CLI)."""
-    # Imported here, as in weavehost.bench.assets: the CLI imports the whole host.
     import click
 
-    from weavehost.cli import WeavehostCommand
+    from weavehost.cli_options import WeavehostCommand
 
     args = list(argv) if argv is not None else sys.argv[1:]
     path = click.Path(dir_okay=False, path_type=Path)

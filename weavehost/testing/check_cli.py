@@ -3,7 +3,7 @@
 Stage: CLI (registered by :mod:`weavehost.cli`). It parses, runs the check, prints the report (a
 table, or one JSON object with ``--json``) and exits: 0 when the report passes, 1 on a failure
 (or on a warning with ``--strict``), 2 for usage (no server, an unknown name, an ``--allow`` that
-matches no tool: one ``Error: …`` line through :class:`~weavehost.cli.ErrorPath`), 130 for
+matches no tool: one ``Error: …`` line through :class:`~weavehost.cli_options.ErrorPath`), 130 for
 Ctrl-C.
 """
 
@@ -17,6 +17,7 @@ from dataclasses import replace
 import anyio
 import click
 
+from weavehost.cli_options import config_option, json_option
 from weavehost.config import HostConfig, ServerConfig, build_config
 from weavehost.errors import ConfigError
 from weavehost.mcp_cli import select_server
@@ -56,13 +57,7 @@ def choose_servers(config: HostConfig, targets: Sequence[str]) -> HostConfig:
 
 @click.command()
 @click.argument("targets", nargs=-1, metavar="SERVER...")
-@click.option(
-    "--config",
-    "config_path",
-    type=str,
-    default=None,
-    help="A host config (JSON); SERVER may then be a server's name in it.",
-)
+@config_option("A host config (JSON); SERVER may then be a server's name in it.")
 @click.option(
     "--call-read-only",
     is_flag=True,
@@ -105,7 +100,7 @@ def choose_servers(config: HostConfig, targets: Sequence[str]) -> HostConfig:
     help="Seed of the argument generator (the same seed, the same calls).",
 )
 @click.option("--strict", is_flag=True, help="Fail on warnings too.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+@json_option("Print the report as one JSON object.")
 def check(targets: tuple[str, ...], config_path: str | None, call_read_only: bool,
           allow: tuple[str, ...], examples: int, budget_s: float, timeout_s: float, seed: int,
           strict: bool, as_json: bool) -> None:  # fmt: skip

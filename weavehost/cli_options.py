@@ -1,0 +1,178 @@
+"""What every ``weavehost`` command shares: the one error path, and the options written once.
+
+Stage: CLI (the bottom of it). :mod:`weavehost.cli`, the ``*_cli`` modules and the commands of
+:mod:`weavehost.bench` that run by themselves (``python -m weavehost.bench.assets``) all import
+from here, and this module imports nothing of weavehost but its errors and the config's names,
+so a command that fetches files does not load the host, the MCP SDK or llama.cpp.
+
+Invariants:
+
+* A :class:`~weavehost.errors.WeavehostError` raised by a command of the group, or by a command
+  run by itself, takes one path (:class:`ErrorPath`): one ``Error: <message>`` line on stderr
+  and the error's exit code (the table is in :mod:`weavehost.errors`); never a traceback.
+* An option two commands share is defined here once, with its name, destination, type and
+  metavar; a command may word its help for what the option means there (``--trust`` runs a
+  tool provisionally in ``chat``, without approval in ``call``).
+* Defaults are the library's names, passed in where the name lives in a module this one must
+  not import (the engine's ``DEFAULT_N_CTX``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import click
+
+from weavehost.config import APPROVAL_MODES
+from weavehost.errors import WeavehostError
+
+__all__ = [
+    "CONFIG_HELP",
+    "MODEL_HELP",
+    "CommandFailed",
+    "ErrorPath",
+    "WeavehostCommand",
+    "WeavehostGroup",
+    "approval_option",
+    "config_option",
+    "ctx_option",
+    "format_option",
+    "json_option",
+    "model_option",
+    "options",
+    "root_option",
+    "server_option",
+    "threads_option",
+    "trust_option",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+Decorator = Callable[[F], F]
+
+CONFIG_HELP = "A host config (JSON)."
+MODEL_HELP = "Path to a local GGUF file, or an OpenAI-compatible server: http(s)://HOST:PORT/v1."
+SERVER_HELP = (
+    "An MCP server: a .py file (run with this Python), a command line, or an http(s) URL. "
+    "Repeatable."
+)
+
+
+class CommandFailed(click.ClickException):
+    """A :class:`WeavehostError` as click reports it: ``Error: <message>`` and its exit code."""
+
+    def __init__(self, error: WeavehostError) -> None:
+        super().__init__(str(error))
+        self.exit_code = error.exit_code
+
+
+class ErrorPath:
+    """The one place a command's :class:`WeavehostError` becomes :class:`CommandFailed`.
+
+    Mixed into the group (which runs every subcommand inside its own ``invoke``) and into a
+    command that runs by itself; click's standalone mode then prints the line and exits.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)  # type: ignore[misc]
+        except WeavehostError as exc:
+            raise CommandFailed(exc) from exc
+
+
+class WeavehostGroup(ErrorPath, click.Group):
+    """``weavehost``: every subcommand's errors take the :class:`ErrorPath`."""
+
+
+class WeavehostCommand(ErrorPath, click.Command):
+    """A command run outside the group (``python -m weavehost.bench.assets``), same errors."""
+
+    def run(self, argv: Sequence[str] | None = None) -> int:
+        """Run as a module's ``main``: the exit code, never ``SystemExit`` (click's standalone
+        mode always ends in one)."""
+        try:
+            self.main(args=list(argv) if argv is not None else None, prog_name=self.name)
+        except SystemExit as exit_:
+            return exit_.code if isinstance(exit_.code, int) else 1
+        return 0
+
+
+def options(*decorators: Decorator[Any]) -> Decorator[Any]:
+    """Several options as one decorator, listed in the order ``--help`` shows them."""
+
+    def apply(func: F) -> F:
+        for decorator in reversed(decorators):
+            func = decorator(func)
+        return func
+
+    return apply
+
+
+def server_option(help: str = SERVER_HELP) -> Decorator[Any]:  # noqa: A002 - click's word
+    """``--server`` (repeatable) into ``servers``: what :func:`~weavehost.config.build_config`
+    takes as server flags."""
+    return click.option(
+        "--server", "servers", multiple=True, metavar="PATH_OR_COMMAND_OR_URL", help=help
+    )
+
+
+def config_option(help: str = CONFIG_HELP) -> Decorator[Any]:  # noqa: A002
+    """``--config FILE`` into ``config_path``."""
+    return click.option("--config", "config_path", type=str, default=None, help=help)
+
+
+def trust_option(help: str) -> Decorator[Any]:  # noqa: A002
+    """``--trust SERVER`` (repeatable) into ``trust``."""
+    return click.option("--trust", multiple=True, metavar="SERVER", help=help)
+
+
+def approval_option(help: str) -> Decorator[Any]:  # noqa: A002
+    """``--approval`` (one of the config's approval modes; ``None``: as configured)."""
+    return click.option("--approval", type=click.Choice(APPROVAL_MODES), default=None, help=help)
+
+
+def model_option(help: str = MODEL_HELP, *, metavar: str | None = None) -> Decorator[Any]:  # noqa: A002
+    """``--model`` into ``model`` (``None``: the config's, else the default model)."""
+    return click.option("--model", "model", type=str, default=None, metavar=metavar, help=help)
+
+
+def format_option(help: str = "Override the model format.") -> Decorator[Any]:  # noqa: A002
+    """``--format NAME`` into ``format_name`` (``None``: detected from the model)."""
+    return click.option("--format", "format_name", type=str, default=None, help=help)
+
+
+def threads_option(help: str) -> Decorator[Any]:  # noqa: A002
+    """``--threads N`` (at least 1) into ``threads`` (``None``: the library's choice)."""
+    return click.option("--threads", type=click.IntRange(min=1), default=None, help=help)
+
+
+def ctx_option(default: int, *, maximum: int | None = None) -> Decorator[Any]:
+    """``--ctx N`` (at least 256 tokens) into ``n_ctx``."""
+    return click.option(
+        "--ctx",
+        "n_ctx",
+        type=click.IntRange(256, maximum),
+        default=default,
+        show_default=True,
+        help="Context size in tokens.",
+    )
+
+
+def json_option(help: str) -> Decorator[Any]:  # noqa: A002
+    """``--json`` into ``as_json``."""
+    return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+def root_option(func: F) -> F:
+    """``--root DIR`` (repeatable) into ``roots``, for ``chat``, ``run``, ``call`` and
+    ``tools``."""
+    return click.option(
+        "--root",
+        "roots",
+        multiple=True,
+        metavar="DIR",
+        type=click.Path(exists=True, file_okay=False, resolve_path=True),
+        help="Offer the servers this directory (MCP roots; a server may then work only there). "
+        "Repeatable; replaces the config's roots (default: none, so each server keeps the "
+        "directories it was started with).",
+    )(func)
