@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from weavehost.config import build_config, load_config, parse_config, server_from_flag
+from weavehost.config import (
+    RemoteModelConfig,
+    build_config,
+    load_config,
+    merge_flags,
+    parse_config,
+    server_from_flag,
+)
 from weavehost.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -149,6 +156,45 @@ def test_trust_flags_must_name_a_configured_server() -> None:
     assert build_config(None, [weather], trust=["weather"]).is_trusted("weather")
     with pytest.raises(ConfigError, match="--trust 'android': no such server"):
         build_config(None, [weather], trust=["android"])
+
+
+def test_a_host_s_flags_go_over_the_config_and_keep_every_field_no_flag_sets() -> None:
+    weather = str(ROOT / "tools" / "weather.py")
+    config = parse_config({
+        "mcpServers": {"weather": {"command": sys.executable, "args": [weather]}},
+        "weavehost": {"model": "a.gguf", "threads": 2, "toolChoice": "auto", "approval": "never",
+                      "roots": ["/srv"], "promptCache": {"maxBytes": 10}},
+    })  # fmt: skip
+    merged = merge_flags(
+        config, servers=[weather, "python -m http.server"], trust=["weather", "fake"],
+        approval="always", inproc=["fake"], model="b.gguf", threads=4, tool_choice="none",
+        prompt_cache=False,
+    )  # fmt: skip
+    # A --server named like a configured one is left out: the configured one runs.
+    assert merged.names == ("weather", "python")
+    assert merged.trusted_servers == {"weather", "fake"} and merged.approval == "always"
+    assert (merged.model, merged.remote, merged.threads, merged.tool_choice) == (
+        "b.gguf", None, 4, "none"
+    )  # fmt: skip
+    assert not merged.prompt_cache.enabled and merged.prompt_cache.max_bytes == 10
+    assert merged.roots == ("/srv",) and merged.source == config.source
+    assert merge_flags(config) == config  # no flag: the config as it is
+
+
+def test_a_url_model_flag_keeps_the_config_s_remote_settings_and_a_path_means_a_local_file() -> (
+    None
+):
+    config = parse_config({"weavehost": {"model": {"url": "http://gpu:8080/v1", "retries": 5}}})
+    assert config.model is None and config.remote is not None
+    remote = merge_flags(config, model="http://other:9000/v1").remote
+    assert remote == RemoteModelConfig(url="http://other:9000/v1", retries=5)
+    local = merge_flags(config, model="m.gguf")
+    assert (local.model, local.remote) == ("m.gguf", None)
+
+
+def test_a_trust_flag_naming_no_server_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="--trust 'ghost': no such server"):
+        merge_flags(parse_config({"mcpServers": {"a": {"command": "x"}}}), trust=["ghost"])
 
 
 def test_a_disabled_server_is_left_out() -> None:

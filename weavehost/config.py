@@ -87,7 +87,7 @@ import difflib
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -119,6 +119,7 @@ __all__ = [
     "build_config",
     "is_model_url",
     "load_config",
+    "merge_flags",
     "parse_config",
     "resolve_command",
     "resolve_remote",
@@ -514,3 +515,50 @@ def build_config(
             )
         config = replace(config, approval=approval)
     return config
+
+
+def merge_flags(
+    config: HostConfig,
+    *,
+    servers: Sequence[str] = (),
+    trust: Sequence[str] = (),
+    approval: ApprovalMode | None = None,
+    inproc: Collection[str] = (),
+    model: str | None = None,
+    threads: int | None = None,
+    tool_choice: str | None = None,
+    prompt_cache: bool | None = None,
+) -> HostConfig:
+    """``config`` with a :class:`~weavehost.host.Host`'s keyword flags over it; every field no
+    flag sets (roots, approved, timeouts …) is kept as configured.
+
+    ``servers`` (as ``--server`` takes them) are added after the configured ones, and one named
+    like a configured server is left out (the configured one runs); ``trust`` adds to the trusted
+    servers and must name one of them or of ``inproc`` (the names of servers run in this
+    process); ``approval`` replaces the configured mode. A ``model`` path means that local file
+    (no remote server), a URL the remote server it names with the config's other remote
+    settings (:func:`resolve_remote`); ``threads`` and ``tool_choice`` replace the config's
+    when given; ``prompt_cache`` turns the cache on or off (``None``: as configured)."""
+    if servers or trust or approval:
+        extra = build_config(None, servers, approval=approval)
+        taken = {s.name for s in config.servers}
+        merged = config.servers + tuple(s for s in extra.servers if s.name not in taken)
+        names = {s.name for s in merged} | set(inproc)
+        unknown = [t for t in trust if t not in names]
+        if unknown:
+            raise ConfigError(f"--trust {unknown[0]!r}: no such server")
+        config = replace(
+            config,
+            servers=merged,
+            trusted_servers=config.trusted_servers | frozenset(trust),
+            approval=extra.approval if approval else config.approval,
+        )
+    if prompt_cache is not None:
+        config = replace(config, prompt_cache=replace(config.prompt_cache, enabled=prompt_cache))
+    return replace(
+        config,
+        model=model if model and not is_model_url(model) else config.model,
+        remote=resolve_remote(model, config.remote),
+        threads=threads or config.threads,
+        tool_choice=tool_choice or config.tool_choice,
+    )

@@ -68,7 +68,7 @@ from weavehost.agent.thermal import (
     performance_thread_count,
     read_thermal_status,
 )
-from weavehost.config import HostConfig, RemoteModelConfig, build_config, resolve_remote
+from weavehost.config import HostConfig, RemoteModelConfig, merge_flags
 from weavehost.decode import DEFAULT_STRATEGY
 from weavehost.engine import DEFAULT_N_CTX
 from weavehost.errors import ClientFeatureError, ConfigError
@@ -141,34 +141,25 @@ class Host(AsyncContextManagerMixin):
         roots: Sequence[str | os.PathLike[str]] | None = None,
         load_model: LoadModel = True,
     ) -> None:
-        base = config or HostConfig()
-        if servers or trust or approval:
-            extra = build_config(None, servers, trust=(), approval=approval)  # type: ignore[arg-type]
-            taken = {s.name for s in base.servers}
-            merged = base.servers + tuple(s for s in extra.servers if s.name not in taken)
-            names = {s.name for s in merged} | set(inproc or {})
-            unknown = [t for t in trust if t not in names]
-            if unknown:
-                raise ConfigError(f"--trust {unknown[0]!r}: no such server")
-            base = replace(  # every other field (roots, approved …) kept as configured
-                base,
-                servers=merged,
-                trusted_servers=base.trusted_servers | frozenset(trust),
-                approval=extra.approval if approval else base.approval,
-            )
+        # The flags over the config, in one place (weavehost.config.merge_flags).
+        base = merge_flags(
+            config or HostConfig(), servers=servers, trust=trust, approval=approval,  # type: ignore[arg-type]
+            inproc=tuple(inproc or ()), model=model, threads=threads, tool_choice=tool_choice,
+            prompt_cache=prompt_cache,
+        )  # fmt: skip
         if load_model not in (True, False, "lazy"):
             raise ConfigError(f"load_model must be True, False or 'lazy', not {load_model!r}")
         self.config = base
         self.approver = approver
         self.elicitor = elicitor
         self.load_model_when: LoadModel = load_model
-        self.model_path = model or base.model
+        self.model_path = base.model
         # A remote OpenAI-compatible server (an http(s) --model, or the config's "model": {url})
         # instead of a GGUF file; a flag's URL keeps the config's other remote settings.
-        self.remote: RemoteModelConfig | None = resolve_remote(model, base.remote)
+        self.remote: RemoteModelConfig | None = base.remote
         self.format_name = format
         self.strategy = strategy
-        self.threads = threads or base.threads
+        self.threads = base.threads
         self.n_ctx = n_ctx
         self.max_steps = max_steps
         self.inproc = inproc
@@ -176,11 +167,11 @@ class Host(AsyncContextManagerMixin):
         # auto | required | none | a tool's name (checked once the catalog is listed); None
         # (and no toolChoice in the config): "required" on the embedded SmolLM2-135M (it almost
         # never opens a call by itself), "auto" on any other model.
-        self.tool_choice = tool_choice or base.tool_choice
+        self.tool_choice = base.tool_choice
         self.max_answer_tokens = max_answer_tokens
         # The persistent prompt-prefix cache: None follows the config (on by default), False is
         # --no-prompt-cache. Only a model the host loads uses it (not ``agent_model``).
-        self.prompt_cache = base.prompt_cache.enabled if prompt_cache is None else prompt_cache
+        self.prompt_cache = base.prompt_cache.enabled
         self.model: AgentModel | None = agent_model
         self.pool: ServerPool | None = None
         self.catalog: Catalog | None = None
