@@ -25,6 +25,7 @@ import pytest
 
 from weavehost.config import HostConfig, Limits, ServerConfig
 from weavehost.errors import ArgumentValidationError, SchemaError, UnknownToolError
+from weavehost.formats import tool_to_openai
 from weavehost.mcp.catalog import (
     DESCRIPTION_TRUNCATION_MARKER,
     Catalog,
@@ -309,6 +310,15 @@ def test_a_description_past_the_cap_is_cut_for_the_model_but_kept_and_hashed_who
     assert spec_a.description == spec_b.description, "the model sees the same capped text"
     assert spec_a.full_description == head + "tail A"
     assert spec_a.schema_hash != spec_b.schema_hash, "a change past the cap is still a change"
+
+
+def test_a_description_cap_above_1024_is_what_the_model_s_prompt_shows() -> None:
+    config = HostConfig(limits=Limits(max_description_chars=2_000))
+    full = "Read the manual. " * 200  # 3,400 characters
+    catalog = Catalog.from_listings({"s": [{**tool("t", OBJ), "description": full}]}, config)
+    spec = catalog.get("t")
+    shown = tool_to_openai(spec.qualified_name, spec.description, spec.schema_dict())
+    assert shown["function"]["description"] == full[:2_000] + DESCRIPTION_TRUNCATION_MARKER
 
 
 def test_a_tool_that_changes_after_it_was_first_listed_is_marked_changed_for_good() -> None:

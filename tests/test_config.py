@@ -197,6 +197,17 @@ def test_a_trust_flag_naming_no_server_is_a_config_error() -> None:
         merge_flags(parse_config({"mcpServers": {"a": {"command": "x"}}}), trust=["ghost"])
 
 
+@pytest.mark.parametrize("value", [0, -5, 12.5, "2000", True])
+def test_a_bad_description_cap_is_a_config_error_naming_its_key(value: object) -> None:
+    with pytest.raises(ConfigError, match=r"weavehost\.limits\.maxDescriptionChars"):
+        parse_config({"weavehost": {"limits": {"maxDescriptionChars": value}}})
+
+
+def test_a_description_cap_above_1024_is_kept_as_configured() -> None:
+    config = parse_config({"weavehost": {"limits": {"maxDescriptionChars": 8000}}})
+    assert config.limits.max_description_chars == 8000
+
+
 def test_a_disabled_server_is_left_out() -> None:
     config = parse_config(
         {"mcpServers": {"a": {"command": "x", "disabled": True}, "b": {"command": "y"}}}

@@ -25,11 +25,7 @@ from weavehost.formats.base import call_format
 from weavehost.formats.qwen import QWEN
 from weavehost.formats.several import first_call_format, render_calls
 from weavehost.formats.smollm2 import SMOLLM2
-from weavehost.formats.toolprompt import (
-    PARAMETER_DESCRIPTION_BUDGET,
-    PROMPT_EXAMPLES,
-    TOOL_DESCRIPTION_BUDGET,
-)
+from weavehost.formats.toolprompt import PARAMETER_DESCRIPTION_BUDGET, PROMPT_EXAMPLES
 from weavehost.gguf import GGUFMetadata, read_metadata
 
 EVERY_TYPE_CALL = ToolCall(
@@ -615,13 +611,12 @@ def test_the_prompt_shows_a_tool_without_titles_or_keys_that_tell_the_model_noth
     assert PYDANTIC_SCHEMA["title"] == "get_current_timeArguments"  # the full schema is untouched
 
 
-def test_descriptions_in_the_prompt_are_cut_at_their_budgets_with_a_mark():
+def test_argument_descriptions_in_the_prompt_are_cut_with_a_mark_and_the_tool_s_is_the_catalog_s():
     long = "word " * 1000
     shown = tool_to_openai(
         "t", long, {"type": "object", "properties": {"a": {"type": "string", "description": long}}}
     )["function"]
-    assert len(shown["description"]) <= TOOL_DESCRIPTION_BUDGET
-    assert shown["description"].endswith("word …")
+    assert shown["description"] == long  # its one cap is the catalog's (maxDescriptionChars)
     argument = shown["parameters"]["properties"]["a"]["description"]
     assert len(argument) <= PARAMETER_DESCRIPTION_BUDGET and argument.endswith(" …")
     assert tool_to_openai("t", "Short.", {})["function"]["description"] == "Short."

@@ -54,7 +54,8 @@ File format (every key but a server's ``command`` or ``url`` is optional)::
         "timeouts": {"startup": 15, "listTools": 10, "call": 30, "ping": 5,
                      "shutdownGrace": 2, "killGrace": 2},
         "limits": {"maxMessageBytes": 4194304, "maxResultChars": 16000,
-                   "maxSchemaBytes": 65536, "maxSchemaDepth": 32},
+                   "maxSchemaBytes": 65536, "maxSchemaDepth": 32, "maxArgumentDepth": 64,
+                   "maxDescriptionChars": 1024},
         "promptCache": {"enabled": true, "maxBytes": 2147483648}
       }
     }
@@ -154,7 +155,9 @@ class Limits:
     max_schema_bytes: int = 64 * 1024  # one tool's input schema, serialised
     max_schema_depth: int = 32  # nesting of a tool's input schema
     max_argument_depth: int = 64  # nesting of call arguments
-    max_description_chars: int = 4_000  # one tool description shown to the model
+    # One tool description shown to the model (~250 tokens: a tool's purpose fits, a manual
+    # pasted into a description does not fill the prompt); the only cap on it (the catalog's).
+    max_description_chars: int = 1_024
 
 
 DEFAULT_PROMPT_CACHE_BYTES = 2 * 1024**3

@@ -32,7 +32,7 @@ from weavehost.engine.segment import Segment
 from weavehost.errors import FormatError
 from weavehost.formats.declared import Clue, ValueSyntax
 from weavehost.formats.lark import LarkRules
-from weavehost.formats.toolprompt import TOOL_DESCRIPTION_BUDGET, cut_description, prompt_parameters
+from weavehost.formats.toolprompt import prompt_parameters
 
 if TYPE_CHECKING:
     from weavehost.formats.several import SeveralCalls
@@ -226,12 +226,13 @@ class ModelFormat(Protocol):
 def tool_to_openai(name: str, description: str, parameters: Mapping[str, Any]) -> dict[str, Any]:
     """The OpenAI/HF ``{"type": "function", "function": {...}}`` record templates expect, with
     the clean prompt view of the tool (:mod:`weavehost.formats.toolprompt`): every prompt's
-    tools pass through here, while constraints and validation keep the full schema."""
+    tools pass through here, while constraints and validation keep the full schema. The
+    description is shown as given: the catalog capped it (``limits.maxDescriptionChars``)."""
     return {
         "type": "function",
         "function": {
             "name": name,
-            "description": cut_description(description, TOOL_DESCRIPTION_BUDGET),
+            "description": description,
             "parameters": prompt_parameters(parameters),
         },
     }

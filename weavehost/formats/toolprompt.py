@@ -14,8 +14,8 @@ while telling it nothing it can act on. Guarantees of :func:`prompt_parameters`:
   schema there says what a map's values are, and stays).
 * Property *names* are never dropped (a property called ``title`` stays); only keywords are.
 * ``examples`` keep their first :data:`PROMPT_EXAMPLES`; descriptions inside the schema are cut at
-  :data:`PARAMETER_DESCRIPTION_BUDGET` characters, the tool's own at
-  :data:`TOOL_DESCRIPTION_BUDGET` (after the catalog's outer cap, ``limits.maxDescriptionChars``).
+  :data:`PARAMETER_DESCRIPTION_BUDGET` characters. The tool's own description is not cut here:
+  its one cap is the config's ``limits.maxDescriptionChars``, applied by the catalog.
 * Pure and total: any JSON value in, a new JSON value out; nothing is mutated.
 """
 
@@ -27,13 +27,10 @@ from typing import Any
 __all__ = [
     "PARAMETER_DESCRIPTION_BUDGET",
     "PROMPT_EXAMPLES",
-    "TOOL_DESCRIPTION_BUDGET",
     "cut_description",
     "prompt_parameters",
 ]
 
-# ~250 tokens: a tool's purpose fits; a manual pasted into a description does not fill the prompt.
-TOOL_DESCRIPTION_BUDGET = 1024
 # ~60 tokens per argument: what the value means and its unit, not a tutorial.
 PARAMETER_DESCRIPTION_BUDGET = 240
 PROMPT_EXAMPLES = 2  # examples of one value the model is shown
@@ -63,6 +60,10 @@ def cut_description(text: str, budget: int) -> str:
 
 def prompt_parameters(schema: Any) -> Any:
     """The view of a tool's (normalised) argument schema that goes into the prompt."""
+    return _view(schema)
+
+
+def _view(schema: Any) -> Any:
     if not isinstance(schema, Mapping):
         return schema
     out: dict[str, Any] = {}
@@ -70,11 +71,11 @@ def prompt_parameters(schema: Any) -> Any:
         if key in _DROPPED or (key in _BOOLEAN_NOISE and isinstance(value, bool)):
             continue
         if key in _NAMED_SCHEMAS and isinstance(value, Mapping):
-            out[key] = {name: prompt_parameters(item) for name, item in value.items()}
+            out[key] = {name: _view(item) for name, item in value.items()}
         elif key in _SCHEMA_LISTS and isinstance(value, list | tuple):
-            out[key] = [prompt_parameters(item) for item in value]
+            out[key] = [_view(item) for item in value]
         elif key in _ONE_SCHEMA:
-            out[key] = prompt_parameters(value)
+            out[key] = _view(value)
         elif key == "description" and isinstance(value, str):
             out[key] = cut_description(value, PARAMETER_DESCRIPTION_BUDGET)
         elif key == "examples" and isinstance(value, list | tuple):
