@@ -16,17 +16,25 @@ while telling it nothing it can act on. Guarantees of :func:`prompt_parameters`:
 * ``examples`` keep their first :data:`PROMPT_EXAMPLES`; descriptions inside the schema are cut at
   :data:`PARAMETER_DESCRIPTION_BUDGET` characters. The tool's own description is not cut here:
   its one cap is the config's ``limits.maxDescriptionChars``, applied by the catalog.
-* Pure and total: any JSON value in, a new JSON value out; nothing is mutated.
+* Pure and total: any JSON value in, a JSON value out; nothing is mutated.
+* Built once per schema: every render of a step shows the same tools again, so the view of a
+  schema is kept (at most :data:`PROMPT_VIEW_CACHE` of them, least recently used dropped),
+  keyed by the schema's JSON text, from which the view is built: a schema that changed (a
+  server re-listing its tools) is another key, never a stale view. The view handed out is
+  shared: read it (render, serialise), never change it.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
     "PARAMETER_DESCRIPTION_BUDGET",
     "PROMPT_EXAMPLES",
+    "PROMPT_VIEW_CACHE",
     "cut_description",
     "prompt_parameters",
 ]
@@ -34,6 +42,8 @@ __all__ = [
 # ~60 tokens per argument: what the value means and its unit, not a tutorial.
 PARAMETER_DESCRIPTION_BUDGET = 240
 PROMPT_EXAMPLES = 2  # examples of one value the model is shown
+# Schemas whose view is kept: a catalog of hundreds of tools, rendered at every step.
+PROMPT_VIEW_CACHE = 1024
 CUT_MARK = " …"
 
 _DROPPED = frozenset({"title", "$schema", "$id", "$anchor", "$comment", "$defs", "definitions"})
@@ -59,8 +69,28 @@ def cut_description(text: str, budget: int) -> str:
 
 
 def prompt_parameters(schema: Any) -> Any:
-    """The view of a tool's (normalised) argument schema that goes into the prompt."""
-    return _view(schema)
+    """The view of a tool's (normalised) argument schema that goes into the prompt; shared
+    between calls with the same schema (see the module docstring), so never to be changed."""
+    if not isinstance(schema, Mapping):
+        return schema
+    try:
+        text = json.dumps(schema, separators=(",", ":"), default=_json_mapping)
+    except (TypeError, ValueError):  # not JSON (a value json cannot write, a cycle): not kept
+        return _view(schema)
+    return _kept_view(text)
+
+
+@functools.lru_cache(maxsize=PROMPT_VIEW_CACHE)
+def _kept_view(text: str) -> Any:
+    """The view of the schema written as ``text``, built from ``text`` itself."""
+    return _view(json.loads(text))
+
+
+def _json_mapping(value: Any) -> Any:
+    """A frozen catalog's mappings, written as JSON objects (tuples already are arrays)."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def _view(schema: Any) -> Any:
