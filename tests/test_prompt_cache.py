@@ -308,13 +308,28 @@ def test_past_the_cap_the_least_recently_used_file_goes_first(
     assert sum(p.stat().st_size for p in capped.directory.glob("*.kv")) <= capped.max_bytes
 
 
-def test_a_state_larger_than_the_cap_is_not_kept(first: Engine, tmp_path: Path) -> None:
+def test_a_state_larger_than_the_cap_is_never_written(
+    first: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     tiny = PromptCache(tmp_path / "prompts", max_bytes=1024)
     first.clear()
     tokens = first.tokenize("<|im_start|>system\nYou are D.<|im_end|>\n", special=True)
     first.prefill(0, tokens, logits_last=False)
+    written: list[Path] = []
+    monkeypatch.setattr(first, "save_sequence", lambda seq, path, tokens: written.append(path))
     assert not tiny.save(first, 0, tokens)
-    assert not list(tiny.directory.glob("*"))
+    assert written == [] and not tiny.directory.exists()  # sized first, not written and deleted
+
+
+def test_the_engine_says_the_size_of_a_saved_sequence_before_writing_it(
+    first: Engine, tmp_path: Path
+) -> None:
+    first.clear()
+    tokens = first.tokenize("<|im_start|>system\nYou are E.<|im_end|>\n", special=True)
+    first.prefill(0, tokens, logits_last=False)
+    expected = first.saved_size(0, tokens)
+    path = tmp_path / "e.kv"
+    assert first.save_sequence(0, path, tokens) == expected == path.stat().st_size
 
 
 # --------------------------------------------------------------------------- the host

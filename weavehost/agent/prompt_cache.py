@@ -18,7 +18,8 @@ Guarantees:
   mismatched file is a miss, never trusted, and the save after the miss rewrites it.
 * **Bounded.** After each save, files are deleted least recently used first (a hit refreshes its
   file's modification time) until they take at most ``max_bytes``; a state larger than that is
-  not saved. Writes are atomic (a temporary file, then a rename).
+  never written: its size is asked of the engine first. Writes are atomic (a temporary file,
+  then a rename).
 * **Never costs a turn.** A file system that refuses a write or a delete is logged and the turn
   goes on as if the cache were off.
 """
@@ -132,16 +133,17 @@ class PromptCache:
 
     def save(self, engine: Engine, seq: int, tokens: Sequence[int]) -> bool:
         """Save ``seq``, which holds exactly ``tokens``, then evict past the cap. False when it
-        was not saved (too large for the cap, or the file system refused)."""
+        was not saved (its state alone is over the cap, so nothing is written; or the file
+        system refused)."""
+        size = engine.saved_size(seq, tokens)
+        if size > self.max_bytes:
+            logger.debug("prompt cache: a %d-byte state is over the %d-byte cap; not saved",
+                         size, self.max_bytes)  # fmt: skip
+            return False
         path = self.path_for(engine, tokens)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            size = engine.save_sequence(seq, path, tokens)
-            if size > self.max_bytes:
-                path.unlink(missing_ok=True)
-                logger.info("prompt cache: a %d-byte state is over the %d-byte cap; not kept",
-                            size, self.max_bytes)  # fmt: skip
-                return False
+            engine.save_sequence(seq, path, tokens)
         except OSError as exc:
             logger.warning("prompt cache: could not save %s: %s", path, exc)
             return False

@@ -57,7 +57,7 @@ from weavehost.engine.native import (
     open_native,
 )
 from weavehost.engine.passes import EngineStats, KvCells, Row
-from weavehost.engine.saved import StateIdentity, read_saved, write_saved
+from weavehost.engine.saved import StateIdentity, read_saved, saved_size, write_saved
 from weavehost.engine.segment import Segment
 from weavehost.errors import (
     AbortedError,
@@ -340,6 +340,15 @@ class Engine:
             self._next_logits.clear()
 
     # -- saved sequences ------------------------------------------------------------------------
+
+    def saved_size(self, seq: int, tokens: Sequence[int]) -> int:
+        """The size of the file :meth:`save_sequence` would write for ``seq``, which holds
+        ``tokens``, measured without copying its state (so a caller with a cap need not write
+        a file only to delete it)."""
+        self._check_seq(seq)
+        with self._lock:
+            state_bytes = self._native.seq_state_size(seq)
+        return saved_size(self.identity, tokens, state_bytes)
 
     def save_sequence(self, seq: int, path: Path, tokens: Sequence[int]) -> int:
         """Write sequence ``seq``'s KV state, which holds ``tokens``, to ``path`` atomically;

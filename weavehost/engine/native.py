@@ -185,6 +185,11 @@ class NativeContext:
 
     # -- sequence state (the prompt-prefix cache) -------------------------------------------------
 
+    def seq_state_size(self, seq: int) -> int:
+        """The bytes :meth:`seq_state` would return (``llama_state_seq_get_size``), without
+        copying the state."""
+        return int(llama_cpp.llama_state_seq_get_size(self._context, seq))
+
     def seq_state(self, seq: int) -> bytes:
         """The KV state of ``seq`` as llama.cpp serialises it (``llama_state_seq_get_data``):
         its cells' positions and their K and V rows, in llama.cpp's own layout."""

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-__all__ = ["SavedState", "StateIdentity", "read_saved", "write_saved"]
+__all__ = ["SavedState", "StateIdentity", "read_saved", "saved_size", "write_saved"]
 
 MAGIC = b"weavehost-kv 1\n"
 # A header holds at most n_ctx token ids of a few digits each, and a short identity.
@@ -57,15 +57,21 @@ class SavedState:
     state: bytearray | None = None
 
 
+def _head(identity: StateIdentity, tokens: Sequence[int], size: int, digest: str) -> bytes:
+    """The format line and the header line of a saved sequence."""
+    header = {"identity": asdict(identity), "tokens": list(tokens), "bytes": size, "sha256": digest}
+    return MAGIC + json.dumps(header, separators=(",", ":")).encode() + b"\n"
+
+
+def saved_size(identity: StateIdentity, tokens: Sequence[int], state_bytes: int) -> int:
+    """The size of the file :func:`write_saved` writes for a state of ``state_bytes`` bytes,
+    known before the state is read (a SHA-256 is always 64 hex digits)."""
+    return len(_head(identity, tokens, state_bytes, "0" * 64)) + state_bytes
+
+
 def write_saved(path: Path, identity: StateIdentity, tokens: Sequence[int], state: bytes) -> int:
     """Write a saved sequence atomically; return the file's size. ``OSError`` propagates."""
-    header = {
-        "identity": asdict(identity),
-        "tokens": list(tokens),
-        "bytes": len(state),
-        "sha256": hashlib.sha256(state).hexdigest(),
-    }
-    head = MAGIC + json.dumps(header, separators=(",", ":")).encode() + b"\n"
+    head = _head(identity, tokens, len(state), hashlib.sha256(state).hexdigest())
     temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
     try:
         with open(temporary, "wb") as file:
