@@ -28,7 +28,9 @@ Invariants:
   approved) one by one, in order, after the reply is written.
 * **Bounded.** At most ``max_steps`` model steps per turn; a turn that hits the bound says so.
   A step's free text (the answer) stops at the model's end of turn, at a repeated call, or at
-  ``free_tokens`` (``--max-answer-tokens``), with a ``notice`` when that bound cut it. Where
+  ``free_tokens`` (``--max-answer-tokens``), with a ``notice`` when that bound cut it. Its
+  bound leaves the reply a whole call, the decision after it and the format's close
+  (:mod:`weavehost.agent.budget`), so a call is never cut by the bound. Where
   no call may be made (``none``, or after a repeat) an answer that turns into a call anyway
   is taken back and a word written where it began, a few times, then cut where the call
   began, with a ``notice`` (:mod:`weavehost.agent.call_text`).
@@ -55,6 +57,7 @@ import anyio
 import anyio.abc
 import anyio.from_thread
 
+from weavehost.agent.budget import StepBudget, close_tokens
 from weavehost.agent.cache import CacheEntry, ResultCache
 from weavehost.agent.context import fit_conversation
 from weavehost.agent.events import Event
@@ -136,11 +139,14 @@ class Session:
         self.run_bound_s = run_bound(config.timeouts) if run_bound_s is None else run_bound_s
         self.runs = CallRuns(executor, catalog, config, self.cache, self.run_bound_s)
         self.prefilled: list[int] = []  # tokens prefilled per step, for tests and timings
+        # What a step keeps for its reply's calls (a whole call, the decision after it and the
+        # format's close), so its answer's bound never cuts a call.
+        self.budget = StepBudget(call_tokens, close_tokens(model))
         # Context kept free for what one step writes; the prompt gets the rest (the "room").
         # A small context gives the prompt at least three quarters; each step's budgets then
         # shrink to what is left (see _step).
         if reserve_tokens is None:
-            reserve_tokens = min(free_tokens + call_tokens, max(64, model.n_ctx // 4))
+            reserve_tokens = min(free_tokens + self.budget.reserve, max(64, model.n_ctx // 4))
         self.reserve_tokens = min(reserve_tokens, model.n_ctx // 2)
         self._view_start = 0  # the context view: first transcript message shown, and cuts
         self._view_cuts: dict[int, int] = {}
@@ -286,9 +292,9 @@ class Session:
             try:
                 synced = await self.lock.run(self.model.sync, shown, tools)
                 self.prefilled.append(synced.prefilled)
-                # What this step may write: never past the context (half of it kept for a call).
+                # What this step may write: never past the context, the reply's calls kept.
                 left = self.model.n_ctx - synced.total
-                free_tokens = min(free_tokens, max(0, left - min(self.call_tokens, left // 2)))
+                free_tokens = self.budget.free_bound(left, free_tokens)
                 forced = self._forced_tools(step, tools)
                 if forced:
                     # The turn must start with a call: no free text, the strategy writes it.
@@ -302,7 +308,7 @@ class Session:
                 results: list[CallResult] = []
                 if free.call:
                     # The reply's calls share what is left of the context after the free text.
-                    budget = max(0, left - free.tokens - 1)
+                    budget = self.budget.reply_budget(left, free.tokens)
                     write = functools.partial(
                         self.model.write_calls, budget=budget, max_calls=MAX_CALLS_PER_STEP,
                         made=frozenset(self._turn_calls), on_final=on_final,
