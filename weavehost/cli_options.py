@@ -30,6 +30,7 @@ from weavehost.errors import WeavehostError
 __all__ = [
     "CONFIG_HELP",
     "MODEL_HELP",
+    "SERVER_HELP",
     "CommandFailed",
     "ErrorPath",
     "WeavehostCommand",
@@ -108,42 +109,42 @@ def options(*decorators: Decorator[Any]) -> Decorator[Any]:
     return apply
 
 
-def server_option(help: str = SERVER_HELP) -> Decorator[Any]:  # noqa: A002 - click's word
+def server_option(text: str = SERVER_HELP) -> Decorator[Any]:
     """``--server`` (repeatable) into ``servers``: what :func:`~weavehost.config.build_config`
     takes as server flags."""
     return click.option(
-        "--server", "servers", multiple=True, metavar="PATH_OR_COMMAND_OR_URL", help=help
+        "--server", "servers", multiple=True, metavar="PATH_OR_COMMAND_OR_URL", help=text
     )
 
 
-def config_option(help: str = CONFIG_HELP) -> Decorator[Any]:  # noqa: A002
+def config_option(text: str = CONFIG_HELP) -> Decorator[Any]:
     """``--config FILE`` into ``config_path``."""
-    return click.option("--config", "config_path", type=str, default=None, help=help)
+    return click.option("--config", "config_path", type=str, default=None, help=text)
 
 
-def trust_option(help: str) -> Decorator[Any]:  # noqa: A002
+def trust_option(text: str) -> Decorator[Any]:
     """``--trust SERVER`` (repeatable) into ``trust``."""
-    return click.option("--trust", multiple=True, metavar="SERVER", help=help)
+    return click.option("--trust", multiple=True, metavar="SERVER", help=text)
 
 
-def approval_option(help: str) -> Decorator[Any]:  # noqa: A002
+def approval_option(text: str) -> Decorator[Any]:
     """``--approval`` (one of the config's approval modes; ``None``: as configured)."""
-    return click.option("--approval", type=click.Choice(APPROVAL_MODES), default=None, help=help)
+    return click.option("--approval", type=click.Choice(APPROVAL_MODES), default=None, help=text)
 
 
-def model_option(help: str = MODEL_HELP, *, metavar: str | None = None) -> Decorator[Any]:  # noqa: A002
+def model_option(text: str = MODEL_HELP, *, metavar: str | None = None) -> Decorator[Any]:
     """``--model`` into ``model`` (``None``: the config's, else the default model)."""
-    return click.option("--model", "model", type=str, default=None, metavar=metavar, help=help)
+    return click.option("--model", "model", type=str, default=None, metavar=metavar, help=text)
 
 
-def format_option(help: str = "Override the model format.") -> Decorator[Any]:  # noqa: A002
+def format_option(text: str = "Override the model format.") -> Decorator[Any]:
     """``--format NAME`` into ``format_name`` (``None``: detected from the model)."""
-    return click.option("--format", "format_name", type=str, default=None, help=help)
+    return click.option("--format", "format_name", type=str, default=None, help=text)
 
 
-def threads_option(help: str) -> Decorator[Any]:  # noqa: A002
+def threads_option(text: str) -> Decorator[Any]:
     """``--threads N`` (at least 1) into ``threads`` (``None``: the library's choice)."""
-    return click.option("--threads", type=click.IntRange(min=1), default=None, help=help)
+    return click.option("--threads", type=click.IntRange(min=1), default=None, help=text)
 
 
 def ctx_option(default: int, *, maximum: int | None = None) -> Decorator[Any]:
@@ -158,9 +159,9 @@ def ctx_option(default: int, *, maximum: int | None = None) -> Decorator[Any]:
     )
 
 
-def json_option(help: str) -> Decorator[Any]:  # noqa: A002
+def json_option(text: str) -> Decorator[Any]:
     """``--json`` into ``as_json``."""
-    return click.option("--json", "as_json", is_flag=True, help=help)
+    return click.option("--json", "as_json", is_flag=True, help=text)
 
 
 def root_option(func: F) -> F:

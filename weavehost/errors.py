@@ -10,7 +10,7 @@ Expected outcomes are *not* errors: a tool result with ``isError`` stays a resul
 reads, and a value sequence that fails to decode is a state of that sequence.
 
 Hierarchy, with the exit code a command ends with (``exit_code``; a subclass inherits its
-parent's). Every command maps these in one place (:class:`weavehost.cli.ErrorPath`): one
+parent's). Every command maps these in one place (:class:`weavehost.cli_options.ErrorPath`): one
 ``Error: <message>`` line on stderr, then this code. 2 is configuration and usage, 3 the model,
 130 an interrupt, 1 anything that went wrong while running::
 
