@@ -178,7 +178,7 @@ def test_server_may_be_the_path_of_a_server_to_start_for_the_call() -> None:
 def test_a_call_that_needs_approval_with_no_terminal_to_ask_is_refused_with_exit_1() -> None:
     result = call("weather", "get_current_weather", '{"city": "Paris"}', "--server", WEATHER)
     assert result.exit_code == 1
-    assert "declined get_current_weather" in the_error_line(result)
+    assert "get_current_weather was not run: the user did not approve it" in the_error_line(result)
     assert "no terminal" in result.stderr  # the approver said why it could not ask
 
 

@@ -322,8 +322,9 @@ def _agent(ctx: click.Context, kw: dict[str, Any], body: Any, *, exit_on_error: 
         click.echo("\n".join(roots_offered(config)), err=True)
     printer = EventPrinter(as_json=kw["as_json"], verbose=verbose)
     interactive = sys.stdin.isatty() and sys.stderr.isatty()
-    approver = TerminalApprover(interactive=interactive)
-    elicitor = TerminalElicitor(interactive=interactive)  # no terminal: every request declined
+    # While a person is asked, the printer holds the turn's events and prints them after.
+    approver = TerminalApprover(interactive=interactive, printer=printer)
+    elicitor = TerminalElicitor(interactive=interactive, printer=printer)  # no tty: declined
 
     def make_host(on_loading: Any) -> Host:
         return Host(config, approver=approver, elicitor=elicitor, model=kw["model"],

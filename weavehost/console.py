@@ -15,12 +15,16 @@ Stage: command line (over :class:`~weavehost.host.Host`). ``cli.py`` parses opti
   decline or cancel; a URL shown with the message and opened in the browser only after the
   person says yes (and only an ``http``/``https`` one). With no terminal it declines;
 * progress of a running call as a bar (one updating line on a terminal, plain lines otherwise)
-  and servers' log messages at ``-v``;
+  and servers' log messages at ``-v``; the host's housekeeping notices (a repeated call not
+  run, a call taken back) at ``-v`` too;
 * Ctrl-C: decoding stops between or inside passes, in-flight calls are cancelled, servers shut
   down, and the command exits with 130 (:data:`EXIT_INTERRUPTED`).
 
-Lines are read from the terminal in daemon threads, so an unanswered prompt never keeps the
-process alive after Ctrl-C.
+Lines never interleave: the loading spinner's line is cleared before anything else is printed
+(:class:`Spinner`), and while a person is asked something (an approval, a form) one question is
+open at a time and the events that arrive meanwhile wait, then are printed in order once it is
+answered (:meth:`EventPrinter.dialogue`). Lines are read from the terminal in daemon threads, so
+an unanswered prompt never keeps the process alive after Ctrl-C.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ import sys
 import threading
 import time
 import webbrowser
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, TextIO
 from urllib.parse import urlsplit
@@ -52,6 +57,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "MAX_FIELD_ATTEMPTS",
     "EventPrinter",
+    "Spinner",
     "TerminalApprover",
     "TerminalElicitor",
     "ask_line",
@@ -101,40 +107,49 @@ _DECISIONS: Mapping[str, Decision] = {
 @dataclass
 class TerminalApprover:
     """Asks on the terminal before a call that needs approval, and before a server's first
-    sampling request; no terminal means refused. ``ask`` reads a line (tests script it)."""
+    sampling request; no terminal means refused. ``ask`` reads a line (tests script it);
+    ``printer``, when given, holds its events while the person is asked."""
 
     interactive: bool
     ask: LineReader = ask_line
     err: TextIO | None = None
+    printer: EventPrinter | None = None
 
     def _say(self, text: str) -> None:
         print(text, file=self.err or sys.stderr, flush=True)
 
     async def approve(self, request: ApprovalRequest) -> Decision:
-        if not self.interactive:
-            self._say(f"  ✗ {request.spec.qualified_name} needs approval and there is no "
-                      "terminal to ask: refused (use approval 'always' in the config to allow "
-                      "it)")  # fmt: skip
-            return "no"
-        self._say(f"\n  ? approval needed:\n{_indent(request.describe())}")
-        answer = await self.ask(
-            f"  run it? [y]es / [N]o / always for this [t]ool / always for this [s]erver "
-            f"(server {request.spec.server!r}, for this session) "
-        )
+        async with _dialogue(self.printer):
+            if not self.interactive:
+                self._say(f"  ✗ {request.spec.qualified_name} needs approval and there is no "
+                          "terminal to ask: refused (use approval 'always' in the config to "
+                          "allow it)")  # fmt: skip
+                return "no"
+            self._say(f"\n  ? approval needed:\n{_indent(request.describe())}")
+            answer = await self.ask(
+                f"  run it? [y]es / [N]o / always for this [t]ool / always for this [s]erver "
+                f"(server {request.spec.server!r}, for this session) "
+            )
         return _DECISIONS.get((answer or "").strip().lower(), "no")
 
     async def approve_sampling(self, request: SamplingRequest) -> Decision:
-        if not self.interactive:
-            self._say(f"  ✗ server {request.server!r} asks the local model to write a message "
-                      "and there is no terminal to ask: refused (use approval 'always' to "
-                      "allow it)")  # fmt: skip
-            return "no"
-        self._say(f"\n  ? sampling request:\n{_indent(request.describe())}")
-        answer = await self.ask(
-            f"  let the local model answer {request.server!r}? (once approved, it is not asked "
-            "again this session) [y/N] "
-        )
+        async with _dialogue(self.printer):
+            if not self.interactive:
+                self._say(f"  ✗ server {request.server!r} asks the local model to write a "
+                          "message and there is no terminal to ask: refused (use approval "
+                          "'always' to allow it)")  # fmt: skip
+                return "no"
+            self._say(f"\n  ? sampling request:\n{_indent(request.describe())}")
+            answer = await self.ask(
+                f"  let the local model answer {request.server!r}? (once approved, it is not "
+                "asked again this session) [y/N] "
+            )
         return "yes" if (answer or "").strip().lower() in ("y", "yes") else "no"
+
+
+def _dialogue(printer: EventPrinter | None) -> AbstractAsyncContextManager[None]:
+    """The printer's dialogue (one question at a time, its events held meanwhile), if any."""
+    return printer.dialogue() if printer is not None else nullcontext()
 
 
 @dataclass
@@ -143,18 +158,24 @@ class TerminalElicitor:
 
     ``interactive`` (None: stdin and stderr are terminals), ``ask`` (reads a line after a
     prompt; ``None`` is end of input, which cancels), ``err`` (where the form is shown) and
-    ``open_url`` (the browser) are injectable, so the whole dialogue is scriptable.
+    ``open_url`` (the browser) are injectable, so the whole dialogue is scriptable;
+    ``printer``, when given, holds its events until the form is answered.
     """
 
     interactive: bool | None = None
     ask: LineReader = ask_line
     err: TextIO | None = None
     open_url: Callable[[str], object] = webbrowser.open
+    printer: EventPrinter | None = None
 
     def _say(self, text: str) -> None:
         print(text, file=self.err or sys.stderr, flush=True)
 
     async def elicit(self, request: ElicitationRequest) -> ElicitationReply:
+        async with _dialogue(self.printer):
+            return await self._elicit(request)
+
+    async def _elicit(self, request: ElicitationRequest) -> ElicitationReply:
         interactive = self.interactive
         if interactive is None:
             interactive = sys.stdin.isatty() and sys.stderr.isatty()
@@ -320,7 +341,10 @@ def _call_text(data: Any) -> str:
 
 
 class EventPrinter:
-    """Events as a person reads them, or as JSON lines."""
+    """Events as a person reads them, or as JSON lines.
+
+    While a :meth:`dialogue` is open (a person is being asked), events are held and printed
+    after it, in the order they came, so nothing is printed inside a question."""
 
     def __init__(self, *, as_json: bool, verbose: int, out: TextIO | None = None,
                  err: TextIO | None = None) -> None:  # fmt: skip
@@ -328,9 +352,29 @@ class EventPrinter:
         self.out, self.err = out or sys.stdout, err or sys.stderr
         self._mid_line = False
         self._bar = False  # a progress bar is the err terminal's current line
+        self._held: list[Event] | None = None  # events that came while a dialogue was open
+        self._turn_calls: set[str] = set()  # the final calls shown in this turn
+        self._asking = anyio.Lock()  # one dialogue at a time
         self.failure: Event | None = None  # the last turn-ending ``error`` event
 
+    @asynccontextmanager
+    async def dialogue(self) -> AsyncIterator[None]:
+        """Ask the person something: one question at a time; the text and progress lines are
+        ended first, and events that arrive until it is answered are printed after it."""
+        async with self._asking:
+            self._end_lines()
+            self._held = []
+            try:
+                yield
+            finally:
+                held, self._held = self._held, None
+                for event in held:
+                    self(event)
+
     def __call__(self, event: Event) -> None:
+        if self._held is not None:
+            self._held.append(event)
+            return
         if event.type == "error":
             self.failure = event
         if self.as_json:
@@ -344,11 +388,8 @@ class EventPrinter:
             self.err.flush()
             self._bar = True
             return
-        if self._bar:  # anything else ends the bar's line
-            self.err.write("\n")
-            self.err.flush()
-            self._bar = False
         if kind == "text":
+            self._end_bar()
             self.out.write(data["text"])
             self.out.flush()
             self._mid_line = not data["text"].endswith("\n")
@@ -356,8 +397,19 @@ class EventPrinter:
         line = self._line(kind, data)
         if line is None:
             return
-        self._end_text_line()
+        self._end_lines()
         print(line, file=self.err, flush=True)
+
+    def _end_lines(self) -> None:
+        """End the progress bar's line and the assistant's unfinished line of text."""
+        self._end_bar()
+        self._end_text_line()
+
+    def _end_bar(self) -> None:
+        if self._bar:
+            self.err.write("\n")
+            self.err.flush()
+            self._bar = False
 
     def _end_text_line(self) -> None:
         if self._mid_line:
@@ -366,6 +418,16 @@ class EventPrinter:
             self._mid_line = False
 
     def _line(self, kind: str, data: Any) -> str | None:
+        if kind == "done":
+            self._turn_calls.clear()
+        if kind in ("provisional_call", "final_call") and not self.verbose:
+            # The same call again in one turn is never run again (the agent drops a repeat):
+            # its lines are housekeeping, shown at -v with the note that says so.
+            key = json.dumps([data["name"], data["arguments"]], sort_keys=True, default=str)
+            if key in self._turn_calls:
+                return None
+            if kind == "final_call":
+                self._turn_calls.add(key)
         if kind == "provisional_call":
             how = ("started early" if data["started"] else "result cached"
                    if data.get("cached") else "waits for the final call")  # fmt: skip
@@ -381,7 +443,7 @@ class EventPrinter:
             return f"  → {data['status']}{via.get(data['source'], '')}: {text}"
         if kind == "call_failed":
             return f"  ✗ the model's call did not decode: {data['error']}"
-        if kind == "notice":
+        if kind == "notice" and (self.verbose or not data.get("housekeeping")):
             return f"  note: {data['text']}"
         if kind == "progress":
             return progress_text(data)
@@ -425,23 +487,44 @@ def progress_text(data: Mapping[str, Any]) -> str:
     return f"  ⋯ {data['name']} {count}{message}"
 
 
-async def _spinner(label: str, stream: TextIO, stop: anyio.Event) -> None:
-    """A progress line while the model loads (a spinner on a terminal, one line otherwise)."""
-    if not stream.isatty():
-        print(f"{label} …", file=stream, flush=True)
-        await stop.wait()
-        return
-    frames = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
-    started = time.monotonic()
-    i = 0
-    while not stop.is_set():
-        stream.write(f"\r{frames[i % len(frames)]} {label} {time.monotonic() - started:.1f}s")
-        stream.flush()
-        i += 1
-        with anyio.move_on_after(SPINNER_PERIOD_S):
-            await stop.wait()
-    stream.write("\r\033[K")
-    stream.flush()
+class Spinner:
+    """The line shown while the model loads: an animated spinner on a terminal, one plain line
+    otherwise (or when ``animate`` is false: at ``-v`` log lines would break into it).
+
+    Drawn and stopped on the event loop, so :meth:`stop` clears the spinner's line before it
+    returns and no frame is drawn after it: the next line printed starts a line of its own."""
+
+    FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+    def __init__(self, stream: TextIO, *, animate: bool) -> None:
+        self.stream, self.animate = stream, animate
+        self._stopped = anyio.Event()
+        self._drawn = False  # a frame is the stream's current line
+
+    async def run(self, label: str) -> None:
+        """Show ``label`` until :meth:`stop` (a task of its own); a load after :meth:`stop` (a
+        lazy model, loaded when a server first asks for it) is one plain line."""
+        if self._stopped.is_set() or not self.animate:
+            print(f"{label} …", file=self.stream, flush=True)
+            return
+        started = time.monotonic()
+        i = 0
+        while not self._stopped.is_set():
+            frame = self.FRAMES[i % len(self.FRAMES)]
+            self.stream.write(f"\r{frame} {label} {time.monotonic() - started:.1f}s")
+            self.stream.flush()
+            self._drawn = True
+            i += 1
+            with anyio.move_on_after(SPINNER_PERIOD_S):
+                await self._stopped.wait()
+
+    def stop(self) -> None:
+        """End the spinner now: its line is cleared before this returns."""
+        self._stopped.set()
+        if self._drawn:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+            self._drawn = False
 
 
 async def run_agent(
@@ -500,17 +583,17 @@ async def _supervise(
 ) -> None:
     async with anyio.create_task_group() as tg:
         tg.start_soon(on_sigint, tg.cancel_scope)
-        loaded = anyio.Event()
+        spinner = Spinner(sys.stderr, animate=_is_tty(sys.stderr) and not printer.verbose)
 
         def on_loading(text: str) -> None:
             if not printer.as_json:
-                tg.start_soon(_spinner, text, sys.stderr, loaded)
+                tg.start_soon(spinner.run, text)
 
         host = make_host(on_loading)
         try:
             async with host:
                 holder.append(host)
-                loaded.set()
+                spinner.stop()  # its line is cleared before the ready line, or anything else
                 if announce:
                     status = host.pool.status() if host.pool else {}
                     printer(Event("ready", {
@@ -521,5 +604,5 @@ async def _supervise(
                     }))  # fmt: skip
                 await body(host, printer)
         finally:
-            loaded.set()
+            spinner.stop()
         tg.cancel_scope.cancel()

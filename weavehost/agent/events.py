@@ -30,7 +30,9 @@ class Event:
     timeout), ``log`` (``server``, ``level``: the MCP level, ``debug`` … ``emergency``,
     ``data``: as the server sent it, ``logger``: ``None`` or the server's logger name; a
     server's log message, reported with the turn or call that is running when it arrives and
-    shown by the console at ``-v``), ``notice`` (``text``), ``timings`` (numbers of one step),
+    shown by the console at ``-v``), ``notice`` (``text``; ``housekeeping``: true on the
+    host's own bookkeeping, a repeated call not run or a call taken back, which the console
+    shows at ``-v``), ``timings`` (numbers of one step),
     ``error`` (``error``: the message, ``kind``: the error class, ``exit_code``),
     ``done`` (``stop``: ``answer``, ``max_steps``, ``call_failed`` or ``error``; ``steps``).
     """

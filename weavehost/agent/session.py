@@ -337,7 +337,8 @@ class Session:
         if not results:
             if free.stop == "call_text":
                 text = "the model wrote a call where none may be made now; its answer was cut"
-                emit(Event("notice", {"text": text + " where the call began"}))
+                emit(Event("notice", {"text": text + " where the call began",
+                                      "housekeeping": True}))  # fmt: skip
             if free.stop == "max_tokens":
                 emit(Event("notice", {"text": f"the answer reached its bound of {free_tokens} "
                                               "tokens and was cut (--max-answer-tokens "
@@ -382,8 +383,8 @@ class Session:
                     # step bound (SmolLM2-135M does): the repeat is dropped.
                     await self.runs.discard(entry)
                     emit(Event("notice", {"text": f"the model repeated {final.name} with the "
-                                                  "same arguments; the repeat is not "
-                                                  "run"}))  # fmt: skip
+                                                  "same arguments; the repeat is not run",
+                                          "housekeeping": True}))  # fmt: skip
                     continue
                 self._turn_calls.add(final.canonical())
                 kept.append((final, entry))

@@ -478,8 +478,8 @@ class Executor:
         except Exception as exc:  # boundary: an approver that fails must fail closed
             logger.warning("approver failed for %s: %s", spec.qualified_name, exc)
             answer = "no"
-        if answer == "no":
-            return f"the user declined {spec.qualified_name}"
+        if answer == "no":  # declined, or no one at a terminal to ask: either way, no result
+            return f"{spec.qualified_name} was not run: the user did not approve it"
         if self._unchanged(spec):
             if answer == "always_tool":
                 self.tool_approvals[(spec.server, spec.name)] = spec.schema_hash
