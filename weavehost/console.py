@@ -119,32 +119,34 @@ class TerminalApprover:
         print(text, file=self.err or sys.stderr, flush=True)
 
     async def approve(self, request: ApprovalRequest) -> Decision:
-        async with _dialogue(self.printer):
-            if not self.interactive:
-                self._say(f"  ✗ {request.spec.qualified_name} needs approval and there is no "
-                          "terminal to ask: refused (use approval 'always' in the config to "
-                          "allow it)")  # fmt: skip
-                return "no"
-            self._say(f"\n  ? approval needed:\n{_indent(request.describe())}")
-            answer = await self.ask(
-                f"  run it? [y]es / [N]o / always for this [t]ool / always for this [s]erver "
-                f"(server {request.spec.server!r}, for this session) "
-            )
+        answer = await self._question(
+            refusal=f"{request.spec.qualified_name} needs approval and there is no terminal to "
+            "ask: refused (use approval 'always' in the config to allow it)",
+            header=f"approval needed:\n{_indent(request.describe())}",
+            prompt="run it? [y]es / [N]o / always for this [t]ool / always for this [s]erver "
+            f"(server {request.spec.server!r}, for this session) ",
+        )
         return _DECISIONS.get((answer or "").strip().lower(), "no")
 
     async def approve_sampling(self, request: SamplingRequest) -> Decision:
+        answer = await self._question(
+            refusal=f"server {request.server!r} asks the local model to write a message and "
+            "there is no terminal to ask: refused (use approval 'always' to allow it)",
+            header=f"sampling request:\n{_indent(request.describe())}",
+            prompt=f"let the local model answer {request.server!r}? (once approved, it is not "
+            "asked again this session) [y/N] ",
+        )
+        return "yes" if (answer or "").strip().lower() in ("y", "yes") else "no"
+
+    async def _question(self, *, refusal: str, header: str, prompt: str) -> str | None:
+        """The person's answer to ``header`` and ``prompt``; with no terminal, ``refusal`` is
+        said and the answer is None (refused)."""
         async with _dialogue(self.printer):
             if not self.interactive:
-                self._say(f"  ✗ server {request.server!r} asks the local model to write a "
-                          "message and there is no terminal to ask: refused (use approval "
-                          "'always' to allow it)")  # fmt: skip
-                return "no"
-            self._say(f"\n  ? sampling request:\n{_indent(request.describe())}")
-            answer = await self.ask(
-                f"  let the local model answer {request.server!r}? (once approved, it is not "
-                "asked again this session) [y/N] "
-            )
-        return "yes" if (answer or "").strip().lower() in ("y", "yes") else "no"
+                self._say(f"  ✗ {refusal}")
+                return None
+            self._say(f"\n  ? {header}")
+            return await self.ask(f"  {prompt}")
 
 
 def _dialogue(printer: EventPrinter | None) -> AbstractAsyncContextManager[None]:
