@@ -33,7 +33,6 @@ import json
 import signal
 import sys
 import threading
-import time
 import webbrowser
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
@@ -47,6 +46,7 @@ import anyio.lowlevel
 from jsonschema import Draft202012Validator
 
 from weavehost.agent import Event
+from weavehost.console_spinner import Spinner
 from weavehost.errors import AbortedError
 from weavehost.host import Host
 from weavehost.mcp.executor import ApprovalRequest, Decision
@@ -66,7 +66,6 @@ __all__ = [
 ]
 
 EXIT_INTERRUPTED = AbortedError.exit_code  # Ctrl-C ends a command as an aborted decode does
-SPINNER_PERIOD_S = 0.1
 _RESULT_PREVIEW = 200
 MAX_FIELD_ATTEMPTS = 5  # invalid answers to one form field before the elicitation is cancelled
 PROGRESS_BAR_WIDTH = 24
@@ -487,46 +486,6 @@ def progress_text(data: Mapping[str, Any]) -> str:
         count = f"{progress:g}"
     message = f"  {data['message']}" if data.get("message") else ""
     return f"  ⋯ {data['name']} {count}{message}"
-
-
-class Spinner:
-    """The line shown while the model loads: an animated spinner on a terminal, one plain line
-    otherwise (or when ``animate`` is false: at ``-v`` log lines would break into it).
-
-    Drawn and stopped on the event loop, so :meth:`stop` clears the spinner's line before it
-    returns and no frame is drawn after it: the next line printed starts a line of its own."""
-
-    FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
-
-    def __init__(self, stream: TextIO, *, animate: bool) -> None:
-        self.stream, self.animate = stream, animate
-        self._stopped = anyio.Event()
-        self._drawn = False  # a frame is the stream's current line
-
-    async def run(self, label: str) -> None:
-        """Show ``label`` until :meth:`stop` (a task of its own); a load after :meth:`stop` (a
-        lazy model, loaded when a server first asks for it) is one plain line."""
-        if self._stopped.is_set() or not self.animate:
-            print(f"{label} …", file=self.stream, flush=True)
-            return
-        started = time.monotonic()
-        i = 0
-        while not self._stopped.is_set():
-            frame = self.FRAMES[i % len(self.FRAMES)]
-            self.stream.write(f"\r{frame} {label} {time.monotonic() - started:.1f}s")
-            self.stream.flush()
-            self._drawn = True
-            i += 1
-            with anyio.move_on_after(SPINNER_PERIOD_S):
-                await self._stopped.wait()
-
-    def stop(self) -> None:
-        """End the spinner now: its line is cleared before this returns."""
-        self._stopped.set()
-        if self._drawn:
-            self.stream.write("\r\033[K")
-            self.stream.flush()
-            self._drawn = False
 
 
 async def run_agent(
