@@ -7,20 +7,34 @@ Stage: benchmark inputs (``weavehost bench-agent``). A task is::
      "calls": [{"get_current_weather": {"city": ["Paris"], "units": ["metric", ""]}}],
      "facts": ["-2.9"], "tags": ["single", "weather"]}
 
-or, for a conversation of several turns, ``"turns": [{"user", "calls", "facts"}, ...]`` in place
-of ``user``/``calls``/``facts``. Optional: ``trust`` (server names; default every server of the
-task, so read-only tools may run provisionally), ``approval`` (``always``, the default, or
-``never``: nothing in a benchmark waits for a person), ``tool_choice`` (as ``--tool-choice``),
-``needs`` (a capability the task needs, e.g. ``multi_call``; reported as a tag) and ``tags``.
+or, for a conversation of several turns, ``"turns": [{"user", "calls", "facts", "fails"}, ...]``
+in place of ``user``/``calls``/``facts``/``fails``. Optional: ``trust`` (server names; default
+every server of the task, so read-only tools may run provisionally), ``approval`` (``always``,
+the default, or ``never``: nothing in a benchmark waits for a person; ``never`` refuses every
+call that needs approval, so only the trusted servers' read-only tools run), ``tool_choice`` (as
+``--tool-choice``), ``needs`` (a capability the task needs, e.g. ``multi_call``; reported as a
+tag) and ``tags``.
 
 ``calls`` are BFCL's accepted values: for each expected call ``{tool: {argument: [accepted
 values]}}``, ``""`` among them when the argument may be left out; ``[]`` means no tool may run.
 An argument the expectation does not name is not judged (BFCL would refuse it). ``facts`` are
-strings the turn's answer must contain, case-insensitively.
+strings the turn's answer must contain, case-insensitively. ``fails`` (optional, same form as
+``calls``) are the calls the turn is built to fail on first (a file that is not there, a time
+zone name a model gets wrong): given, a call of the turn whose result is an error the model can
+correct (:data:`RECOVERABLE`) is not judged, and the turn must still make ``calls``.
 
 A server is a ``--server`` value. A ``.py`` script is looked up as given, then beside the tasks
 file, then in the repository's ``tools/`` folder; ``{fixtures}`` stands for the small folder
-shipped beside this module (``agent_files/``), the root ``files.py`` reads.
+shipped beside this module (``agent_files/``), the root ``files.py`` reads. The third-party
+servers and the per-run fixtures ``{files}`` and ``{repo}`` are placeholders too
+(:mod:`weavehost.bench.agent_third_party`): a server's is replaced when the file loads (a server
+that is not installed is a :class:`BenchError` then), a fixture's when the task runs
+(:func:`bind_task`, in the servers, the user's words, the accepted values, the facts).
+
+Task sets (:data:`TASK_SETS`): ``examples``, the 51 over the example servers in ``tools/``
+(``agent_tasks.jsonl``), and ``third-party``, over real third-party servers
+(``agent_tasks_third_party.jsonl``). A run is of one set, and its results say which
+(:func:`task_set_of`), so the two are never mixed.
 
 Guarantees: every problem is a :class:`BenchError` naming the file and line; the servers are
 resolved (scripts found, programs on ``PATH``) and named as :class:`Host` will name them, so a
@@ -33,25 +47,44 @@ import difflib
 import json
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from weavehost.bench.agent_third_party import FIXTURE_NAMES, placeholders_in, resolve_servers
 from weavehost.config import server_from_flag
 from weavehost.errors import BenchError, ConfigError
 
-__all__ = ["FIXTURES", "SHIPPED_TASKS", "TOOLS_DIR", "AgentTask", "AgentTurn", "load_tasks"]
+__all__ = [
+    "FIXTURES",
+    "RECOVERABLE",
+    "SHIPPED_TASKS",
+    "TASK_SETS",
+    "THIRD_PARTY_TASKS",
+    "TOOLS_DIR",
+    "AgentTask",
+    "AgentTurn",
+    "bind_task",
+    "load_tasks",
+    "task_set_of",
+]
 
 SHIPPED_TASKS = Path(__file__).with_name("agent_tasks.jsonl")
+THIRD_PARTY_TASKS = Path(__file__).with_name("agent_tasks_third_party.jsonl")
+TASK_SETS = {"examples": SHIPPED_TASKS, "third-party": THIRD_PARTY_TASKS}
+CUSTOM_SET = "custom"  # a tasks file of the user's own
+# A failed call the model can correct by calling again: the server's error, arguments the
+# schema refuses, a tool that does not exist. A refused (``denied``) call is a wrong choice.
+RECOVERABLE = frozenset({"tool_error", "invalid_arguments", "unknown_tool"})
 FIXTURES = Path(__file__).with_name("agent_files")
 # The example servers live in the repository, next to the package (an editable install).
 TOOLS_DIR = Path(__file__).resolve().parents[2] / "tools"
 TASK_APPROVALS = ("always", "never")
 _TASK_KEYS = frozenset(
-    {"id", "servers", "user", "calls", "facts", "turns", "trust", "approval", "tool_choice",
-     "needs", "tags"}
+    {"id", "servers", "user", "calls", "facts", "fails", "turns", "trust", "approval",
+     "tool_choice", "needs", "tags"}
 )  # fmt: skip
-_TURN_KEYS = frozenset({"user", "calls", "facts"})
+_TURN_KEYS = frozenset({"user", "calls", "facts", "fails"})
 
 ExpectedCall = Mapping[str, Mapping[str, list[Any]]]
 
@@ -64,6 +97,7 @@ class AgentTurn:
     user: str
     calls: tuple[ExpectedCall, ...] = ()
     facts: tuple[str, ...] = ()
+    fails: tuple[ExpectedCall, ...] = ()  # the calls it is built to fail on first
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +112,53 @@ class AgentTask:
     tool_choice: str | None = None
     tags: tuple[str, ...] = ()
     line: int = 0
+
+    @property
+    def fixtures(self) -> set[str]:
+        """The per-run fixtures (``{files}``, ``{repo}``) the task uses."""
+        texts = [*self.servers, *(json.dumps(_turn_values(turn)) for turn in self.turns)]
+        return {name for text in texts for name in placeholders_in(text) if name in FIXTURE_NAMES}
+
+
+def task_set_of(path: str | Path) -> str:
+    """The name of the shipped set ``path`` is (:data:`TASK_SETS`), else ``custom``."""
+    resolved = Path(path).resolve()
+    return next((n for n, p in TASK_SETS.items() if p.resolve() == resolved), CUSTOM_SET)
+
+
+def bind_task(task: AgentTask, values: Mapping[str, str]) -> AgentTask:
+    """``task`` with each fixture placeholder replaced by its folder (quoted in the servers'
+    command lines, as is elsewhere)."""
+
+    def bound(value: Any) -> Any:
+        if isinstance(value, str):
+            for name, path in values.items():
+                value = value.replace(f"{{{name}}}", path)
+        elif isinstance(value, list):
+            value = [bound(item) for item in value]
+        elif isinstance(value, dict):
+            value = {key: bound(item) for key, item in value.items()}
+        return value
+
+    def command(server: str) -> str:
+        for name, path in values.items():
+            server = server.replace(f"{{{name}}}", shlex.quote(path))
+        return server
+
+    turns = tuple(
+        AgentTurn(
+            user=bound(turn.user),
+            calls=tuple(bound(dict(call)) for call in turn.calls),
+            facts=tuple(bound(fact) for fact in turn.facts),
+            fails=tuple(bound(dict(call)) for call in turn.fails),
+        )
+        for turn in task.turns
+    )
+    return replace(task, servers=tuple(command(s) for s in task.servers), turns=turns)
+
+
+def _turn_values(turn: AgentTurn) -> list[Any]:
+    return [turn.user, list(turn.calls), list(turn.facts), list(turn.fails)]
 
 
 def load_tasks(path: str | Path) -> list[AgentTask]:
@@ -170,8 +251,9 @@ def _turn(raw: Any, where: str) -> AgentTurn:
     if not isinstance(user, str) or not user.strip():
         raise BenchError(f"{where}: 'user' must be a non-empty string")
     calls = raw.get("calls", [])
-    if not isinstance(calls, list):
-        raise BenchError(f"{where}: 'calls' must be a list ([] when no tool should run)")
+    fails = raw.get("fails", [])
+    if not isinstance(calls, list) or not isinstance(fails, list):
+        raise BenchError(f"{where}: 'calls' and 'fails' must be lists ([] when no tool should run)")
     facts = raw.get("facts", [])
     if not _strings(facts):
         raise BenchError(f"{where}: 'facts' must be a list of strings")
@@ -179,6 +261,7 @@ def _turn(raw: Any, where: str) -> AgentTurn:
         user=user,
         calls=tuple(_expected_call(c, f"{where} call {i}") for i, c in enumerate(calls, start=1)),
         facts=tuple(facts),
+        fails=tuple(_expected_call(c, f"{where} fails {i}") for i, c in enumerate(fails, start=1)),
     )
 
 
@@ -213,7 +296,10 @@ def _servers(raw: Any, where: str, base: Path) -> tuple[tuple[str, ...], list[st
 
 
 def _resolve_server(value: str, where: str, base: Path) -> str:
-    text = value.replace("{fixtures}", shlex.quote(str(FIXTURES)))
+    try:
+        text = resolve_servers(value.replace("{fixtures}", shlex.quote(str(FIXTURES))))
+    except BenchError as exc:
+        raise BenchError(f"{where}: server {value!r}: {exc}") from None
     try:
         words = shlex.split(text)
     except ValueError as exc:
