@@ -32,6 +32,14 @@ Guarantees:
   ``model``): the server writes every call, so the variants are ``remote`` (trusted read-only
   calls start provisionally from the stream) and ``remote-late`` (``earlyStart: false``: they
   run once the reply ends); the prompt cache is the server's own (``cache=off`` here).
+- **One task set a run.** Every record and the summary name the set the tasks file is
+  (``set``: ``examples``, ``third-party``, or ``custom`` for a file of the user's own;
+  :func:`weavehost.bench.agent_tasks.task_set_of`), so the 51 over the example servers and the
+  tasks over third-party servers are reported apart, never mixed.
+- **Fixtures are fresh for each task run**: the folders a task's ``{files}`` and ``{repo}``
+  stand for are made before its host starts and removed after it
+  (:func:`weavehost.bench.agent_third_party.fixtures`); the model factory gets the task with
+  them filled in.
 - **Bad input fails before anything runs**: a malformed tasks file (:class:`BenchError` naming
   the line), a server path that is not there, an unknown strategy (:class:`ConfigError`), a
   model that cannot be found. Expected failures are data: a :class:`WeavehostError` met while
@@ -61,7 +69,8 @@ from weavehost.bench.agent_report import (
     summarize_agent,
     trace_turn,
 )
-from weavehost.bench.agent_tasks import AgentTask, load_tasks
+from weavehost.bench.agent_tasks import AgentTask, bind_task, load_tasks, task_set_of
+from weavehost.bench.agent_third_party import fixtures
 from weavehost.bench.machine import busy_warning, load_average
 from weavehost.bench.runner import parse_strategies, write_line
 from weavehost.config import HostConfig, RemoteModelConfig
@@ -192,6 +201,7 @@ async def _run(
     make_model: ModelFactory | None,
 ) -> AgentBenchRun:
     results = config.out / "results.jsonl"
+    task_set = task_set_of(config.tasks)
     records: list[dict[str, Any]] = []
     described: dict[str, Any] = {}
     total, done = len(tasks) * len(variants), 0
@@ -202,7 +212,8 @@ async def _run(
         for index, task in enumerate(tasks):
             shift = index % len(variants)
             for variant in variants[shift:] + variants[:shift]:
-                record = await _run_task(task, variant, config, make_model, described)
+                record = {"set": task_set}
+                record.update(await _run_task(task, variant, config, make_model, described))
                 records.append(record)
                 write_line(sink, record)
                 done += 1
@@ -210,6 +221,7 @@ async def _run(
                     progress(f"[{done}/{total}] {variant.label} {task.id}: {_verdict(record)}")
     labels = [v.label for v in variants]
     summary = {
+        "set": task_set,
         "setup": setup_info(
             tasks_file=config.tasks,
             model=model_path,
@@ -241,8 +253,6 @@ async def _run_task(
     make_model: ModelFactory | None,
     described: dict[str, Any],
 ) -> dict[str, Any]:
-    from weavehost.host import Host
-
     record: dict[str, Any] = {
         "id": task.id,
         "variant": variant.label,
@@ -253,7 +263,6 @@ async def _run_task(
         "error": None,
     }
     kwargs: dict[str, Any] = {
-        "servers": list(task.servers),
         "trust": list(task.trust),
         "approval": task.approval,
         "strategy": variant.strategy,
@@ -272,23 +281,13 @@ async def _run_task(
         del kwargs["strategy"]  # a variant's name, not a local decoding strategy
     if task.tool_choice is not None:
         kwargs["tool_choice"] = task.tool_choice
-    if make_model is not None:
-        kwargs["agent_model"] = make_model(task, variant.strategy)
     turns: list[dict[str, Any]] = []
     try:
-        async with Host(**kwargs) as host:
-            if not described:
-                described.update(host.description)
-            functions = [
-                {"name": spec.qualified_name, "parameters": spec.schema_dict()}
-                for spec in host.catalog  # type: ignore[union-attr]
-            ]
-            session = host.session()
-            for turn in task.turns:
-                trace = await _observe(session.run(turn.user))
-                turns.append(judge_turn(turn, trace, functions))
-                if trace.error is not None:
-                    break  # the conversation is not what the next turn expects
+        # Made before the host starts (a few milliseconds of git and copying; nothing else runs
+        # yet), removed after it stops.
+        with fixtures(task.fixtures) as folders:
+            bound = bind_task(task, folders)
+            await _run_turns(bound, variant, kwargs, make_model, described, turns)
     except (AbortedError, ModelError):
         raise
     except WeavehostError as exc:
@@ -297,6 +296,36 @@ async def _run_task(
     if record["error"] is None:
         record["error"] = next((t["error"] for t in turns if t["error"]), None)
     return record
+
+
+async def _run_turns(
+    task: AgentTask,
+    variant: Variant,
+    kwargs: dict[str, Any],
+    make_model: ModelFactory | None,
+    described: dict[str, Any],
+    turns: list[dict[str, Any]],
+) -> None:
+    """One host over the task's servers, one session for its turns; each judged turn is
+    appended to ``turns`` as it ends (an error later keeps the turns before it)."""
+    from weavehost.host import Host
+
+    kwargs = {**kwargs, "servers": list(task.servers)}
+    if make_model is not None:
+        kwargs["agent_model"] = make_model(task, variant.strategy)
+    async with Host(**kwargs) as host:
+        if not described:
+            described.update(host.description)
+        functions = [
+            {"name": spec.qualified_name, "parameters": spec.schema_dict()}
+            for spec in host.catalog  # type: ignore[union-attr]
+        ]
+        session = host.session()
+        for turn in task.turns:
+            trace = await _observe(session.run(turn.user))
+            turns.append(judge_turn(turn, trace, functions))
+            if trace.error is not None:
+                break  # the conversation is not what the next turn expects
 
 
 async def _observe(events: Any) -> TurnTrace:

@@ -18,7 +18,7 @@ from weavehost.bench.agent import (
     AgentBenchConfig,
     run_agent_bench,
 )
-from weavehost.bench.agent_tasks import SHIPPED_TASKS
+from weavehost.bench.agent_tasks import TASK_SETS
 from weavehost.bench.cli import run_options
 from weavehost.cli_options import config_option
 from weavehost.config import load_config, resolve_remote
@@ -28,6 +28,15 @@ __all__ = ["bench_agent"]
 
 @click.command("bench-agent")
 @click.argument("tasks", type=click.Path(dir_okay=False, path_type=Path), required=False)
+@click.option(
+    "--set",
+    "task_set",
+    type=click.Choice(list(TASK_SETS)),
+    default=None,
+    help="A shipped task set instead of a TASKS file: examples (the 51 over the example servers "
+    "in tools/, the default) or third-party (over mcp-server-time, mcp-server-git and "
+    "server-filesystem). Each is reported apart.",
+)
 @run_options(
     unit="tasks", strategies=DEFAULT_AGENT_STRATEGIES, threads_default="the host's own choice"
 )
@@ -59,6 +68,7 @@ __all__ = ["bench_agent"]
 )
 def bench_agent(
     tasks: Path | None,
+    task_set: str | None,
     model: str | None,
     strategies: str,
     limit: int | None,
@@ -69,11 +79,13 @@ def bench_agent(
     max_steps: int,
     config_path: str | None,
 ) -> None:
-    """Run agent TASKS (default: the shipped agent_tasks.jsonl) end to end through the host and
+    """Run agent TASKS (default: the shipped set ``examples``) end to end through the host and
     report success, time to first tool start and time to the answer, per strategy."""
+    if tasks is not None and task_set is not None:
+        raise click.UsageError("give a TASKS file or --set, not both")
     remote = resolve_remote(model, load_config(config_path).remote if config_path else None)
     config = AgentBenchConfig(
-        tasks=tasks or SHIPPED_TASKS,
+        tasks=tasks or TASK_SETS[task_set or "examples"],
         out=out,
         model=None if remote else model,
         remote=remote,

@@ -9,7 +9,8 @@ feed them events by hand:
   ``docs/agent.md``).
 - :func:`judge_turn` scores a turn: its calls by BFCL's checker
   (:func:`weavehost.bench.answers.check_calls`), an argument the expectation does not name left
-  unjudged; its facts by case-insensitive containment.
+  unjudged, and, in a turn built to fail first (``fails``), a call whose result was an error the
+  model can correct left out; its facts by case-insensitive containment.
 - :func:`summarize_agent` gives per variant the success rate, geometric means of the two times
   over the tasks that have them (as ``weavehost bench`` does), the provisional results and the
   prompt cache's hits; and the success per tag. Skipped tasks count in no rate.
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from weavehost.bench.agent_tasks import RECOVERABLE, AgentTurn
 from weavehost.bench.answers import check_calls
 from weavehost.bench.cases import AnswerSet
 from weavehost.bench.machine import machine_info
@@ -30,7 +32,6 @@ from weavehost.formats import ToolCall
 
 if TYPE_CHECKING:
     from weavehost.agent import Event
-    from weavehost.bench.agent_tasks import AgentTurn
 
 __all__ = [
     "TurnTrace",
@@ -48,6 +49,7 @@ class TurnTrace:
 
     calls: tuple[ToolCall, ...] = ()
     sources: tuple[str, ...] = ()
+    statuses: tuple[str, ...] = ()  # each result's status (``ok``, ``tool_error`` …)
     answer: str = ""
     first_tool_s: float | None = None
     answer_s: float | None = None
@@ -74,6 +76,7 @@ def trace_turn(events: Sequence[tuple[float, Event]]) -> TurnTrace:
     """
     calls: list[ToolCall] = []
     sources: list[str] = []
+    statuses: list[str] = []
     answer: list[str] = []
     timings: list[Mapping[str, Any]] = []
     # This step's started provisional runs and final calls, by call, first one each: the
@@ -101,6 +104,7 @@ def trace_turn(events: Sequence[tuple[float, Event]]) -> TurnTrace:
                 first_tool = early if early is not None else final_at.get(key, at)
             calls.append(ToolCall(event["name"], dict(event.get("arguments") or {})))
             sources.append(source)
+            statuses.append(event.get("status", "ok"))
             answer.clear()
         elif kind == "timings":
             timings.append(dict(event.data))
@@ -114,6 +118,7 @@ def trace_turn(events: Sequence[tuple[float, Event]]) -> TurnTrace:
     return TurnTrace(
         calls=tuple(calls),
         sources=tuple(sources),
+        statuses=tuple(statuses),
         answer="".join(answer).strip(),
         first_tool_s=first_tool,
         answer_s=done_at,
@@ -163,11 +168,17 @@ def judge_turn(
     turn: AgentTurn, trace: TurnTrace, functions: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
     """The turn's record: what ran, what was said, whether it succeeded and why not."""
+    calls = trace.calls
+    if turn.fails:  # built to fail first: the failed calls the model corrected are not judged
+        calls = tuple(
+            c for c, status in zip(trace.calls, trace.statuses, strict=True)
+            if status not in RECOVERABLE
+        )  # fmt: skip
     if not turn.calls:
-        calls_ok = not trace.calls
-        why = "" if calls_ok else f"no tool should run; {trace.calls[0].name} ran"
+        calls_ok = not calls
+        why = "" if calls_ok else f"no tool should run; {calls[0].name} ran"
     else:
-        judged_functions, judged_calls = _judged_parts(turn.calls, trace.calls, functions)
+        judged_functions, judged_calls = _judged_parts(turn.calls, calls, functions)
         answers = AnswerSet(id="turn", ground_truth=tuple(turn.calls))
         verdict = check_calls(judged_functions, judged_calls, answers)
         calls_ok, why = verdict.valid, verdict.error
@@ -177,6 +188,7 @@ def judge_turn(
         "user": turn.user,
         "calls": [{"name": c.name, "arguments": dict(c.arguments)} for c in trace.calls],
         "sources": list(trace.sources),
+        "statuses": list(trace.statuses),
         "answer": trace.answer,
         "calls_ok": calls_ok,
         "calls_error": why or None,
@@ -246,7 +258,8 @@ def _grid(rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 def format_tables(summary: Mapping[str, Any]) -> str:
-    """The summary as two fixed-width tables: per variant, then success per tag."""
+    """The summary as two fixed-width tables: per variant, then success per tag; the task set
+    first, where the summary names it."""
     variants: Mapping[str, Mapping[str, Any]] = summary["variants"]
     rows: list[Sequence[str]] = [
         ("variant", "tasks", "success", "first tool s", "answer s", "provisional", "cache hits",
@@ -266,6 +279,8 @@ def format_tables(summary: Mapping[str, Any]) -> str:
             )
         )
     lines = _grid(rows)
+    if summary.get("set"):
+        lines.insert(0, f"task set: {summary['set']}")
     lines.append("(times: geometric means over tasks, seconds; provisional: results served by")
     lines.append(" provisional calls / all tool results; cache hits: turns whose prompt came")
     lines.append(" from the prompt cache / all turns)")
