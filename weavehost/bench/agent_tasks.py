@@ -116,7 +116,8 @@ class AgentTask:
     @property
     def fixtures(self) -> set[str]:
         """The per-run fixtures (``{files}``, ``{repo}``) the task uses."""
-        texts = [*self.servers, *(json.dumps(_turn_values(turn)) for turn in self.turns)]
+        turns = [json.dumps([t.user, t.calls, t.facts, t.fails]) for t in self.turns]
+        texts = [*self.servers, *turns]
         return {name for text in texts for name in placeholders_in(text) if name in FIXTURE_NAMES}
 
 
@@ -155,10 +156,6 @@ def bind_task(task: AgentTask, values: Mapping[str, str]) -> AgentTask:
         for turn in task.turns
     )
     return replace(task, servers=tuple(command(s) for s in task.servers), turns=turns)
-
-
-def _turn_values(turn: AgentTurn) -> list[Any]:
-    return [turn.user, list(turn.calls), list(turn.facts), list(turn.fails)]
 
 
 def load_tasks(path: str | Path) -> list[AgentTask]:
