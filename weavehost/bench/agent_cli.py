@@ -79,8 +79,8 @@ def bench_agent(
     max_steps: int,
     config_path: str | None,
 ) -> None:
-    """Run agent TASKS (default: the shipped set ``examples``) end to end through the host and
-    report success, time to first tool start and time to the answer, per strategy."""
+    """Run agent TASKS (default: --set examples, the 51 shipped tasks) end to end through the
+    host and report success, time to first tool start and time to the answer, per strategy."""
     if tasks is not None and task_set is not None:
         raise click.UsageError("give a TASKS file or --set, not both")
     remote = resolve_remote(model, load_config(config_path).remote if config_path else None)
