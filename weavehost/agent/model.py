@@ -45,14 +45,14 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
-
 from weavehost.agent.call_text import CallText
+
 from weavehost.agent.prompt_cache import CacheStatus, PromptCache, common_prefix, stable_prefix
 from weavehost.decode import MAX_CALLS, CallRequest, CallResult, DecodeStrategy, ToolSchema
 from weavehost.decode import write_calls as write_reply
-from weavehost.decode.constraint import SPECIAL_MARK, marked_tokens
 from weavehost.decode.drafts import DraftSource
 from weavehost.engine import Engine, EngineStats
+from weavehost.engine.vocab import SPECIAL_MARK, marked_tokens
 from weavehost.errors import ContextOverflowError
 from weavehost.formats import ModelFormat, ToolCall, tool_to_openai
 from weavehost.formats.base import Trigger
@@ -270,9 +270,8 @@ class EngineModel:
         """Per token of the vocabulary: whether it cannot begin a word of an answer — its text,
         after leading whitespace, is empty or begins with neither a letter, a digit nor a
         non-ASCII character (so ``{``, ``(``, ``"``, ``<``, a line break alone), or it is a
-        special, control or end-of-generation token. Built once per model from the vocabulary
-        the constraints read (:func:`~weavehost.decode.constraint.marked_tokens`, kept on
-        disk)."""
+        special, control or end-of-generation token. Built once per model from the engine's
+        vocabulary table (:func:`~weavehost.engine.vocab.marked_tokens`, kept on disk)."""
         out = np.fromiter(
             map(_begins_no_word, marked_tokens(self.engine)), dtype=bool, count=self.engine.n_vocab
         )
