@@ -79,10 +79,18 @@ def greedy(engine: Engine, bound: int) -> list[int]:
     return out
 
 
+def greedy_then_prefilled(
+    engine: Engine, messages: Sequence[Mapping[str, Any]], bound: int = 64
+) -> tuple[list[int], list[int]]:
+    """The model's greedy reply to ``messages`` (no tools) written by hand, then the
+    conversation prefilled again for the writer: the reply's tokens and the conversation's."""
+    prefilled(engine, messages, [])
+    reply = greedy(engine, bound)
+    return reply, prefilled(engine, messages, [])
+
+
 def test_a_reply_continued_until_its_end_is_the_model_s_greedy_text_streamed_whole(fresh_engine):
-    prefilled(fresh_engine, PROSE, [])
-    expected = greedy(fresh_engine, 64)
-    held = prefilled(fresh_engine, PROSE, [])
+    expected, held = greedy_then_prefilled(fresh_engine, PROSE)
     start = len(held)
     shown: list[str] = []
     free = ReplyWriter(fresh_engine, SMOLLM2).continue_reply(held, 64, shown.append)
@@ -93,9 +101,7 @@ def test_a_reply_continued_until_its_end_is_the_model_s_greedy_text_streamed_who
 
 
 def test_a_bound_cuts_the_reply_after_that_many_tokens_and_shows_all_of_them(fresh_engine):
-    prefilled(fresh_engine, PROSE, [])
-    expected = greedy(fresh_engine, 64)
-    held = prefilled(fresh_engine, PROSE, [])
+    expected, held = greedy_then_prefilled(fresh_engine, PROSE)
     start = len(held)
     shown: list[str] = []
     free = ReplyWriter(fresh_engine, SMOLLM2).continue_reply(held, 3, shown.append)
@@ -118,7 +124,9 @@ def test_a_trigger_stops_the_reply_at_its_first_token_and_the_call_is_written_in
     assert (free.stop, free.call, free.text, free.tokens, shown) == ("call", True, "", 0, [])
     assert free.trigger is not None and free.trigger.layout is not None  # the bare list's
     assert len(held) == start and fresh_engine.seq_len(0) == start
-    assert fresh_engine.has_next_logits(0)  # read again: the call is written from here
+    # The tokens read while the list was undecided are taken back; the prompt's last token is
+    # read again, so the call is written from the prompt's own next-token logits.
+    assert int(fresh_engine.last_logits(0).argmax()) == first[0]
     reply = writer.write_calls(get_strategy("weave"), [CURRENT_WEATHER], 64, max_calls=1)
     assert reply.calls == [ToolCall("get_current_weather", {"city": "Paris"})]
     assert reply.text.startswith('[{"name"')  # in the trigger's layout, not <tool_call>
@@ -138,10 +146,9 @@ def test_json_naming_no_tool_on_offer_is_prose_and_the_reply_goes_on(fresh_engin
 
 
 def test_a_stop_sequence_ends_the_text_before_it_and_nothing_of_it_is_shown(fresh_engine):
-    prefilled(fresh_engine, PROSE, [])
-    whole = fresh_engine.detokenize(greedy(fresh_engine, 64))
+    reply, held = greedy_then_prefilled(fresh_engine, PROSE)
+    whole = fresh_engine.detokenize(reply)
     stop = whole[len(whole) // 2 : len(whole) // 2 + 3]
-    held = prefilled(fresh_engine, PROSE, [])
     shown: list[str] = []
     writer = ReplyWriter(fresh_engine, SMOLLM2)
     free = writer.continue_reply(held, 64, shown.append, sampling=Sampling(stop=(stop,)))
