@@ -21,13 +21,7 @@ from pydantic import Field
 from tools import android
 from weavehost import Host
 from weavehost.agent.cache import ResultCache
-from weavehost.agent.model import (
-    FreeText,
-    _held_back,
-    common_prefix,
-    first_trigger,
-    opener_position,
-)
+from weavehost.agent.model import FreeText
 from weavehost.agent.thermal import (
     CRITICAL_PAUSE_S,
     ThermalStatus,
@@ -39,7 +33,7 @@ from weavehost.agent.thermal import (
 from weavehost.agent.tools import rank_tools, select_tools
 from weavehost.decode import ToolSchema
 from weavehost.errors import ConfigError
-from weavehost.formats import FORMATS, ToolCall
+from weavehost.formats import ToolCall
 from weavehost.mcp.executor import StaticApprover
 from weavehost.testing import Events
 from weavehost.testing.model import ScriptedCall, ScriptedModel
@@ -358,27 +352,6 @@ def test_the_result_cache_forgets_entries_past_their_age_and_beyond_its_size() -
     assert cache.get(b) is None and cache.get(a) is not None
     now[0] = 11.0
     assert cache.get(a) is None and len(cache) == 1
-
-
-def test_prefix_helpers_find_the_opener_and_hold_back_what_could_become_it() -> None:
-    assert common_prefix([1, 2, 3], [1, 2, 4, 5]) == 2
-    assert common_prefix([1, 2], [1, 2, 3]) == 2
-    assert opener_position(b"Sure. <tool_call>[", b"<tool_call>", at_start_only=False) == 6
-    assert opener_position(b'  {"name"', b'{"name"', at_start_only=True) == 2
-    assert opener_position(b'Use {"name"', b'{"name"', at_start_only=True) == -1
-    assert _held_back(b"Sure. <tool", b"<tool_call>", at_start_only=False) == 5
-    assert _held_back(b"Sure.", b"<tool_call>", at_start_only=False) == 0
-
-
-def test_the_earliest_trigger_wins_and_a_skipped_one_is_passed_over() -> None:
-    qwen = FORMATS["qwen"]
-    triggers = [(t, t.text.encode()) for t in qwen.triggers]
-    at, trigger = first_trigger(b'  {"name": "x"}', triggers)
-    assert (at, trigger.text) == (2, '{"name"')
-    at, trigger = first_trigger(b'Here:\n```json\n{\n  "name"', triggers)
-    assert (at, trigger.text) == (6, '```json\n{\n  "name"')
-    assert first_trigger(b'  {"name": "x"}', triggers, skip=3)[0] == -1  # at the start only
-    assert first_trigger(b"a <tool_call> b <tool_call>", triggers, skip=3)[0] == 16
 
 
 def test_thermal_back_off_follows_the_seed_table() -> None:

@@ -19,8 +19,9 @@ from mcp_types import ToolAnnotations
 
 from tests.schemas import CURRENT_WEATHER
 from weavehost import Host
-from weavehost.agent.model import CALL_TEXT_RETRIES, EngineModel
+from weavehost.agent.model import EngineModel
 from weavehost.decode import STRATEGIES, get_strategy
+from weavehost.decode.reply import CALL_TEXT_RETRIES
 from weavehost.engine import Engine
 from weavehost.formats import FORMATS, ToolCall
 from weavehost.testing import Events
@@ -90,7 +91,7 @@ def qwen_model(qwen_gguf: Path) -> Iterator[EngineModel]:
 def test_qwen_s_call_text_in_an_answer_is_taken_back_for_words_until_the_retries_are_spent_then_cut(
     qwen_model: EngineModel, retries: int, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr("weavehost.agent.model.CALL_TEXT_RETRIES", retries)
+    monkeypatch.setattr("weavehost.decode.reply.CALL_TEXT_RETRIES", retries)
     qwen_model.reset()
     qwen_model.sync(PARIS_ANSWERED, [CURRENT_WEATHER])
     shown: list[str] = []

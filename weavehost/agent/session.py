@@ -33,7 +33,7 @@ Invariants:
   (:mod:`weavehost.agent.budget`), so a call is never cut by the bound. Where
   no call may be made (``none``, or after a repeat) an answer that turns into a call anyway
   is taken back and a word written where it began, a few times, then cut where the call
-  began, with a ``notice`` (:mod:`weavehost.agent.call_text`).
+  began, with a ``notice`` (:mod:`weavehost.decode.call_text`).
 * **Tool choice** (:mod:`weavehost.agent.options`): ``required`` or a tool's name makes the
   first step a call (to that tool only, for a name); ``none`` never lets a call begin.
 * **Always fits.** Before each step the model is shown a view of the transcript that fits its

@@ -19,26 +19,21 @@ Guarantees:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import os
-import tempfile
 import time
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import llguidance
 import numpy as np
 
 from weavehost.decode.grammar import LIMITS, MAX_COMPILE_S, MAX_GRAMMAR_BYTES, GrammarBuilder
+from weavehost.engine.vocab import SPECIAL_MARK, marked_tokens
 from weavehost.errors import ConstraintError
 from weavehost.formats.base import ModelFormat
-from weavehost.paths import cache_dir
 
 if TYPE_CHECKING:
     from weavehost.engine import Engine
@@ -46,19 +41,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "SPECIAL_MARK",
     "Constraint",
     "ConstraintFactory",
     "constraints_for",
-    "marked_tokens",
     "only_allowed",
 ]
-
-# The layout of the vocabulary files under cache_dir()/vocab (see marked_tokens).
-VOCAB_FILE_VERSION = 1
-# How llguidance marks a special token's bytes (in the vocabulary it is given and in the text
-# it forces): a leading byte no UTF-8 text holds.
-SPECIAL_MARK = b"\xff"
 
 
 @dataclass(slots=True)
@@ -165,8 +152,8 @@ def only_allowed(masks: Sequence[np.ndarray], tokens: Sequence[int]) -> list[boo
 def _lltokenizer(engine: Engine) -> llguidance.LLTokenizer:
     """llguidance's view of the engine's vocabulary: every token's bytes, with the tokens that
     only special parsing reaches marked by a 0xFF prefix (llguidance's convention), and
-    llama.cpp's own tokenize function for the text it must split. The marked token list is
-    kept on disk per model file (:func:`marked_tokens`)."""
+    llama.cpp's own tokenize function for the text it must split. The marked token list is the
+    engine's, kept on disk per model file (:func:`~weavehost.engine.vocab.marked_tokens`)."""
     native = engine.native_tokenizer()
     return llguidance.LLTokenizer.from_llamacpp(  # type: ignore[attr-defined]
         tokens=marked_tokens(engine),
@@ -175,74 +162,6 @@ def _lltokenizer(engine: Engine) -> llguidance.LLTokenizer:
         eos_token=engine.eos_token,
         slices=None,
     )
-
-
-def marked_tokens(engine: Engine) -> list[bytes]:
-    """Every token's bytes, special and control ones marked with a leading ``b"\\xff"`` (a byte
-    no UTF-8 text holds), for llguidance and for anything else that reads the whole vocabulary
-    (the agent's word-start mask). Reading them from llama.cpp one by one takes
-    ~0.5 s for Qwen's 151,936 tokens, in every process; they depend only on the model file and
-    the llama.cpp build, so they are kept in ``cache_dir()/vocab`` under a key of both (the
-    engine's :attr:`~weavehost.engine.Engine.identity` without the context size) and read back
-    in milliseconds. A missing, damaged or other-model file is rebuilt; a file system that
-    refuses the write costs only the cache."""
-    identity = engine.identity
-    key = json.dumps(
-        [VOCAB_FILE_VERSION, identity.model, identity.model_bytes, identity.model_mtime_ns,
-         identity.llama_cpp, engine.n_vocab],
-    )  # fmt: skip
-    path = cache_dir() / "vocab" / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.bin"
-    tokens = _read_vocab(path, key, engine.n_vocab)
-    if tokens is not None:
-        return tokens
-    specials = engine.special_texts
-    tokens = []
-    for token in range(engine.n_vocab):
-        piece = engine.token_bytes(token)
-        if piece.decode("utf-8", errors="replace") in specials or (engine.is_control(token)):
-            piece = SPECIAL_MARK + piece
-        tokens.append(piece)
-    try:
-        _write_vocab(path, key, tokens)
-    except OSError as exc:
-        logger.info("could not keep the vocabulary in %s: %s", path, exc)
-    return tokens
-
-
-def _read_vocab(path: Path, key: str, n_vocab: int) -> list[bytes] | None:
-    """The token list saved at ``path`` for ``key``, or ``None`` (absent, damaged, other key)."""
-    try:
-        data = path.read_bytes()
-        head, _, body = data.partition(b"\n")
-        header = json.loads(head)
-        if header.get("key") != key or header.get("n") != n_vocab:
-            return None
-        if hashlib.sha256(body).hexdigest() != header.get("sha256"):
-            return None
-        ends = np.frombuffer(body, dtype="<u4", count=n_vocab + 1).astype(np.int64)
-    except (OSError, ValueError, AttributeError):
-        return None
-    blob = body[4 * (n_vocab + 1) :]
-    if ends[0] != 0 or ends[-1] != len(blob) or (np.diff(ends) < 0).any():
-        return None
-    bounds = ends.tolist()
-    return [blob[start:end] for start, end in zip(bounds[:-1], bounds[1:], strict=True)]
-
-
-def _write_vocab(path: Path, key: str, tokens: list[bytes]) -> None:
-    """Save the token list atomically (a unique temporary file renamed into place)."""
-    ends = np.cumsum([0, *map(len, tokens)], dtype=np.int64).astype("<u4")
-    body = ends.tobytes() + b"".join(tokens)
-    header = {"key": key, "n": len(tokens), "sha256": hashlib.sha256(body).hexdigest()}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(json.dumps(header).encode() + b"\n" + body)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 class ConstraintFactory:

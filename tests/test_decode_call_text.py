@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from weavehost.agent.call_text import CallText
+from weavehost.decode.call_text import CallText
 
 TOOLS = ["get_current_weather", "get_forecast"]
 

@@ -1,5 +1,5 @@
-"""llguidance's view of the vocabulary, kept on disk per model file: read back exactly, and
-never trusted when damaged or made for another model."""
+"""The engine's marked vocabulary (llguidance's view of it), kept on disk per model file: read
+back exactly, and never trusted when damaged or made for another model."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from weavehost.decode import constraint
+from weavehost.engine import vocab
 
 
 @pytest.fixture
@@ -28,28 +28,28 @@ def built(engine) -> list[bytes]:
 
 
 def test_the_marked_vocabulary_is_saved_once_and_read_back_exactly(engine, vocab_dir, monkeypatch):
-    first = constraint.marked_tokens(engine)
+    first = vocab.marked_tokens(engine)
     assert first == built(engine)
     (saved,) = vocab_dir.iterdir()
     monkeypatch.setattr(engine, "token_bytes", None)  # a read from the file needs no engine call
-    assert constraint.marked_tokens(engine) == first
+    assert vocab.marked_tokens(engine) == first
     assert list(vocab_dir.iterdir()) == [saved]
 
 
 def test_a_damaged_vocabulary_file_is_rebuilt_and_never_trusted(engine, vocab_dir):
-    good = constraint.marked_tokens(engine)
+    good = vocab.marked_tokens(engine)
     (saved,) = vocab_dir.iterdir()
     data = bytearray(saved.read_bytes())
     data[-5] ^= 0x01  # one flipped bit in a token's bytes
     saved.write_bytes(bytes(data))
-    assert constraint.marked_tokens(engine) == good
+    assert vocab.marked_tokens(engine) == good
     saved.write_bytes(saved.read_bytes()[:100])  # truncated
-    assert constraint.marked_tokens(engine) == good
+    assert vocab.marked_tokens(engine) == good
     assert saved.read_bytes() != data  # rewritten whole
 
 
 def test_a_file_saved_for_another_model_is_not_read(engine, vocab_dir, tmp_path):
-    constraint.marked_tokens(engine)
+    vocab.marked_tokens(engine)
     (saved,) = vocab_dir.iterdir()
-    assert constraint._read_vocab(saved, "another model", engine.n_vocab) is None
-    assert constraint._read_vocab(tmp_path / "absent.bin", "k", engine.n_vocab) is None
+    assert vocab._read_vocab(saved, "another model", engine.n_vocab) is None
+    assert vocab._read_vocab(tmp_path / "absent.bin", "k", engine.n_vocab) is None

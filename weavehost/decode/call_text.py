@@ -1,6 +1,6 @@
 """Call-shaped text in an answer that may not call.
 
-Stage: agent (free decoding, :meth:`weavehost.agent.model.EngineModel.free_decode`). When calls
+Stage: decoding (a reply's free text, :class:`weavehost.decode.reply.ReplyWriter`). When calls
 are not allowed (``--tool-choice none``, or after the model repeated a call whose result it
 has), the token that would begin a call trigger is banned at its place, so the model gets the
 chance to answer in prose. A small model often writes the call anyway, another way: SmolLM2-135M
@@ -12,7 +12,7 @@ become one, so it is never streamed. Free decoding then takes it back: the token
 is banned there and the next token must begin a word (a letter, a digit or a non-ASCII
 character after any spaces: no brace, no mark, no end of turn), as after a banned opener; an
 answer's opening marks are not shown before its first word, so they can be taken back too.
-After :data:`~weavehost.agent.model.CALL_TEXT_RETRIES` such take-backs the answer is cut where
+After :data:`~weavehost.decode.reply.CALL_TEXT_RETRIES` such take-backs the answer is cut where
 the call text begins. Measured with ``weavehost bench-agent`` (51 shipped tasks, ``weave``,
 prompt cache on): Qwen2.5-Coder-0.5B Q4_0 succeeded on 8 tasks before, 20 after (its answers
 were empty: the call text was cut); SmolLM2-135M on 11 before, 13 after (docs/agent.md).

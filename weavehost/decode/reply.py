@@ -1,0 +1,446 @@
+"""A reply, written: free text token by token until a call, an end or a bound, then its calls.
+
+Stage: decoding (after the conversation's prefill; the one place a reply is written). A
+:class:`ReplyWriter` belongs to one opened model and writes each of its replies on sequence 0:
+:meth:`ReplyWriter.continue_reply` writes free text until one of the format's call triggers, an
+end-of-generation token, a stop sequence or the bound, and :meth:`ReplyWriter.write_calls`
+writes the reply's calls from where the trigger began, through the decoder's one driver of
+several calls (:func:`weavehost.decode.several.write_calls`). The free text of one reply is one
+:class:`Continuation`, whose steps are named (choose under the bans and the word-start rule,
+stop sequences, scan for triggers, scan for call text, take back, read, hold back, stream), so
+a writer that drafts many tokens a pass can replace its loop whole.
+
+Guarantees:
+
+* Sequence 0 holds the conversation, then the reply so far; the caller's ``held`` list (its
+  tokens) is kept in step with it at every token, also when decoding stops with an error.
+* When one of the format's triggers appears in free text (``<tool_call>``, Qwen's bare
+  ``{"name"`` …), sequence 0 is rolled back to the token that holds its first character, with
+  next-token logits there; the text before it is the reply's free text, and
+  :meth:`ReplyWriter.write_calls` writes the whole call from there in the trigger's layout
+  (``forced=True``), whose head begins with the trigger's text. A trigger with a layout of its
+  own (JSON that may be a call) is one only once it names a tool on offer; JSON that cannot is
+  prose, and the scan looks past it.
+* Text that could still become a trigger or a stop sequence is held back from the stream, so a
+  call's opening characters are never shown as text; a stop sequence ends the text before it.
+* With calls not allowed, the token that began a trigger is banned at its place, and call-shaped
+  text written another way (:class:`~weavehost.decode.call_text.CallText`) is taken back the
+  same way up to :data:`CALL_TEXT_RETRIES` times, then cuts the reply where it began (what was
+  shown stays). Where either was taken back the next token must begin a word (after any spaces,
+  a letter, a digit or a non-ASCII character: no mark, no special token, no end of turn), and
+  an answer's opening marks are not shown before its first word.
+* At most ``bound`` tokens are chosen; greedy unless a :class:`Sampling` asks for a
+  temperature, drawn then from a generator seeded per request.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+
+from weavehost.decode.base import CallRequest, DecodeStrategy, ToolSchema
+from weavehost.decode.call_text import CallText
+from weavehost.decode.several import MAX_CALLS, IndexedProvisional, Reply
+from weavehost.decode.several import write_calls as write_reply
+from weavehost.engine import Engine
+from weavehost.engine.vocab import SPECIAL_MARK, marked_tokens
+from weavehost.formats.base import ModelFormat, Trigger
+
+if TYPE_CHECKING:
+    from weavehost.decode.drafts import DraftSource
+
+__all__ = [
+    "CALL_TEXT_RETRIES",
+    "Continuation",
+    "Continued",
+    "ReplyWriter",
+    "Sampling",
+    "Stop",
+    "TextSink",
+    "first_trigger",
+    "opener_position",
+]
+
+# With calls not allowed, how many times call-shaped text is taken back and the token that
+# began it banned at its place before the answer is cut there instead (decode.call_text).
+CALL_TEXT_RETRIES = 4
+# A letter, a digit or a non-ASCII character's byte: the text has begun to say something.
+_WORD = re.compile(rb"[0-9A-Za-z\x80-\xff]")
+
+TextSink = Callable[[str], None]
+# Why free text stopped: an end-of-generation token, a trigger (a call follows), the bound, a
+# stop sequence, or call text where calls are not allowed (cut where it began).
+Stop = Literal["end", "call", "max_tokens", "stop_sequence", "call_text"]
+
+
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    """How free text is chosen when a server's sampling request asks for more than the agent's
+    greedy answer: ``temperature`` (``None`` or 0: greedy; above 0: drawn from the softmax at
+    that temperature with a generator seeded by ``seed``, so one request always gets one
+    answer) and ``stop`` sequences (the text ends before the first one; it is not returned)."""
+
+    temperature: float | None = None
+    seed: int = 0
+    stop: tuple[str, ...] = ()
+
+    @property
+    def greedy(self) -> bool:
+        return not self.temperature or self.temperature <= 0
+
+
+@dataclass(frozen=True, slots=True)
+class Continued:
+    """What :meth:`ReplyWriter.continue_reply` did: the free text written (all of it streamed),
+    why it stopped, how many tokens it chose (what the bound counts, a token cut at a stop
+    sequence or at call text included) and, when a call follows, the trigger it began with."""
+
+    text: str
+    stop: Stop
+    tokens: int = 0
+    trigger: Trigger | None = None
+
+    @property
+    def call(self) -> bool:
+        return self.stop == "call"
+
+
+class ReplyWriter:
+    """Writes one model's replies on sequence 0: free text, then the calls a trigger opens.
+
+    One per opened model (its engine and format); it keeps the word-start mask of the
+    vocabulary, built once, and the trigger the last reply stopped at, whose layout
+    :meth:`write_calls` writes the calls in."""
+
+    def __init__(self, engine: Engine, fmt: ModelFormat) -> None:
+        self.engine, self.format = engine, fmt
+        # The format's call triggers (data: ``<tool_call>``, Qwen's bare ``{"name"`` …).
+        self.triggers = [(trigger, trigger.text.encode("utf-8")) for trigger in fmt.triggers]
+        self.trigger: Trigger | None = None  # where the last reply's call began (None: no call)
+
+    @functools.cached_property
+    def no_word_start(self) -> np.ndarray:
+        """Per token of the vocabulary: whether it cannot begin a word of an answer — its text,
+        after leading whitespace, is empty or begins with neither a letter, a digit nor a
+        non-ASCII character (so ``{``, ``(``, ``"``, ``<``, a line break alone), or it is a
+        special, control or end-of-generation token. Built once per model from the engine's
+        vocabulary table (:func:`~weavehost.engine.vocab.marked_tokens`, kept on disk)."""
+        engine = self.engine
+        out = np.fromiter(
+            map(_begins_no_word, marked_tokens(engine)), dtype=bool, count=engine.n_vocab
+        )
+        out[list(engine.end_of_generation_tokens)] = True
+        return out
+
+    def continue_reply(
+        self,
+        held: list[int],
+        bound: int,
+        on_text: TextSink,
+        *,
+        offered: Collection[str] = (),
+        allow_call: bool = True,
+        sampling: Sampling | None = None,
+    ) -> Continued:
+        """Continue the reply on sequence 0 (whose tokens ``held`` mirrors, kept in step) until
+        a call, an end or ``bound`` tokens, streaming its text to ``on_text``. ``offered``: the
+        names of the tools on offer (JSON that names one is a call, or call text where
+        ``allow_call`` is false)."""
+        self.trigger = None  # a call asked for without a trigger uses the format's layout
+        continuation = Continuation(self, held, on_text, offered, allow_call, sampling)
+        continued = continuation.run(bound)
+        self.trigger = continued.trigger
+        return continued
+
+    def write_calls(
+        self,
+        strategy: DecodeStrategy,
+        tools: Sequence[ToolSchema],
+        max_tokens: int,
+        *,
+        drafts: DraftSource | None = None,
+        budget: int | None = None,
+        max_calls: int = MAX_CALLS,
+        made: Collection[str] = (),
+        on_provisional: IndexedProvisional | None = None,
+        on_final: IndexedProvisional | None = None,
+    ) -> Reply:
+        """The reply's calls with ``strategy``, from where :meth:`continue_reply` stopped at a
+        trigger (in that trigger's layout; with none, the format's own): each at most
+        ``max_tokens``, all at most ``budget`` tokens, at most ``max_calls``, a call equal to
+        one in ``made`` ending the reply (:func:`weavehost.decode.several.write_calls`, which
+        leaves sequence 0 holding the conversation and :attr:`Reply.tokens`)."""
+        trigger, self.trigger = self.trigger, None
+        request = CallRequest(
+            engine=self.engine, format=self.format, tools=tools, max_tokens=max_tokens,
+            forced=True, drafts=drafts,
+        )  # fmt: skip
+        return write_reply(
+            request, strategy, first=trigger, max_calls=max_calls, budget=budget,
+            on_provisional=on_provisional, made=made, on_final=on_final,
+        )  # fmt: skip
+
+
+class Continuation:
+    """One reply's free text as it is written: the tokens chosen, their text, what was shown,
+    and what is banned where. :meth:`run` is the loop; each step it takes is a method."""
+
+    def __init__(
+        self,
+        writer: ReplyWriter,
+        held: list[int],
+        on_text: TextSink,
+        offered: Collection[str],
+        allow_call: bool,
+        sampling: Sampling | None,
+    ) -> None:
+        self.writer, self.engine, self.held = writer, writer.engine, held
+        self.on_text, self.offered, self.allow_call = on_text, tuple(offered), allow_call
+        self.start = self.engine.seq_len(0)
+        self.sampling = sampling or Sampling()
+        self.rng = None if self.sampling.greedy else np.random.default_rng(self.sampling.seed)
+        self.stops = [s.encode("utf-8") for s in self.sampling.stop if s]
+        self.logits = self.engine.last_logits(0)
+        self.tokens: list[int] = []
+        self.offsets: list[int] = []  # where each token's bytes begin in data
+        self.data = b""
+        self.shown = ""
+        # With calls not allowed, a token that began a trigger is banned at its position.
+        self.banned: dict[int, set[int]] = {}
+        # With calls not allowed, call-shaped text written past the ban ends the answer.
+        self.call_text = None if allow_call else CallText(self.offered)
+        self.skip = 0  # bytes before this are prose: a trigger there named no tool on offer
+        self.retries = 0  # call-shaped texts taken back so far
+        self.words: set[int] = set()  # where a call was taken back: a word must come
+        self.worded = False  # the answer has written a letter or a digit
+
+    def run(self, bound: int) -> Continued:
+        """Write until a call, an end, a stop sequence, call text that cannot be taken back
+        again, or ``bound`` tokens chosen."""
+        stop: Stop = "max_tokens"
+        steps = 0
+        while steps < bound:
+            steps += 1
+            token = self.choose()
+            if self.engine.is_end_of_generation(token):
+                stop = "end"
+                break
+            self.take(token)
+            if self.cut_at_stop_sequence():  # this token is not read
+                stop = "stop_sequence"
+                break
+            at, trigger = self.scan_triggers()
+            if trigger is not None:
+                first = self.token_at(at)
+                if self.allow_call:
+                    return self.stop_for_call(first, trigger)
+                self.take_back(first)
+                continue
+            found, call_held = self.scan_call_text()
+            if found >= 0:  # this token is not read
+                begins = found + len(self.data[found:]) - len(self.data[found:].lstrip())
+                first = self.token_at(begins)
+                unseen = self.offsets[first] >= len(self.shown.encode("utf-8"))
+                if self.retries < CALL_TEXT_RETRIES and unseen:
+                    self.retries += 1
+                    self.take_back(first)
+                    continue
+                self.data = self.data[: max(found, len(self.shown.encode("utf-8")))]
+                stop = "call_text"  # what was shown stays the answer
+                break
+            self.read(token)
+            self.stream(min(self.hold_back(at), self.hold_back_call_text(call_held)))
+        self.stream(len(self.data))
+        text = self.data.decode("utf-8", errors="replace")
+        return Continued(text=text, stop=stop, tokens=len(self.tokens))
+
+    def choose(self) -> int:
+        """The next token, under the bans at this place and the word-start rule where a call
+        was taken back: the most likely one, or one drawn at the sampling's temperature."""
+        logits = self.logits
+        place = len(self.tokens)
+        if place in self.banned:
+            logits = logits.copy()
+            logits[list(self.banned[place])] = -np.inf
+        if place in self.words:  # call text was taken back here: a word comes instead
+            logits = np.where(self.writer.no_word_start, -np.inf, logits)
+        return _choose(logits, self.rng, self.sampling.temperature)
+
+    def take(self, token: int) -> None:
+        """``token`` written into the text (not read yet: a check may still take it back)."""
+        self.offsets.append(len(self.data))
+        self.tokens.append(token)
+        self.data += self.engine.token_bytes(token)
+
+    def cut_at_stop_sequence(self) -> bool:
+        """Whether the text now holds a stop sequence; it then ends before it."""
+        found = [at for at in (self.data.find(s) for s in self.stops) if at >= 0]
+        if not found:
+            return False
+        self.data = self.data[: min(found)]
+        return True
+
+    def scan_triggers(self) -> tuple[int, Trigger | None]:
+        """Where a call begins in the text and with which trigger (``None``: none does yet).
+        JSON that cannot name a tool on offer is prose: the scan looks past it from then on."""
+        triggers = self.writer.triggers
+        at, trigger = first_trigger(self.data, triggers, self.skip)
+        verdict = self.names_a_tool(self.data[at:], trigger) if at >= 0 else None
+        while verdict is False:
+            self.skip = at + 1
+            at, trigger = first_trigger(self.data, triggers, self.skip)
+            verdict = self.names_a_tool(self.data[at:], trigger) if at >= 0 else None
+        return at, trigger if verdict else None
+
+    def names_a_tool(self, text: bytes, trigger: Trigger) -> bool | None:
+        """Whether what the model wrote from ``trigger`` on is a call: its own tags always are
+        (the strategy then picks the tool); a trigger with a layout of its own (JSON that may be
+        a call) is one only once it names a tool on offer, and is not once it cannot (None:
+        not yet known)."""
+        if trigger.layout is None:
+            return True
+        written = text.decode("utf-8", errors="ignore")
+        namings = [trigger.layout.naming(name) for name in self.offered]
+        if any(written.startswith(naming) for naming in namings):
+            return True
+        return None if any(naming.startswith(written) for naming in namings) else False
+
+    def scan_call_text(self) -> tuple[int, int]:
+        """Past a banned trigger, a call written another way: where it begins (-1: nowhere),
+        and from where the text could still become one."""
+        if self.call_text is None:
+            return -1, len(self.data)
+        return self.call_text.scan(self.data)
+
+    def token_at(self, at: int) -> int:
+        """The index of the token that holds byte ``at`` of the text."""
+        return max(i for i, offset in enumerate(self.offsets) if offset <= at)
+
+    def stop_for_call(self, first: int, trigger: Trigger) -> Continued:
+        """Sequence 0 back to token ``first``, which holds the trigger's first byte; the text
+        before it is the reply's free text, shown whole."""
+        self.roll_back(self.start + first)
+        self.stream(self.offsets[first])
+        text = self.data[: self.offsets[first]].decode("utf-8", errors="replace")
+        return Continued(text=text, stop="call", tokens=first, trigger=trigger)
+
+    def take_back(self, first: int) -> None:
+        """The text and sequence 0 cut back to before token ``first``, which is banned at its
+        place, where a word must now begin."""
+        self.roll_back(self.start + first)
+        self.banned.setdefault(first, set()).add(self.tokens[first])
+        self.words.add(first)
+        self.data = self.data[: self.offsets[first]]
+        del self.tokens[first:], self.offsets[first:]
+        if self.call_text is not None:
+            self.call_text.cut(len(self.data))
+        self.worded = self.worded and _WORD.search(self.data) is not None
+        self.logits = self.engine.last_logits(0)
+
+    def roll_back(self, position: int) -> None:
+        """Sequence 0 cut back to ``position``, with next-token logits there: its last token
+        is read again."""
+        engine, held = self.engine, self.held
+        if position < engine.seq_len(0):
+            del held[position:]
+            engine.drop(0, position)
+            last = held[-1]
+            engine.drop(0, len(held) - 1)
+            engine.prefill(0, [last])
+
+    def read(self, token: int) -> None:
+        """``token`` read on sequence 0: the next token's logits."""
+        self.logits = self.engine.decode_one(0, token)
+        self.held.append(token)
+
+    def hold_back(self, at: int) -> int:
+        """How much of the text may be shown: not a trigger found and still undecided (at
+        ``at``), nor trailing text that could still become a trigger or a stop sequence."""
+        if at >= 0:
+            return at
+        held = max(
+            _held_back(self.data, b, at_start_only=t.at_start) for t, b in self.writer.triggers
+        )
+        for stop_bytes in self.stops:
+            held = max(held, _held_back(self.data, stop_bytes, at_start_only=False))
+        return len(self.data) - held
+
+    def hold_back_call_text(self, call_held: int) -> int:
+        """How much may be shown where calls may not be made: not text that could become call
+        text, nor an answer's opening marks before its first word (``>`` fused with
+        ``{"name"`` begins Qwen's call text: it is taken back whole)."""
+        if self.call_text is not None and not self.worded:
+            self.worded = _WORD.search(self.data, 0, call_held) is not None
+            return call_held if self.worded else 0
+        return call_held
+
+    def stream(self, upto: int) -> None:
+        """The text up to byte ``upto`` shown, as far as it is whole characters."""
+        text = self.data[:upto].decode("utf-8", errors="ignore")
+        if len(text) > len(self.shown):
+            self.on_text(text[len(self.shown) :])
+            self.shown = text
+
+
+def opener_position(text: bytes, opener: bytes, *, at_start_only: bool) -> int:
+    """Where the opener begins in ``text`` (-1 if absent). ``at_start_only``: only after
+    leading whitespace (Llama 3's JSON call is the whole reply)."""
+    if at_start_only:
+        stripped = text.lstrip()
+        return len(text) - len(stripped) if stripped.startswith(opener) else -1
+    return text.find(opener)
+
+
+def first_trigger(
+    text: bytes, triggers: Sequence[tuple[Trigger, bytes]], skip: int = 0
+) -> tuple[int, Trigger]:
+    """The trigger that begins earliest in ``text`` at or after ``skip`` and where (``(-1, …)``
+    if none does); at one position the longer text wins, as the more specific way of writing a
+    call."""
+    found = []
+    for index, (trigger, text_bytes) in enumerate(triggers):
+        if trigger.at_start:
+            at = opener_position(text, text_bytes, at_start_only=True)
+        else:
+            at = text.find(text_bytes, skip)
+        if at >= skip:
+            found.append((at, -len(text_bytes), index))
+    if not found:
+        return -1, triggers[0][0]
+    at, _, index = min(found)
+    return at, triggers[index][0]
+
+
+def _held_back(text: bytes, opener: bytes, *, at_start_only: bool) -> int:
+    """How many trailing bytes of ``text`` could still grow into the opener (not streamed)."""
+    if at_start_only:
+        stripped = text.lstrip()
+        return len(text) if opener.startswith(stripped) else 0
+    for size in range(min(len(opener) - 1, len(text)), 0, -1):
+        if opener.startswith(text[-size:]):
+            return size
+    return 0
+
+
+def _choose(logits: np.ndarray, rng: np.random.Generator | None, temperature: float | None) -> int:
+    """The next token: the most likely one, or (with ``rng``) one drawn from the softmax of the
+    logits at ``temperature``."""
+    if rng is None or not temperature:
+        return int(logits.argmax())
+    scaled = logits.astype(np.float64) / temperature
+    scaled -= scaled.max()  # banned tokens stay at -inf: probability 0
+    probs = np.exp(scaled)
+    probs /= probs.sum()
+    return int(rng.choice(len(probs), p=probs))
+
+
+def _begins_no_word(piece: bytes) -> bool:
+    """A token's bytes (a special one marked ``b"\\xff"``) begin no word: after leading
+    whitespace, nothing, or neither a letter, a digit nor a non-ASCII character."""
+    first = piece.lstrip()[:1]
+    return not first or first == SPECIAL_MARK or not (first.isalnum() or first >= b"\x80")

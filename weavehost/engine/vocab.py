@@ -1,0 +1,107 @@
+"""The model's vocabulary as one table: every token's bytes, special ones marked.
+
+Stage: engine (read by the decoder: llguidance's view of the vocabulary in
+:mod:`weavehost.decode.constraint`, the word-start rule of a reply in
+:mod:`weavehost.decode.reply`).
+
+Guarantees: :func:`marked_tokens` holds one entry per token, its bytes, with the tokens that only
+special parsing reaches (special and control ones) marked by a leading :data:`SPECIAL_MARK`
+(llguidance's convention). The table depends only on the model file and the llama.cpp build, so
+it is kept on disk under ``cache_dir()/vocab`` and read back only when its key, size and
+checksum all match; a file system that refuses the write costs only the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from weavehost.paths import cache_dir
+
+if TYPE_CHECKING:
+    from weavehost.engine.engine import Engine
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["SPECIAL_MARK", "VOCAB_FILE_VERSION", "marked_tokens"]
+
+# The layout of the vocabulary files under cache_dir()/vocab (see marked_tokens).
+VOCAB_FILE_VERSION = 1
+# How a special token's bytes are marked (in the table, and by llguidance in the text it
+# forces): a leading byte no UTF-8 text holds.
+SPECIAL_MARK = b"\xff"
+
+
+def marked_tokens(engine: Engine) -> list[bytes]:
+    """Every token's bytes, special and control ones marked with a leading ``b"\\xff"`` (a byte
+    no UTF-8 text holds), for llguidance and for anything else that reads the whole vocabulary
+    (a reply's word-start mask). Reading them from llama.cpp one by one takes
+    ~0.5 s for Qwen's 151,936 tokens, in every process; they depend only on the model file and
+    the llama.cpp build, so they are kept in ``cache_dir()/vocab`` under a key of both (the
+    engine's :attr:`~weavehost.engine.Engine.identity` without the context size) and read back
+    in milliseconds. A missing, damaged or other-model file is rebuilt; a file system that
+    refuses the write costs only the cache."""
+    identity = engine.identity
+    key = json.dumps(
+        [VOCAB_FILE_VERSION, identity.model, identity.model_bytes, identity.model_mtime_ns,
+         identity.llama_cpp, engine.n_vocab],
+    )  # fmt: skip
+    path = cache_dir() / "vocab" / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.bin"
+    tokens = _read_vocab(path, key, engine.n_vocab)
+    if tokens is not None:
+        return tokens
+    specials = engine.special_texts
+    tokens = []
+    for token in range(engine.n_vocab):
+        piece = engine.token_bytes(token)
+        if piece.decode("utf-8", errors="replace") in specials or (engine.is_control(token)):
+            piece = SPECIAL_MARK + piece
+        tokens.append(piece)
+    try:
+        _write_vocab(path, key, tokens)
+    except OSError as exc:
+        logger.info("could not keep the vocabulary in %s: %s", path, exc)
+    return tokens
+
+
+def _read_vocab(path: Path, key: str, n_vocab: int) -> list[bytes] | None:
+    """The token list saved at ``path`` for ``key``, or ``None`` (absent, damaged, other key)."""
+    try:
+        data = path.read_bytes()
+        head, _, body = data.partition(b"\n")
+        header = json.loads(head)
+        if header.get("key") != key or header.get("n") != n_vocab:
+            return None
+        if hashlib.sha256(body).hexdigest() != header.get("sha256"):
+            return None
+        ends = np.frombuffer(body, dtype="<u4", count=n_vocab + 1).astype(np.int64)
+    except (OSError, ValueError, AttributeError):
+        return None
+    blob = body[4 * (n_vocab + 1) :]
+    if ends[0] != 0 or ends[-1] != len(blob) or (np.diff(ends) < 0).any():
+        return None
+    bounds = ends.tolist()
+    return [blob[start:end] for start, end in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def _write_vocab(path: Path, key: str, tokens: list[bytes]) -> None:
+    """Save the token list atomically (a unique temporary file renamed into place)."""
+    ends = np.cumsum([0, *map(len, tokens)], dtype=np.int64).astype("<u4")
+    body = ends.tobytes() + b"".join(tokens)
+    header = {"key": key, "n": len(tokens), "sha256": hashlib.sha256(body).hexdigest()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(json.dumps(header).encode() + b"\n" + body)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
