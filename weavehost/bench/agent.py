@@ -32,6 +32,14 @@ Guarantees:
   ``model``): the server writes every call, so the variants are ``remote`` (trusted read-only
   calls start provisionally from the stream) and ``remote-late`` (``earlyStart: false``: they
   run once the reply ends); the prompt cache is the server's own (``cache=off`` here).
+- **The stock stacks beside it** (``--peer NAME``, :mod:`weavehost.bench.agent_peer`): each
+  peer is a local OpenAI-compatible server over the same GGUF, with the same threads and
+  context size, started once before the first task (not timed) and stopped after the run,
+  whatever ends it. Its variant, ``peer=NAME``, runs every task through weavehost's remote
+  model against it, as a user of that server gets the turn (a remote model's variant
+  ``remote``: early starts from the stream on; the server's own prompt cache), scored and timed
+  as above, interleaved with weavehost's own variants. A peer that exits during the run stops
+  it. Peers need a local GGUF: they do not go with a remote ``--model``.
 - **One task set a run.** Every record and the summary name the set the tasks file is
   (``set``: ``examples``, ``third-party``, or ``custom`` for a file of the user's own;
   :func:`weavehost.bench.agent_tasks.task_set_of`), so the 51 over the example servers and the
@@ -54,6 +62,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,6 +70,15 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from weavehost.agent import DEFAULT_MAX_STEPS
+from weavehost.agent.thermal import default_thread_count
+from weavehost.bench.agent_peer import (
+    Launch,
+    PeerCommand,
+    PeerServer,
+    parse_peers,
+    peer_command,
+    serve_peer,
+)
 from weavehost.bench.agent_report import (
     TurnTrace,
     format_tables,
@@ -119,17 +137,22 @@ class AgentBenchConfig:
     n_ctx: int = DEFAULT_N_CTX
     max_steps: int = DEFAULT_MAX_STEPS
     remote: RemoteModelConfig | None = None  # a remote server instead of ``model``
+    peers: tuple[str, ...] = ()  # stock stacks run beside (``--peer``), each a variant
 
 
 @dataclass(frozen=True, slots=True)
 class Variant:
-    """One way of running every task: a strategy, with the prompt cache ``on`` or ``off``."""
+    """One way of running every task: a strategy, with the prompt cache ``on`` or ``off``; or
+    a stock stack (``peer``), driven by the remote model."""
 
     strategy: str
     prompt_cache: str
+    peer: str | None = None
 
     @property
     def label(self) -> str:
+        if self.peer is not None:
+            return f"peer={self.peer}"
         return f"{self.strategy} cache={self.prompt_cache}"
 
 
@@ -178,18 +201,25 @@ def run_agent_bench(
         tasks = tasks[: config.limit]
     cache_mode = "off" if config.remote is not None else config.prompt_cache
     variants = plan_variants(strategies, cache_mode)
+    peers = parse_peers(config.peers)
+    if peers and config.remote is not None:
+        raise BenchError("--peer starts a server over a local GGUF; it does not go with a remote "
+                         "--model")  # fmt: skip
     model_path: str | None = None
     if config.remote is not None:
         model_path = config.remote.describe()
-    elif make_model is None:
+    elif make_model is None or peers:
         from weavehost.models import resolve_model
 
         model_path = str(resolve_model(config.model).path)  # a missing model fails here, once
+    launch = Launch(Path(model_path or ""), config.threads or default_thread_count(), config.n_ctx)
+    commands = [peer_command(name, launch) for name in peers]  # a missing peer fails here
+    variants += [Variant("remote", "off", peer=name) for name in peers]
     try:
         config.out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BenchError(f"cannot create --out folder {config.out}: {exc.strerror}") from exc
-    return anyio.run(_run, config, tasks, variants, model_path, progress, make_model)
+    return anyio.run(_run, config, tasks, variants, model_path, progress, make_model, commands)
 
 
 async def _run(
@@ -199,6 +229,29 @@ async def _run(
     model_path: str | None,
     progress: Callable[[str], None] | None,
     make_model: ModelFactory | None,
+    commands: Sequence[PeerCommand],
+) -> AgentBenchRun:
+    """The run, with the peers' servers up around it (stopped whatever ends it)."""
+    async with AsyncExitStack() as stack:
+        servers: dict[str, PeerServer] = {}
+        for command in commands:
+            log = config.out / f"peer-{command.name}.log"
+            server = await stack.enter_async_context(serve_peer(command, log))
+            servers[command.name] = server
+            if progress is not None:
+                progress(f"bench-agent: peer {server.name} ready at {server.url} in "
+                         f"{server.started_s:.1f} s (pid {server.pid}, log {log})")  # fmt: skip
+        return await _run_tasks(config, tasks, variants, model_path, progress, make_model, servers)
+
+
+async def _run_tasks(
+    config: AgentBenchConfig,
+    tasks: list[AgentTask],
+    variants: list[Variant],
+    model_path: str | None,
+    progress: Callable[[str], None] | None,
+    make_model: ModelFactory | None,
+    servers: Mapping[str, PeerServer],
 ) -> AgentBenchRun:
     results = config.out / "results.jsonl"
     task_set = task_set_of(config.tasks)
@@ -213,7 +266,9 @@ async def _run(
             shift = index % len(variants)
             for variant in variants[shift:] + variants[:shift]:
                 record = {"set": task_set}
-                record.update(await _run_task(task, variant, config, make_model, described))
+                record.update(
+                    await _run_task(task, variant, config, make_model, described, servers)
+                )
                 records.append(record)
                 write_line(sink, record)
                 done += 1
@@ -231,6 +286,8 @@ async def _run(
         ),
         **summarize_agent(records, labels),
     }
+    if servers:
+        summary["setup"]["peers"] = {name: s.describe() for name, s in servers.items()}
     summary_json = config.out / "summary.json"
     summary_json.write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
     return AgentBenchRun(
@@ -252,12 +309,14 @@ async def _run_task(
     config: AgentBenchConfig,
     make_model: ModelFactory | None,
     described: dict[str, Any],
+    servers: Mapping[str, PeerServer],
 ) -> dict[str, Any]:
     record: dict[str, Any] = {
         "id": task.id,
         "variant": variant.label,
         "strategy": variant.strategy,
         "prompt_cache": variant.prompt_cache,
+        "peer": variant.peer,
         "tags": list(task.tags),
         "success": None,
         "error": None,
@@ -279,6 +338,12 @@ async def _run_task(
         kwargs["config"] = HostConfig(remote=replace(config.remote, early_start=early))
         kwargs["model"] = None
         del kwargs["strategy"]  # a variant's name, not a local decoding strategy
+    if variant.peer is not None:  # weavehost's remote model on the stock stack's server
+        server = servers[variant.peer]
+        server.check_running()
+        kwargs["config"] = HostConfig(remote=server.remote(read_timeout=TURN_BOUND_S))
+        kwargs["model"] = None
+        del kwargs["strategy"]
     if task.tool_choice is not None:
         kwargs["tool_choice"] = task.tool_choice
     turns: list[dict[str, Any]] = []
@@ -311,10 +376,10 @@ async def _run_turns(
     from weavehost.host import Host
 
     kwargs = {**kwargs, "servers": list(task.servers)}
-    if make_model is not None:
+    if make_model is not None and variant.peer is None:
         kwargs["agent_model"] = make_model(task, variant.strategy)
     async with Host(**kwargs) as host:
-        if not described:
+        if not described and variant.peer is None:  # the setup is weavehost's own model's
             described.update(host.description)
         functions = [
             {"name": spec.qualified_name, "parameters": spec.schema_dict()}

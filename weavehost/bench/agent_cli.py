@@ -18,6 +18,7 @@ from weavehost.bench.agent import (
     AgentBenchConfig,
     run_agent_bench,
 )
+from weavehost.bench.agent_peer import LLAMA_SERVER_ENV, LLAMA_SERVER_INSTALL
 from weavehost.bench.agent_tasks import TASK_SETS
 from weavehost.bench.cli import run_options
 from weavehost.cli_options import config_option
@@ -66,6 +67,18 @@ __all__ = ["bench_agent"]
     show_default=True,
     help="Most model steps one turn may take.",
 )
+@click.option(
+    "--peer",
+    "peers",
+    multiple=True,
+    metavar="NAME",
+    help="Also run every task through a stock stack over the same GGUF, with the same threads and "
+    "context: a local OpenAI-compatible server the bench starts and stops, driven by "
+    "weavehost's remote model (variant peer=NAME). llama_cpp_server: llama-cpp-python's "
+    "llama_cpp.server, chatml-function-calling (the server extra). llama_server: llama.cpp's "
+    f"llama-server --jinja, a bench-only install ({LLAMA_SERVER_INSTALL}, it compiles llama.cpp; "
+    f"or {LLAMA_SERVER_ENV}=PATH). Repeat it, or give a comma list.",
+)
 def bench_agent(
     tasks: Path | None,
     task_set: str | None,
@@ -78,9 +91,11 @@ def bench_agent(
     n_ctx: int,
     max_steps: int,
     config_path: str | None,
+    peers: tuple[str, ...],
 ) -> None:
     """Run agent TASKS (default: --set examples, the 51 shipped tasks) end to end through the
-    host and report success, time to first tool start and time to the answer, per strategy."""
+    host and report success, time to first tool start and time to the answer, per strategy
+    (and per stock stack, with --peer)."""
     if tasks is not None and task_set is not None:
         raise click.UsageError("give a TASKS file or --set, not both")
     remote = resolve_remote(model, load_config(config_path).remote if config_path else None)
@@ -95,6 +110,7 @@ def bench_agent(
         prompt_cache=prompt_cache,
         n_ctx=n_ctx,
         max_steps=max_steps,
+        peers=peers,  # checked once, by run_agent_bench
     )
     run = run_agent_bench(config, progress=lambda line: click.echo(line, err=True))
     click.echo(run.table)
