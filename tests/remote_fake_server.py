@@ -67,8 +67,9 @@ class FakeOpenAI:
         models: tuple[str, ...] = ("fake-model",),
         props: dict[str, Any] | None = None,
         models_failures: int = 0,
+        port: int = 0,  # 0: any free port
     ) -> None:
-        self.replies = list(replies or [])
+        self.replies, self.port = list(replies or []), port
         self.models, self.props, self.models_failures = models, props, models_failures
         self.models_body: Any = None
         self.requests: list[
@@ -148,7 +149,7 @@ class FakeOpenAI:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self

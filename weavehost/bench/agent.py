@@ -219,40 +219,46 @@ def run_agent_bench(
         config.out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BenchError(f"cannot create --out folder {config.out}: {exc.strerror}") from exc
-    return anyio.run(_run, config, tasks, variants, model_path, progress, make_model, commands)
+    plan = _Plan(config, tuple(tasks), tuple(variants), model_path, tuple(commands))
+    return anyio.run(_run, plan, progress, make_model)
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """A run as checked before anything starts."""
+
+    config: AgentBenchConfig
+    tasks: tuple[AgentTask, ...]
+    variants: tuple[Variant, ...]
+    model_path: str | None  # the GGUF (or the remote server) weavehost's variants run
+    commands: tuple[PeerCommand, ...]  # the peers to start
 
 
 async def _run(
-    config: AgentBenchConfig,
-    tasks: list[AgentTask],
-    variants: list[Variant],
-    model_path: str | None,
+    plan: _Plan,
     progress: Callable[[str], None] | None,
     make_model: ModelFactory | None,
-    commands: Sequence[PeerCommand],
 ) -> AgentBenchRun:
     """The run, with the peers' servers up around it (stopped whatever ends it)."""
     async with AsyncExitStack() as stack:
         servers: dict[str, PeerServer] = {}
-        for command in commands:
-            log = config.out / f"peer-{command.name}.log"
+        for command in plan.commands:
+            log = plan.config.out / f"peer-{command.name}.log"
             server = await stack.enter_async_context(serve_peer(command, log))
             servers[command.name] = server
             if progress is not None:
                 progress(f"bench-agent: peer {server.name} ready at {server.url} in "
                          f"{server.started_s:.1f} s (pid {server.pid}, log {log})")  # fmt: skip
-        return await _run_tasks(config, tasks, variants, model_path, progress, make_model, servers)
+        return await _run_tasks(plan, progress, make_model, servers)
 
 
 async def _run_tasks(
-    config: AgentBenchConfig,
-    tasks: list[AgentTask],
-    variants: list[Variant],
-    model_path: str | None,
+    plan: _Plan,
     progress: Callable[[str], None] | None,
     make_model: ModelFactory | None,
     servers: Mapping[str, PeerServer],
 ) -> AgentBenchRun:
+    config, tasks, variants = plan.config, plan.tasks, plan.variants
     results = config.out / "results.jsonl"
     task_set = task_set_of(config.tasks)
     records: list[dict[str, Any]] = []
@@ -264,7 +270,7 @@ async def _run_tasks(
     with results.open("w", encoding="utf-8") as sink:
         for index, task in enumerate(tasks):
             shift = index % len(variants)
-            for variant in variants[shift:] + variants[:shift]:
+            for variant in (*variants[shift:], *variants[:shift]):
                 record = {"set": task_set}
                 record.update(
                     await _run_task(task, variant, config, make_model, described, servers)
@@ -279,7 +285,7 @@ async def _run_tasks(
         "set": task_set,
         "setup": setup_info(
             tasks_file=config.tasks,
-            model=model_path,
+            model=plan.model_path,
             host=described,
             variants=labels,
             limit=config.limit,
