@@ -111,17 +111,18 @@ def group_alive(pgid: int) -> bool:
     falls back to ``killpg(pgid, 0)``.
     """
     if os.path.isdir("/proc"):
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry.name}/stat", "rb") as fh:
-                    stat = fh.read()
-            except OSError:
-                continue
-            fields = stat[stat.rfind(b")") + 2 :].split()
-            if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
-                return True
+        with os.scandir("/proc") as entries:
+            for entry in entries:
+                if not entry.name.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                        stat = fh.read()
+                except OSError:
+                    continue
+                fields = stat[stat.rfind(b")") + 2 :].split()
+                if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
+                    return True
         return False
     try:
         os.killpg(pgid, 0)
