@@ -26,7 +26,7 @@ from tests import raw_eras
 from tests.raw_eras import raw
 from weavehost.config import HostConfig, Limits, ServerConfig, Timeouts
 from weavehost.errors import ServerTimeoutError
-from weavehost.mcp.catalog import Catalog
+from weavehost.mcp.catalog import DESCRIPTION_TRUNCATION_MARKER, Catalog
 from weavehost.mcp.executor import ApprovalRequest, Executor, StaticApprover
 from weavehost.mcp.features import Progress
 from weavehost.mcp.requests import TIMEOUT_BACKSTOP
@@ -261,7 +261,11 @@ async def test_1000_tools_served_50_a_page_with_2_kb_descriptions_are_all_listed
     print(f"\n[row 18] 1000 tools, 20 pages of 50, 2 KB descriptions: listed in {listed_s:.2f} s")
     assert len(catalog) == 1000 and catalog.omitted == []
     assert sorted(catalog.names) == [f"tool_{i:04d}" for i in range(1000)]
-    assert all(len(s.description) == 2048 for s in catalog)
+    cap = cfg.limits.max_description_chars  # the one cap on what the model reads
+    assert all(len(s.full_description) == 2048 for s in catalog)
+    assert all(
+        s.description == s.full_description[:cap] + DESCRIPTION_TRUNCATION_MARKER for s in catalog
+    )
     assert json.loads(last.text)["tool"] == "tool_0999"
     assert listed_s < FAST.list_tools
 
