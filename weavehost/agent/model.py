@@ -44,6 +44,7 @@ from typing import Any, Protocol
 
 from weavehost.agent.prompt_cache import CacheStatus, PromptCache, common_prefix, stable_prefix
 from weavehost.decode import MAX_CALLS, CallResult, DecodeStrategy, ToolSchema
+from weavehost.decode.answer_drafts import AnswerDrafts
 from weavehost.decode.drafts import DraftSource
 from weavehost.decode.reply import ReplyWriter, Sampling, TextSink
 from weavehost.engine import Engine, EngineStats
@@ -90,6 +91,7 @@ class FreeText:
     # it is cut where that began); weavehost.decode.reply.Stop
     stop: str
     tokens: int = 0
+    passes: int = 0  # the passes it took (drafted text reads several tokens a pass)
 
 
 class AgentModel(Protocol):
@@ -154,12 +156,17 @@ class EngineModel:
         *,
         chat_template: str | None = None,
         prompt_cache: PromptCache | None = None,
+        answer_drafts: bool = True,
     ) -> None:
         self.engine, self.format, self.strategy = engine, fmt, strategy
         self.chat_template = chat_template
         self.prompt_cache = prompt_cache  # consulted only when nothing of a conversation is held
         # Drafts for verified decoding: the texts of the conversation last synced.
         self._drafts: DraftSource | None = None
+        # Drafts of greedy free text (the texts of the conversation last synced), verified many
+        # tokens a pass where the machine's costs say it pays; None: answer drafts off.
+        self.answer_drafts = answer_drafts
+        self._answer_drafts: AnswerDrafts | None = None
         self.held: list[int] = []
         # Replies as the model wrote them (text -> tokens): the history re-renders a reply as
         # text, and its tokens are reused so the cache keeps exactly what the model wrote.
@@ -240,6 +247,7 @@ class EngineModel:
         engine = self.engine
         tokens = self.render(messages, tools)
         self._drafts = DraftSource.from_messages(messages, syntax=self.format.value_syntax)
+        self._answer_drafts = AnswerDrafts.from_messages(messages) if self.answer_drafts else None
         if len(tokens) >= engine.n_ctx:
             raise ContextOverflowError(
                 f"the conversation takes {len(tokens)} tokens, more than the context size of "
@@ -290,10 +298,13 @@ class EngineModel:
         free = self._writer.continue_reply(
             self.held, max_tokens, on_text,
             offered=self._offered, allow_call=allow_call, sampling=sampling,
+            drafts=self._answer_drafts,
         )  # fmt: skip
         if not free.call:
             self._remember_reply()
-        return FreeText(text=free.text, call=free.call, stop=free.stop, tokens=free.tokens)
+        return FreeText(
+            text=free.text, call=free.call, stop=free.stop, tokens=free.tokens, passes=free.passes
+        )
 
     def write_calls(
         self,

@@ -213,9 +213,9 @@ class DraftSource:
         for message in messages:
             if message.get("role") in ("system", "developer"):
                 continue
-            texts.extend(_content_texts(message.get("content")))
+            texts.extend(content_texts(message.get("content")))
             if message.get("role") == "user":
-                request = " ".join(_content_texts(message.get("content")))
+                request = " ".join(content_texts(message.get("content")))
             if message.get("role") == "assistant":
                 for call in message.get("tool_calls") or ():
                     texts.extend(_argument_texts(call))
@@ -300,7 +300,7 @@ class DraftSource:
         text = self._text
         if value[-self._min_match :] not in text:
             return "", False
-        low = _longest_suffix_in(value, text, self._min_match, min(len(value), MAX_MATCH))
+        low = longest_suffix_in(value, text, self._min_match, min(len(value), MAX_MATCH))
         at = text.rfind(value[-low:]) + low
         strings = self._strings
         begun = strings.open_escape(value, len(value))
@@ -341,7 +341,7 @@ def _names(request: str, syntax: ValueSyntax) -> list[str]:
     return names
 
 
-def _longest_suffix_in(text: str, haystack: str, shortest: int, longest: int) -> int:
+def longest_suffix_in(text: str, haystack: str, shortest: int, longest: int) -> int:
     """The length of ``text``'s longest suffix that occurs in ``haystack``, from ``shortest``
     (whose suffix must occur) to ``longest`` characters: a binary search, since a suffix that
     occurs has every shorter suffix occur."""
@@ -363,7 +363,7 @@ def _repeat_draft(written: str, max_chars: int) -> str:
     earlier = written[: end - 1]  # an occurrence must end before the suffix itself does
     if end <= REPEAT_MIN or written[-REPEAT_MIN:] not in earlier:
         return ""
-    low = _longest_suffix_in(written, earlier, REPEAT_MIN, min(end - 1, MAX_MATCH))
+    low = longest_suffix_in(written, earlier, REPEAT_MIN, min(end - 1, MAX_MATCH))
     at = earlier.rfind(written[-low:]) + low
     if low < end - at:
         return ""  # the text does not end in one period written twice over: not a loop
@@ -463,7 +463,7 @@ def _trailing_backslashes(text: str, end: int) -> int:
     return end - start
 
 
-def _content_texts(content: Any) -> Iterator[str]:
+def content_texts(content: Any) -> Iterator[str]:
     if isinstance(content, str):
         yield content
     elif isinstance(content, Mapping):
@@ -471,7 +471,7 @@ def _content_texts(content: Any) -> Iterator[str]:
             yield content["text"]
     elif isinstance(content, Sequence):
         for part in content:
-            yield from _content_texts(part)
+            yield from content_texts(part)
 
 
 def _argument_texts(call: Any) -> Iterator[str]:

@@ -35,6 +35,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Callable, Collection, Sequence
@@ -43,11 +44,13 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from weavehost.decode.answer_drafts import AnswerDrafts, DraftPricing
 from weavehost.decode.base import CallRequest, DecodeStrategy, ToolSchema
 from weavehost.decode.call_text import CallText
+from weavehost.decode.padding import DecodePlan, load_plan, run_shaped
 from weavehost.decode.several import MAX_CALLS, IndexedProvisional, Reply
 from weavehost.decode.several import write_calls as write_reply
-from weavehost.engine import Engine
+from weavehost.engine import Engine, Row
 from weavehost.engine.vocab import SPECIAL_MARK, marked_tokens
 from weavehost.formats.base import ModelFormat, Trigger
 
@@ -104,6 +107,7 @@ class Continued:
     stop: Stop
     tokens: int = 0
     trigger: Trigger | None = None
+    passes: int = 0  # the engine's passes while it was written (drafted ones read many tokens)
 
     @property
     def call(self) -> bool:
@@ -114,11 +118,14 @@ class ReplyWriter:
     """Writes one model's replies on sequence 0: free text, then the calls a trigger opens.
 
     One per opened model (its engine and format); it keeps the word-start mask of the
-    vocabulary, built once, and the trigger the last reply stopped at, whose layout
-    :meth:`write_calls` writes the calls in."""
+    vocabulary, built once, the trigger the last reply stopped at, whose layout
+    :meth:`write_calls` writes the calls in, and how many drafted tokens of free text a pass
+    carries (:attr:`pricing`: the plan's costs and this model's measured acceptance). ``plan``:
+    the cost plan (default: the one calibrated for the engine, :func:`load_plan`)."""
 
-    def __init__(self, engine: Engine, fmt: ModelFormat) -> None:
+    def __init__(self, engine: Engine, fmt: ModelFormat, *, plan: DecodePlan | None = None) -> None:
         self.engine, self.format = engine, fmt
+        self._plan = plan
         # The format's call triggers (data: ``<tool_call>``, Qwen's bare ``{"name"`` …).
         self.triggers = [(trigger, trigger.text.encode("utf-8")) for trigger in fmt.triggers]
         self.trigger: Trigger | None = None  # where the last reply's call began (None: no call)
@@ -137,6 +144,12 @@ class ReplyWriter:
         out[list(engine.end_of_generation_tokens)] = True
         return out
 
+    @functools.cached_property
+    def pricing(self) -> DraftPricing:
+        """How many drafted tokens a pass of free text carries, for this model (its acceptance
+        measured over its replies)."""
+        return DraftPricing(self._plan if self._plan is not None else load_plan(self.engine))
+
     def continue_reply(
         self,
         held: list[int],
@@ -146,16 +159,19 @@ class ReplyWriter:
         offered: Collection[str] = (),
         allow_call: bool = True,
         sampling: Sampling | None = None,
+        drafts: AnswerDrafts | None = None,
     ) -> Continued:
         """Continue the reply on sequence 0 (whose tokens ``held`` mirrors, kept in step) until
         a call, an end or ``bound`` tokens, streaming its text to ``on_text``. ``offered``: the
         names of the tools on offer (JSON that names one is a call, or call text where
-        ``allow_call`` is false)."""
+        ``allow_call`` is false). ``drafts``: where greedy text may be drafted from (verified
+        many tokens a pass where :attr:`pricing` says it pays; the text is the same)."""
         self.trigger = None  # a call asked for without a trigger uses the format's layout
-        continuation = Continuation(self, held, on_text, offered, allow_call, sampling)
+        continuation = Continuation(self, held, on_text, offered, allow_call, sampling, drafts)
+        before = self.engine.stats.passes
         continued = continuation.run(bound)
         self.trigger = continued.trigger
-        return continued
+        return dataclasses.replace(continued, passes=self.engine.stats.passes - before)
 
     def write_calls(
         self,
@@ -188,7 +204,15 @@ class ReplyWriter:
 
 class Continuation:
     """One reply's free text as it is written: the tokens chosen, their text, what was shown,
-    and what is banned where. :meth:`run` is the loop; each step it takes is a method."""
+    and what is banned where. :meth:`run` is the loop; each step it takes is a method.
+
+    Drafted (greedy text with ``drafts``): :meth:`read` reads a chosen token with the draft's
+    next tokens after it in one pass, each with logits, and keeps them *ahead*: in sequence 0
+    but not yet in ``held``. The loop goes on exactly as without them: :meth:`choose` picks the
+    next token from the logits after the last token read, and where that is the next token
+    ahead, :meth:`read` only takes its logits (no pass). The first token chosen otherwise drops
+    everything ahead from sequence 0 (:meth:`drop_ahead`), as does any roll-back or the end of
+    the loop, so the text, the tokens held and every check are those of the undrafted loop."""
 
     def __init__(
         self,
@@ -198,6 +222,7 @@ class Continuation:
         offered: Collection[str],
         allow_call: bool,
         sampling: Sampling | None,
+        drafts: AnswerDrafts | None = None,
     ) -> None:
         self.writer, self.engine, self.held = writer, writer.engine, held
         self.on_text, self.offered, self.allow_call = on_text, tuple(offered), allow_call
@@ -218,14 +243,27 @@ class Continuation:
         self.retries = 0  # call-shaped texts taken back so far
         self.words: set[int] = set()  # where a call was taken back: a word must come
         self.worded = False  # the answer has written a letter or a digit
+        # Drafts are verified against the greedy choice only: a sampled token is not an argmax.
+        self.drafts = drafts if self.rng is None else None
+        # Drafted tokens read into sequence 0 after ``held`` and not chosen yet, each with the
+        # logits after it (see the class docstring).
+        self.ahead: list[tuple[int, np.ndarray]] = []
+        self.steps = 0  # tokens chosen so far (what the bound counts)
+        self.bound = 0
 
     def run(self, bound: int) -> Continued:
         """Write until a call, an end, a stop sequence, call text that cannot be taken back
         again, or ``bound`` tokens chosen."""
+        self.bound = bound
+        try:
+            return self._run(bound)
+        finally:
+            self.drop_ahead()  # drafted tokens never chosen leave sequence 0
+
+    def _run(self, bound: int) -> Continued:
         stop: Stop = "max_tokens"
-        steps = 0
-        while steps < bound:
-            steps += 1
+        while self.steps < bound:
+            self.steps += 1
             token = self.choose()
             if self.engine.is_end_of_generation(token):
                 stop = "end"
@@ -260,16 +298,20 @@ class Continuation:
         return Continued(text=text, stop=stop, tokens=len(self.tokens))
 
     def choose(self) -> int:
-        """The next token, under the bans at this place and the word-start rule where a call
-        was taken back: the most likely one, or one drawn at the sampling's temperature."""
-        logits = self.logits
+        """The next token from :meth:`masked` logits: the most likely one, or one drawn at the
+        sampling's temperature. A drafted token is kept only where this chooses it."""
+        return _choose(self.masked(self.logits), self.rng, self.sampling.temperature)
+
+    def masked(self, logits: np.ndarray) -> np.ndarray:
+        """``logits`` under every rule at this place: the bans, and the word-start rule where
+        a call was taken back. The one place a mask is applied, drafted or not."""
         place = len(self.tokens)
         if place in self.banned:
             logits = logits.copy()
             logits[list(self.banned[place])] = -np.inf
         if place in self.words:  # call text was taken back here: a word comes instead
             logits = np.where(self.writer.no_word_start, -np.inf, logits)
-        return _choose(logits, self.rng, self.sampling.temperature)
+        return logits
 
     def take(self, token: int) -> None:
         """``token`` written into the text (not read yet: a check may still take it back)."""
@@ -345,6 +387,7 @@ class Continuation:
     def roll_back(self, position: int) -> None:
         """Sequence 0 cut back to ``position``, with next-token logits there: its last token
         is read again."""
+        self.drop_ahead()
         engine, held = self.engine, self.held
         if position < engine.seq_len(0):
             del held[position:]
@@ -354,9 +397,62 @@ class Continuation:
             engine.prefill(0, [last])
 
     def read(self, token: int) -> None:
-        """``token`` read on sequence 0: the next token's logits."""
-        self.logits = self.engine.decode_one(0, token)
+        """``token`` read on sequence 0: the next token's logits. Where it is the drafted token
+        ahead, it is in sequence 0 already; otherwise it is read with a new draft after it,
+        where one pays (:meth:`draft_after`)."""
+        pricing = self.writer.pricing if self.drafts is not None else None
+        if self.ahead:
+            kept = self.ahead[0][0] == token
+            if pricing is not None:
+                pricing.count(1, int(kept))
+            if kept:
+                self.logits = self.ahead.pop(0)[1]
+                self.held.append(token)
+                self.engine.count_accepted(1)
+                return
+            self.drop_ahead()
+        draft = self.draft_after(pricing) if pricing is not None else []
+        if not draft:
+            self.logits = self.engine.decode_one(0, token)
+            self.held.append(token)
+            return
+        rows = [Row(token, (0,), logits=True)]
+        rows += [Row(t, (0,), logits=True, draft=True) for t in draft]
+        out = run_shaped(self.engine, rows, pricing.plan.shape_for if pricing else None)
         self.held.append(token)
+        self.logits = out[0]
+        self.ahead = list(zip(draft, out[1:], strict=True))
+
+    def draft_after(self, pricing: DraftPricing) -> list[int]:
+        """The drafted tokens to read after the text so far (its last token being read now):
+        the draft's (:meth:`AnswerDrafts.propose`), as many as ``pricing`` says pay, within
+        the bound and the context; none where the text ends inside a character."""
+        assert self.drafts is not None
+        engine = self.engine
+        room = min(
+            self.bound - self.steps,  # each drafted token would be one more choice
+            engine.n_ctx - engine.seq_len(0) - 1,
+            engine.n_batch - 1,
+        )
+        try:
+            written = self.data.decode("utf-8")
+        except UnicodeDecodeError:
+            return []
+        text = self.drafts.propose(written)
+        if not text or room <= 0:
+            return []
+        rows = pricing.rows(room)
+        if rows <= 0:
+            pricing.fade()  # a draft there, not worth a row at this rate: try again later
+            return []
+        return engine.tokenize(text)[:rows]
+
+    def drop_ahead(self) -> None:
+        """The drafted tokens ahead (not chosen) out of sequence 0, which then ends with the
+        last token read and its logits."""
+        if self.ahead:
+            self.ahead = []
+            self.engine.drop(0, len(self.held), next_logits=self.logits)
 
     def hold_back(self, at: int) -> int:
         """How much of the text may be shown: not a trigger found and still undecided (at
