@@ -56,7 +56,8 @@ File format (every key but a server's ``command`` or ``url`` is optional)::
         "limits": {"maxMessageBytes": 4194304, "maxResultChars": 16000,
                    "maxSchemaBytes": 65536, "maxSchemaDepth": 32, "maxArgumentDepth": 64,
                    "maxDescriptionChars": 1024},
-        "promptCache": {"enabled": true, "maxBytes": 2147483648}
+        "promptCache": {"enabled": true, "maxBytes": 2147483648},
+        "answerDrafts": true                     # greedy answers drafted, verified (default)
       }
     }
 
@@ -186,6 +187,9 @@ class HostConfig:
     timeouts: Timeouts = field(default_factory=Timeouts)
     limits: Limits = field(default_factory=Limits)
     prompt_cache: PromptCacheConfig = field(default_factory=PromptCacheConfig)
+    # Greedy free text drafted from the conversation and verified many tokens a pass where the
+    # machine's costs say it pays (weavehost.decode.answer_drafts); the text is the same.
+    answer_drafts: bool = True
     roots: tuple[str, ...] = ()  # directories offered to servers; () offers none
     # Persistent approvals: server -> tool -> the tool's schema_hash (or a prefix of at least
     # 16 hex digits) it was approved with; a changed definition (a rug pull) asks again.
@@ -221,7 +225,7 @@ _SERVER_TYPES: dict[str, Literal["stdio", "http", "sse"]] = {
 }
 _HOST_KEYS = (
     "model", "threads", "trustedServers", "approval", "toolChoice", "timeouts", "limits",
-    "promptCache", "roots", "approved",
+    "promptCache", "roots", "approved", "answerDrafts",
 )  # fmt: skip
 _OAUTH_KEYS = ("scopes", "clientName", "redirectPort")
 _HASH = re.compile(r"[0-9a-fA-F]{16,64}")
@@ -418,6 +422,9 @@ def parse_config(document: Any, source: str = "<config>") -> HostConfig:
         config = replace(config, limits=limits)
     if "promptCache" in host:
         config = replace(config, prompt_cache=_parse_prompt_cache(check, host["promptCache"]))
+    if "answerDrafts" in host:
+        drafts = check.boolean(host["answerDrafts"], "weavehost.answerDrafts")
+        config = replace(config, answer_drafts=drafts)
     if "roots" in host:
         roots = check.strings(host["roots"], "weavehost.roots")
         for i, root in enumerate(roots):
@@ -531,6 +538,7 @@ def merge_flags(
     threads: int | None = None,
     tool_choice: str | None = None,
     prompt_cache: bool | None = None,
+    answer_drafts: bool | None = None,
 ) -> HostConfig:
     """``config`` with a :class:`~weavehost.host.Host`'s keyword flags over it; every field no
     flag sets (roots, approved, timeouts …) is kept as configured.
@@ -541,7 +549,8 @@ def merge_flags(
     process); ``approval`` replaces the configured mode. A ``model`` path means that local file
     (no remote server), a URL the remote server it names with the config's other remote
     settings (:func:`resolve_remote`); ``threads`` and ``tool_choice`` replace the config's
-    when given; ``prompt_cache`` turns the cache on or off (``None``: as configured)."""
+    when given; ``prompt_cache`` turns the cache on or off and ``answer_drafts`` the drafts of
+    answers (``None``: as configured)."""
     if servers or trust or approval:
         extra = build_config(None, servers, approval=approval)
         taken = {s.name for s in config.servers}
@@ -558,6 +567,8 @@ def merge_flags(
         )
     if prompt_cache is not None:
         config = replace(config, prompt_cache=replace(config.prompt_cache, enabled=prompt_cache))
+    if answer_drafts is not None:
+        config = replace(config, answer_drafts=answer_drafts)
     return replace(
         config,
         model=model if model and not is_model_url(model) else config.model,

@@ -137,6 +137,7 @@ class Host(AsyncContextManagerMixin):
         tool_choice: str | None = None,
         max_answer_tokens: int = DEFAULT_MAX_ANSWER_TOKENS,
         prompt_cache: bool | None = None,
+        answer_drafts: bool | None = None,
         elicitor: Elicitor | None = None,
         roots: Sequence[str | os.PathLike[str]] | None = None,
         load_model: LoadModel = True,
@@ -145,7 +146,7 @@ class Host(AsyncContextManagerMixin):
         base = merge_flags(
             config or HostConfig(), servers=servers, trust=trust, approval=approval,  # type: ignore[arg-type]
             inproc=tuple(inproc or ()), model=model, threads=threads, tool_choice=tool_choice,
-            prompt_cache=prompt_cache,
+            prompt_cache=prompt_cache, answer_drafts=answer_drafts,
         )  # fmt: skip
         if load_model not in (True, False, "lazy"):
             raise ConfigError(f"load_model must be True, False or 'lazy', not {load_model!r}")
@@ -172,6 +173,9 @@ class Host(AsyncContextManagerMixin):
         # The persistent prompt-prefix cache: None follows the config (on by default), False is
         # --no-prompt-cache. Only a model the host loads uses it (not ``agent_model``).
         self.prompt_cache = base.prompt_cache.enabled
+        # Greedy answers drafted and verified many tokens a pass (the same text): None follows
+        # the config (on by default). Only a model the host loads drafts (not ``agent_model``).
+        self.answer_drafts = base.answer_drafts
         self.model: AgentModel | None = agent_model
         self.pool: ServerPool | None = None
         self.catalog: Catalog | None = None
@@ -340,6 +344,7 @@ class Host(AsyncContextManagerMixin):
             prompt_cache=PromptCache.from_config(
                 replace(self.config.prompt_cache, enabled=self.prompt_cache)
             ),
+            answer_drafts=self.answer_drafts,
         )
 
     def _begin_opening(self, native: contextlib.ExitStack) -> concurrent.futures.Future[_Opened]:

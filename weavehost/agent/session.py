@@ -327,6 +327,9 @@ class Session:
             "prefilled_tokens": synced.prefilled,
             "prompt_cache": synced.prompt_cache,
             "decoded_tokens": spent.decoded_tokens,
+            # The step's free text: its tokens and the passes they took (drafted: fewer).
+            "free_tokens": free.tokens,
+            "free_passes": free.passes,
             "model_s": round(time.perf_counter() - started, 4),
         }
         if results:

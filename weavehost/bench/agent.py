@@ -101,6 +101,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_AGENT_STRATEGIES",
+    "ANSWER_DRAFT_MODES",
     "PROMPT_CACHE_MODES",
     "REMOTE_STRATEGIES",
     "AgentBenchConfig",
@@ -115,6 +116,8 @@ DEFAULT_AGENT_STRATEGIES = ("weave", "constrained")
 # are the remote model with provisional starts from the stream, and without (earlyStart false).
 REMOTE_STRATEGIES = ("remote", "remote-late")
 PROMPT_CACHE_MODES = ("on", "off", "both")
+# Greedy answers drafted and verified (Host's answer_drafts): on, off, or both in one run.
+ANSWER_DRAFT_MODES = ("on", "off", "both")
 # A hang guard on one turn, not a speed limit: a healthy turn of a 0.5B model on 2 threads takes
 # well under a minute; past this the turn is cancelled and recorded as an error.
 TURN_BOUND_S = 900.0
@@ -134,6 +137,7 @@ class AgentBenchConfig:
     limit: int | None = None
     threads: int | None = None
     prompt_cache: str = "both"
+    answer_drafts: str = "on"
     n_ctx: int = DEFAULT_N_CTX
     max_steps: int = DEFAULT_MAX_STEPS
     remote: RemoteModelConfig | None = None  # a remote server instead of ``model``
@@ -142,18 +146,21 @@ class AgentBenchConfig:
 
 @dataclass(frozen=True, slots=True)
 class Variant:
-    """One way of running every task: a strategy, with the prompt cache ``on`` or ``off``; or
-    a stock stack (``peer``), driven by the remote model."""
+    """One way of running every task: a strategy, with the prompt cache ``on`` or ``off`` and,
+    for a local model, answer drafts ``on`` or ``off`` (``None``: a remote model's); or a
+    stock stack (``peer``), driven by the remote model."""
 
     strategy: str
     prompt_cache: str
     peer: str | None = None
+    answer_drafts: str | None = None
 
     @property
     def label(self) -> str:
         if self.peer is not None:
             return f"peer={self.peer}"
-        return f"{self.strategy} cache={self.prompt_cache}"
+        drafts = "" if self.answer_drafts is None else f" drafts={self.answer_drafts}"
+        return f"{self.strategy} cache={self.prompt_cache}{drafts}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,14 +179,28 @@ def parse_agent_strategies(text: str | Sequence[str]) -> tuple[str, ...]:
     return parse_strategies(text, known=tuple(STRATEGIES))
 
 
-def plan_variants(strategies: Sequence[str], prompt_cache: str) -> list[Variant]:
-    """Every strategy with every prompt-cache setting asked for."""
+def plan_variants(
+    strategies: Sequence[str], prompt_cache: str, answer_drafts: str | None = None
+) -> list[Variant]:
+    """Every strategy with every prompt-cache setting and answer-drafts setting asked for
+    (``answer_drafts=None``: not a setting of these variants, a remote model's)."""
     if prompt_cache not in PROMPT_CACHE_MODES:
         raise BenchError(
             f"--prompt-cache: expected one of {', '.join(PROMPT_CACHE_MODES)}, got {prompt_cache!r}"
         )
+    if answer_drafts is not None and answer_drafts not in ANSWER_DRAFT_MODES:
+        raise BenchError(
+            f"--answer-drafts: expected one of {', '.join(ANSWER_DRAFT_MODES)}, "
+            f"got {answer_drafts!r}"
+        )
     modes = ("off", "on") if prompt_cache == "both" else (prompt_cache,)
-    return [Variant(strategy, mode) for strategy in strategies for mode in modes]
+    drafts = ("off", "on") if answer_drafts == "both" else (answer_drafts,)
+    return [
+        Variant(strategy, mode, answer_drafts=draft)
+        for strategy in strategies
+        for mode in modes
+        for draft in drafts
+    ]
 
 
 def run_agent_bench(
@@ -200,7 +221,8 @@ def run_agent_bench(
     if config.limit is not None:
         tasks = tasks[: config.limit]
     cache_mode = "off" if config.remote is not None else config.prompt_cache
-    variants = plan_variants(strategies, cache_mode)
+    drafts_mode = None if config.remote is not None else config.answer_drafts
+    variants = plan_variants(strategies, cache_mode, drafts_mode)
     peers = parse_peers(config.peers)
     if peers and config.remote is not None:
         raise BenchError("--peer starts a server over a local GGUF; it does not go with a remote "
@@ -323,6 +345,7 @@ async def _run_task(
         "strategy": variant.strategy,
         "prompt_cache": variant.prompt_cache,
         "peer": variant.peer,
+        "answer_drafts": variant.answer_drafts,
         "tags": list(task.tags),
         "success": None,
         "error": None,
@@ -339,6 +362,8 @@ async def _run_task(
         "model": config.model,
         "prompt_cache": variant.prompt_cache == "on",
     }
+    if variant.answer_drafts is not None:
+        kwargs["answer_drafts"] = variant.answer_drafts == "on"
     if config.remote is not None:
         early = variant.strategy == "remote"
         kwargs["config"] = HostConfig(remote=replace(config.remote, early_start=early))

@@ -13,6 +13,7 @@ import click
 
 from weavehost.agent import DEFAULT_MAX_STEPS
 from weavehost.bench.agent import (
+    ANSWER_DRAFT_MODES,
     DEFAULT_AGENT_STRATEGIES,
     PROMPT_CACHE_MODES,
     AgentBenchConfig,
@@ -56,6 +57,15 @@ __all__ = ["bench_agent"]
     show_default=True,
     help="Run with the prompt-prefix cache on, off, or both (where the host has one).",
 )
+@click.option(
+    "--answer-drafts",
+    "answer_drafts",
+    type=click.Choice(ANSWER_DRAFT_MODES),
+    default="on",
+    show_default=True,
+    help="Greedy answers drafted from the conversation and verified many tokens a pass (the "
+    "same text), off, or both, in one run (a local model only).",
+)
 @config_option(
     'A host config whose remote "model" settings (stream, headers, timeouts) apply to an '
     "http(s) --model."
@@ -88,6 +98,7 @@ def bench_agent(
     threads: int | None,
     out: Path,
     prompt_cache: str,
+    answer_drafts: str,
     n_ctx: int,
     max_steps: int,
     config_path: str | None,
@@ -108,6 +119,7 @@ def bench_agent(
         limit=limit,
         threads=threads,
         prompt_cache=prompt_cache,
+        answer_drafts=answer_drafts,
         n_ctx=n_ctx,
         max_steps=max_steps,
         peers=peers,  # checked once, by run_agent_bench

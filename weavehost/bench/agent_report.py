@@ -13,7 +13,12 @@ feed them events by hand:
   model can correct left out; its facts by case-insensitive containment.
 - :func:`summarize_agent` gives per variant the success rate, geometric means of the two times
   over the tasks that have them (as ``weavehost bench`` does), the provisional results and the
-  prompt cache's hits; and the success per tag. Skipped tasks count in no rate.
+  prompt cache's hits; and the success per tag. Skipped tasks count in no rate. For the answer:
+  ``geo_after_result_s`` (each turn's last tool result to its ``done``, geomean over the turns
+  that had a result), ``answer_tokens_per_pass`` (the answer's free-text tokens over the passes
+  they took, from the ``timings`` after the turn's last result) and ``answer_same_text`` (the
+  share of turns whose answer equals the same task's turn under the drafts-off variant of the
+  same strategy and cache; ``None`` without one).
 """
 
 from __future__ import annotations
@@ -53,6 +58,9 @@ class TurnTrace:
     answer: str = ""
     first_tool_s: float | None = None
     answer_s: float | None = None
+    last_result_s: float | None = None  # the turn's last tool result
+    answer_tokens: int = 0  # the answer's free-text tokens (the steps after the last result)
+    answer_passes: int = 0  # and the passes they took
     stop: str | None = None
     error: str | None = None
     prompt_cache: str | None = None
@@ -84,6 +92,8 @@ def trace_turn(events: Sequence[tuple[float, Event]]) -> TurnTrace:
     started_at: dict[str, float] = {}
     final_at: dict[str, float] = {}
     first_tool: float | None = None
+    last_result: float | None = None
+    after: list[Mapping[str, Any]] = []  # timings of the steps after the last result
     done_at: float | None = None
     stop = error = None
     for at, event in events:
@@ -106,8 +116,10 @@ def trace_turn(events: Sequence[tuple[float, Event]]) -> TurnTrace:
             sources.append(source)
             statuses.append(event.get("status", "ok"))
             answer.clear()
+            last_result, after = at, []
         elif kind == "timings":
             timings.append(dict(event.data))
+            after.append(timings[-1])
         elif kind == "error":
             error = event.get("error")
         elif kind == "done":
@@ -122,6 +134,9 @@ def trace_turn(events: Sequence[tuple[float, Event]]) -> TurnTrace:
         answer="".join(answer).strip(),
         first_tool_s=first_tool,
         answer_s=done_at,
+        last_result_s=last_result,
+        answer_tokens=sum(t.get("free_tokens") or 0 for t in after),
+        answer_passes=sum(t.get("free_passes") or 0 for t in after),
         stop=stop,
         error=error,
         prompt_cache=cache,
@@ -196,6 +211,13 @@ def judge_turn(
         "success": calls_ok and not missing and trace.error is None,
         "first_tool_s": _round(trace.first_tool_s),
         "answer_s": _round(trace.answer_s),
+        "after_result_s": _round(
+            trace.answer_s - trace.last_result_s
+            if trace.answer_s is not None and trace.last_result_s is not None
+            else None
+        ),
+        "answer_tokens": trace.answer_tokens,
+        "answer_passes": trace.answer_passes,
         "tool_results": len(trace.sources),
         "provisional_results": trace.sources.count("provisional"),
         "stop": trace.stop,
@@ -218,10 +240,17 @@ def summarize_agent(
         by_variant.setdefault(record["variant"], []).append(record)
     numbers: dict[str, dict[str, Any]] = {}
     by_tag: dict[str, dict[str, dict[str, int]]] = {}
+    # Each drafts-off variant's answers, by strategy and cache, then task: what drafts must equal.
+    undrafted = {
+        (r.get("strategy"), r.get("prompt_cache"), r["id"]): _answers(r)
+        for r in records
+        if r.get("answer_drafts") == "off"
+    }
     for label, rows in by_variant.items():
         ran = list(rows)
         succeeded = sum(1 for r in ran if r.get("success"))
         turns = [t for r in ran for t in r.get("turns") or []]
+        answer_passes = sum(t.get("answer_passes") or 0 for t in turns)
         numbers[label] = {
             "tasks": len(ran),
             "succeeded": succeeded,
@@ -233,6 +262,13 @@ def summarize_agent(
             "cache_hits": sum(1 for t in turns if t.get("prompt_cache") == "hit"),
             "turns": len(turns),
             "errors": sum(1 for r in ran if r.get("error")),
+            "geo_after_result_s": geomean(t.get("after_result_s") for t in turns),
+            "answer_tokens_per_pass": (
+                sum(t.get("answer_tokens") or 0 for t in turns) / answer_passes
+                if answer_passes
+                else None
+            ),
+            "answer_same_text": _same_text(ran, undrafted),
         }
         for record in ran:
             for tag in record.get("tags") or []:
@@ -240,6 +276,28 @@ def summarize_agent(
                 cell["n"] += 1
                 cell["success"] += 1 if record.get("success") else 0
     return {"variants": numbers, "by_tag": dict(sorted(by_tag.items()))}
+
+
+def _answers(record: Mapping[str, Any]) -> list[str]:
+    return [t.get("answer", "") for t in record.get("turns") or []]
+
+
+def _same_text(
+    records: Sequence[Mapping[str, Any]], undrafted: Mapping[tuple[Any, Any, str], list[str]]
+) -> float | None:
+    """The share of ``records``' turns (drafts on) whose answer equals the same task's turn
+    without drafts; ``None`` for a drafts-off variant or one with nothing to compare."""
+    same = compared = 0
+    for record in records:
+        if record.get("answer_drafts") != "on":
+            return None
+        base = undrafted.get((record.get("strategy"), record.get("prompt_cache"), record["id"]))
+        if base is None:
+            continue
+        for answer, other in zip(_answers(record), base, strict=False):
+            compared += 1
+            same += answer == other
+    return same / compared if compared else None
 
 
 def _s(value: float | None) -> str:
