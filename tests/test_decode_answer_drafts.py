@@ -1,0 +1,247 @@
+"""Free text drafted from the conversation and verified many tokens a pass, losslessly.
+
+The look-up and the pricing rule are pure; the writer runs on the embedded SmolLM2, whose
+drafted reply must be exactly its undrafted one (text, stream, tokens, stop) in fewer passes.
+"""
+
+# ruff: noqa: E501 - test names are sentences
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.schemas import CURRENT_WEATHER
+from tests.test_decode_reply import BARE_LIST_HISTORY, SMOLLM2, prefilled
+from weavehost.decode.answer_drafts import ACCEPT_PRIOR, AnswerDrafts, DraftPricing
+from weavehost.decode.padding import NO_PLAN, DecodePlan
+from weavehost.decode.reply import Continued, ReplyWriter, Sampling
+from weavehost.engine import Engine
+from weavehost.engine.calibrate import CostTable
+
+# A machine where extra rows cost little (a phone's 4-row pass costs 1.1-1.2x one row): drafts pay.
+CHEAP_ROWS = DecodePlan.from_table(
+    CostTable({1: 0.010, 8: 0.011, 16: 0.012, 32: 0.014}, 0.0005, machine="cheap rows")
+)
+# The same, every pass as wide as its rows (no padding rows on another sequence).
+CHEAP_UNPADDED = DecodePlan.from_table(CHEAP_ROWS.table, padding=False)  # type: ignore[arg-type]
+# A machine where every row costs a whole pass: no draft can pay.
+DEAR_ROWS = DecodePlan.from_table(
+    CostTable({1: 0.010, 2: 0.020, 4: 0.040, 8: 0.080}, 0.010, machine="linear")
+)
+
+
+def weather(city: str, conditions: str, temperature: float, humidity: int) -> list[dict[str, Any]]:
+    """A conversation whose last message is a weather tool's JSON result."""
+    result = {
+        "city": city,
+        "conditions": conditions,
+        "temperature_c": temperature,
+        "humidity": humidity,
+    }
+    return [
+        {"role": "user", "content": f"What is the weather in {city}?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"name": "get_current_weather", "arguments": {"city": city}}],
+        },
+        {"role": "tool", "name": "get_current_weather", "content": json.dumps(result)},
+    ]
+
+
+WEATHER = weather("Paris", "partly cloudy", -2.9, 53)
+
+
+# ------------------------------------------------------------------------------ the look-up
+
+
+def test_the_longest_match_wins_and_its_most_recent_occurrence_is_drafted() -> None:
+    drafts = AnswerDrafts(["the cat sat on the mat", "a dog sat on the sofa today"])
+    assert drafts.propose("he sat on the") == " sofa today"  # "sat on the": the later text's
+    assert drafts.propose("the cat sat") == " on the mat"  # "the cat sat": only the first's
+    assert drafts.propose("the cat sat", max_chars=3) == " on"
+
+
+def test_a_draft_ends_with_its_text_and_a_short_or_unknown_suffix_drafts_nothing() -> None:
+    drafts = AnswerDrafts(["Buy milk", "and eggs"])
+    assert drafts.propose("I will buy milk") == ""  # the text ends there: never into the next
+    assert drafts.propose("Buy") == ""  # shorter than MIN_MATCH
+    assert drafts.propose("nothing like it") == ""
+
+
+def test_a_json_result_s_members_are_restated_so_a_key_drafts_its_value() -> None:
+    drafts = AnswerDrafts.from_messages(
+        [{"role": "system", "content": "Be brief. The humidity is unknown."}, *WEATHER]
+    )
+    assert drafts.propose("The humidity is ") == "53"  # the system prompt is not a source
+    assert drafts.propose("a temperature c of ") == "-2.9"
+    # The restated member ("conditions: partly cloudy") is the most recent occurrence.
+    assert drafts.propose("In Paris it is partly") == " cloudy"
+    assert (
+        drafts.propose('"city": "Paris", "cond')
+        == 'itions": "partly cloudy", "temperature_c": -2.9, "humidity": 53}'
+    )
+
+
+# ------------------------------------------------------------------------- the pricing rule
+
+
+def test_without_a_cost_table_nothing_is_drafted() -> None:
+    assert DraftPricing(NO_PLAN).rows(16) == 0
+
+
+def test_where_every_row_costs_a_pass_nothing_is_drafted_at_any_rate_short_of_certain() -> None:
+    pricing = DraftPricing(DEAR_ROWS)
+    pricing.count(1000, 990)  # 99%
+    assert pricing.rows(16) == 0
+
+
+def test_cheap_rows_are_drafted_at_a_good_rate_and_not_at_a_poor_one_which_fades_back() -> None:
+    pricing = DraftPricing(CHEAP_ROWS)
+    assert pricing.rate == ACCEPT_PRIOR[1] / ACCEPT_PRIOR[0]
+    assert 1 < pricing.rows(32) <= 32 and pricing.rows(3) == 3  # the room bounds it
+    pricing.count(200, 2)
+    assert pricing.rows(32) == 0  # a poor rate: nothing pays
+    for _ in range(400):  # drafts not sent: the measured rate fades towards the prior
+        pricing.fade()
+    assert pricing.rows(32) > 0
+
+
+# ----------------------------------------------------------------------- on the real model
+
+
+class Written(NamedTuple):
+    free: Continued
+    shown: list[str]
+    held: list[int]  # the tokens held after the conversation
+    drafted: int  # drafted tokens the engine read
+    peak: int  # the most KV cells in use while it was written
+
+
+def written(
+    engine: Engine,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    drafts: bool,
+    plan: DecodePlan = CHEAP_ROWS,
+    bound: int = 40,
+    **options: Any,
+) -> Written:
+    """The reply to ``messages`` by a new writer. A tool is on offer (in the prompt) where
+    ``offered`` names it."""
+    held = prefilled(engine, messages, [CURRENT_WEATHER] if options.get("offered") else [])
+    start, drafted = len(held), engine.stats.drafted_tokens
+    engine.reset_kv_peak()
+    writer = ReplyWriter(engine, SMOLLM2, plan=plan)
+    shown: list[str] = []
+    source = AnswerDrafts.from_messages(messages) if drafts else None
+    free = writer.continue_reply(held, bound, shown.append, drafts=source, **options)
+    assert engine.seq_len(0) == len(held)  # nothing drafted and unchosen stays in the sequence
+    return Written(
+        free, shown, held[start:], engine.stats.drafted_tokens - drafted, engine.kv_cells_peak
+    )
+
+
+def same_reply(a: Written, b: Written) -> None:
+    (free_a, shown_a, held_a, _, _), (free_b, shown_b, held_b, _, _) = a, b
+    assert (free_a.text, free_a.stop, free_a.tokens, free_a.trigger) == (
+        free_b.text,
+        free_b.stop,
+        free_b.tokens,
+        free_b.trigger,
+    )
+    assert (
+        held_a == held_b
+        and "".join(shown_a) == "".join(shown_b) == free_a.text[: len("".join(shown_a))]
+    )
+
+
+def test_a_restated_result_is_written_in_fewer_passes_with_the_same_text_stream_and_tokens(
+    fresh_engine,
+):
+    plain = written(fresh_engine, WEATHER, drafts=False)
+    drafted = written(fresh_engine, WEATHER, drafts=True)
+    same_reply(drafted, plain)
+    assert "53" in drafted.free.text and drafted.free.stop == "end"
+    assert drafted.drafted > 0 and plain.drafted == 0
+    assert drafted.free.passes < plain.free.passes == plain.free.tokens
+
+
+@settings(
+    max_examples=4,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    city=st.sampled_from(["Oslo", "Lima", "New York City", "Cape Town"]),
+    conditions=st.sampled_from(["light rain", "clear sky", "overcast clouds"]),
+    temperature=st.integers(-15, 35).map(lambda t: t / 2),
+    humidity=st.integers(10, 99),
+)
+def test_drafted_and_undrafted_replies_to_tool_results_are_identical(
+    fresh_engine, city, conditions, temperature, humidity
+):
+    messages = weather(city, conditions, temperature, humidity)
+    same_reply(
+        written(fresh_engine, messages, drafts=True, bound=32),
+        written(fresh_engine, messages, drafts=False, bound=32),
+    )
+
+
+def test_a_machine_where_no_row_pays_drafts_nothing_and_takes_the_plain_passes(fresh_engine):
+    plain = written(fresh_engine, WEATHER, drafts=False, plan=DEAR_ROWS)
+    drafted = written(fresh_engine, WEATHER, drafts=True, plan=DEAR_ROWS)
+    same_reply(drafted, plain)
+    assert drafted.drafted == 0 and drafted.free.passes == plain.free.passes
+
+
+def test_a_sampled_reply_is_never_drafted(fresh_engine):
+    hot = Sampling(temperature=0.8, seed=7)
+    plain = written(fresh_engine, WEATHER, drafts=False, sampling=hot)
+    drafted = written(fresh_engine, WEATHER, drafts=True, sampling=hot)
+    same_reply(drafted, plain)
+    assert drafted.drafted == 0
+
+
+def test_a_trigger_inside_drafted_text_is_caught_at_its_first_token(fresh_engine):
+    # The earlier reply's call is in the conversation: the draft proposes it again, trigger and all.
+    offered = {"offered": [CURRENT_WEATHER.name]}
+    plain = written(fresh_engine, BARE_LIST_HISTORY, drafts=False, **offered)
+    first = int(fresh_engine.last_logits(0).argmax())
+    drafted = written(fresh_engine, BARE_LIST_HISTORY, drafts=True, **offered)
+    same_reply(drafted, plain)
+    assert drafted.drafted > 0  # the call's text was drafted
+    assert (drafted.free.stop, drafted.free.tokens, drafted.held) == ("call", 0, [])
+    assert int(fresh_engine.last_logits(0).argmax()) == first  # the prompt's own next token
+
+
+def test_a_ban_cuts_a_drafted_run_where_it_cuts_an_undrafted_one(fresh_engine):
+    # Calls not allowed: the drafted call text is banned at its first token and taken back, as
+    # many times as without drafts, and the answer goes on (or is cut) at the same place.
+    no_call = {"offered": [CURRENT_WEATHER.name], "allow_call": False}
+    plain = written(fresh_engine, BARE_LIST_HISTORY, drafts=False, **no_call)
+    drafted = written(fresh_engine, BARE_LIST_HISTORY, drafts=True, **no_call)
+    same_reply(drafted, plain)
+    assert drafted.drafted > 0
+
+
+@pytest.mark.parametrize("bound", [9, 14])
+def test_a_bound_cuts_a_drafted_run_where_it_cuts_an_undrafted_one(fresh_engine, bound):
+    plain = written(fresh_engine, WEATHER, drafts=False, bound=bound, plan=CHEAP_UNPADDED)
+    drafted = written(fresh_engine, WEATHER, drafts=True, bound=bound, plan=CHEAP_UNPADDED)
+    same_reply(drafted, plain)
+    assert (drafted.free.stop, drafted.free.tokens, len(drafted.held)) == (
+        "max_tokens",
+        bound,
+        bound,
+    )
+    assert drafted.drafted > 0 and drafted.free.passes < plain.free.passes
+    # No token past the bound was ever read, not even as a draft.
+    assert drafted.peak <= plain.peak
