@@ -366,3 +366,13 @@ def test_oauth_tool_filters_roots_and_approvals_are_read() -> None:
     assert (gh.tools_include, gh.tools_exclude, off.oauth) == (None, (), False)
     assert config.roots == ("~/site", ".")
     assert config.approved == {"gh": {"search": digest.lower(), "list": "0123456789abcdef"}}
+
+
+def test_answer_drafts_are_on_by_default_and_a_config_or_a_flag_turns_them_off() -> None:
+    assert parse_config({"mcpServers": {}}).answer_drafts is True
+    off = parse_config({"mcpServers": {}, "weavehost": {"answerDrafts": False}})
+    assert off.answer_drafts is False
+    assert merge_flags(off, answer_drafts=True).answer_drafts is True
+    assert merge_flags(off).answer_drafts is False  # no flag: as configured
+    with pytest.raises(ConfigError, match=r"weavehost\.answerDrafts"):
+        parse_config({"mcpServers": {}, "weavehost": {"answerDrafts": "yes"}})

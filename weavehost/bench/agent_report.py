@@ -342,6 +342,7 @@ def format_tables(summary: Mapping[str, Any]) -> str:
     lines.append("(times: geometric means over tasks, seconds; provisional: results served by")
     lines.append(" provisional calls / all tool results; cache hits: turns whose prompt came")
     lines.append(" from the prompt cache / all turns)")
+    lines += _answer_table(variants)
     tags: Mapping[str, Mapping[str, Mapping[str, int]]] = summary["by_tag"]
     if tags:
         labels = list(variants)
@@ -358,6 +359,29 @@ def format_tables(summary: Mapping[str, Any]) -> str:
             )
         lines += ["", *_grid(tag_rows)]
     return "\n".join(lines)
+
+
+def _answer_table(variants: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The answer's figures per variant (time after the last result, tokens a pass, the same
+    text as without drafts), where any variant has them."""
+    if all(n.get("answer_tokens_per_pass") is None for n in variants.values()):
+        return []
+    rows: list[Sequence[str]] = [("variant", "after result s", "answer tokens/pass", "same text")]
+    for label, n in variants.items():
+        per_pass, same = n.get("answer_tokens_per_pass"), n.get("answer_same_text")
+        rows.append(
+            (
+                label,
+                _s(n.get("geo_after_result_s")),
+                "-" if per_pass is None else f"{per_pass:.2f}",
+                "-" if same is None else f"{same:.0%}",
+            )
+        )
+    notes = [
+        "(after result: from the last tool result to the answer's end, a geometric mean over",
+        " turns; same text: the share of answers equal to the drafts-off variant's)",
+    ]
+    return ["", *_grid(rows), *notes]
 
 
 def setup_info(

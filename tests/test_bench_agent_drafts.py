@@ -1,0 +1,98 @@
+"""``weavehost bench-agent --answer-drafts``: drafts on and off in one run, and the answer's
+figures (time after the last result, tokens a pass, the same text as without drafts)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.test_bench_agent import PARIS, PARIS_CALL, scripted, weather_task, write_tasks
+from weavehost.agent import Event
+from weavehost.bench.agent import AgentBenchConfig, plan_variants, run_agent_bench
+from weavehost.bench.agent_report import summarize_agent, trace_turn
+from weavehost.cli import main
+from weavehost.errors import BenchError
+
+
+def test_answer_drafts_both_runs_every_variant_with_drafts_off_and_on() -> None:
+    labels = [v.label for v in plan_variants(["weave", "constrained"], "on", "both")]
+    assert labels == [
+        "weave cache=on drafts=off",
+        "weave cache=on drafts=on",
+        "constrained cache=on drafts=off",
+        "constrained cache=on drafts=on",
+    ]
+    assert [v.label for v in plan_variants(["weave"], "off", "on")] == ["weave cache=off drafts=on"]
+    with pytest.raises(BenchError, match="--answer-drafts"):
+        plan_variants(["weave"], "on", "maybe")
+
+
+def test_the_answer_is_timed_from_the_last_result_and_counted_from_the_steps_after_it() -> None:
+    result = {**PARIS_CALL, "source": "final"}
+    trace = trace_turn(
+        [
+            (0.0, Event("step", {"step": 1})),
+            (0.5, Event("timings", {"step": 1, "free_tokens": 3, "free_passes": 3})),
+            (1.0, Event("tool_result", result)),
+            (1.2, Event("tool_result", result)),
+            (1.3, Event("step", {"step": 2})),
+            (2.0, Event("timings", {"step": 2, "free_tokens": 12, "free_passes": 4})),
+            (2.2, Event("text", {"text": "It is -2.9 C."})),
+            (2.7, Event("done", {"stop": "answer", "steps": 2})),
+        ]
+    )
+    assert trace.last_result_s == 1.2
+    assert (trace.answer_tokens, trace.answer_passes) == (12, 4)
+
+
+def _record(variant: str, drafts: str, task: str, answer: str, after: float) -> dict:
+    turn = {"answer": answer, "after_result_s": after, "answer_tokens": 12, "answer_passes": 4}
+    return {"id": task, "variant": variant, "strategy": "weave", "prompt_cache": "on",
+            "answer_drafts": drafts, "success": True, "turns": [turn]}  # fmt: skip
+
+
+def test_the_summary_compares_each_drafted_answer_with_the_same_task_s_undrafted_one() -> None:
+    off, on = "weave cache=on drafts=off", "weave cache=on drafts=on"
+    records = [
+        _record(off, "off", "a", "It is -2.9 C.", 2.0),
+        _record(off, "off", "b", "Oslo: clear.", 2.0),
+        _record(on, "on", "b", "Oslo: clear.", 0.5),  # the order of tasks does not matter
+        _record(on, "on", "a", "It is -2.9 C!", 2.0),
+    ]
+    numbers = summarize_agent(records, [off, on])["variants"]
+    assert numbers[on]["answer_same_text"] == 0.5
+    assert numbers[off]["answer_same_text"] is None
+    assert numbers[on]["geo_after_result_s"] == pytest.approx(1.0)
+    assert numbers[on]["answer_tokens_per_pass"] == 3.0
+
+
+def test_a_run_with_answer_drafts_both_reports_both_variants_and_their_answers(
+    tmp_path: Path,
+) -> None:
+    tasks = write_tasks(
+        tmp_path / "t.jsonl",
+        weather_task("right", "What is the weather in Paris?", "Paris", ["-2.9"]),
+    )
+    config = AgentBenchConfig(
+        tasks=tasks,
+        out=tmp_path / "out",
+        strategies=("weave",),
+        prompt_cache="off",
+        answer_drafts="both",
+    )
+    run = run_agent_bench(config, make_model=scripted)
+    records = [json.loads(line) for line in run.results.read_text().splitlines()]
+    assert sorted(r["answer_drafts"] for r in records) == ["off", "on"]
+    numbers = json.loads(run.summary_json.read_text())["variants"]
+    assert set(numbers) == {"weave cache=off drafts=off", "weave cache=off drafts=on"}
+    assert numbers["weave cache=off drafts=on"]["answer_same_text"] == 1.0  # scripted: same text
+    assert numbers["weave cache=off drafts=on"]["geo_after_result_s"] > 0
+    assert PARIS.name in json.dumps(records[0]["turns"][0]["calls"])
+
+
+def test_an_unknown_answer_drafts_setting_is_refused_on_the_command_line() -> None:
+    result = CliRunner().invoke(main, ["bench-agent", "--answer-drafts", "maybe"])
+    assert result.exit_code == 2 and "--answer-drafts" in result.output
