@@ -418,7 +418,9 @@ class Continuation:
             return
         rows = [Row(token, (0,), logits=True)]
         rows += [Row(t, (0,), logits=True, draft=True) for t in draft]
-        out = run_shaped(self.engine, rows, pricing.plan.shape_for if pricing else None)
+        # Padding rows go on the engine's last sequence: never sequence 0 itself.
+        shape = pricing.plan.shape_for if pricing and self.engine.n_seq_max > 1 else None
+        out = run_shaped(self.engine, rows, shape)
         self.held.append(token)
         self.logits = out[0]
         self.ahead = list(zip(draft, out[1:], strict=True))
