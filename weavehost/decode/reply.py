@@ -436,12 +436,14 @@ class Continuation:
             engine.n_ctx - engine.seq_len(0) - 1,
             engine.n_batch - 1,
         )
+        if pricing.plan.table is None or room <= 0:
+            return []  # no table: nothing says a row pays, so nothing is looked up
         try:
             written = self.data.decode("utf-8")
         except UnicodeDecodeError:
             return []
         text = self.drafts.propose(written)
-        if not text or room <= 0:
+        if not text:
             return []
         rows = pricing.rows(room)
         if rows <= 0:
