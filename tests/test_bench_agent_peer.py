@@ -188,7 +188,7 @@ def test_the_llama_server_peer_runs_every_task_beside_weavehost_labelled_with_it
     run = run_agent_bench(config, progress=lines.append, make_model=scripted)
 
     records = {r["variant"]: r for r in map(json.loads, run.results.read_text().splitlines())}
-    assert set(records) == {"weave cache=off", "peer=llama_server"}
+    assert set(records) == {"weave cache=off drafts=on", "peer=llama_server"}
     peer = records["peer=llama_server"]
     assert peer["peer"] == "llama_server" and peer["error"] is None
     assert peer["success"] is True and peer["answer_s"] > 0
@@ -196,7 +196,7 @@ def test_the_llama_server_peer_runs_every_task_beside_weavehost_labelled_with_it
         {"name": "get_current_weather", "arguments": {"city": "Paris"}}
     ]
     summary = json.loads(run.summary_json.read_text())
-    assert set(summary["variants"]) == {"weave cache=off", "peer=llama_server"}
+    assert set(summary["variants"]) == {"weave cache=off drafts=on", "peer=llama_server"}
     assert summary["variants"]["peer=llama_server"]["succeeded"] == 1
     command = summary["setup"]["peers"]["llama_server"]["command"]
     assert command[0] == str(fake_llama_server)
@@ -205,7 +205,7 @@ def test_the_llama_server_peer_runs_every_task_beside_weavehost_labelled_with_it
     )
     # The setup describes weavehost's own model (here scripted: nothing), never the peer's server.
     assert summary["setup"]["tool_choice"] is None and summary["setup"]["n_ctx"] is None
-    assert "peer=llama_server" in run.table and "weave cache=off" in run.table
+    assert "peer=llama_server" in run.table and "weave cache=off drafts=on" in run.table
     assert not group_alive(peer_pid(lines, "llama_server"))
 
 
@@ -240,7 +240,7 @@ def test_the_llama_cpp_server_peer_runs_shipped_tasks_on_the_embedded_model_and_
         assert record["peer"] == "llama_cpp_server" and record["error"] is None, record["error"]
         assert record["answer_s"] > 0 and record["turns"][0]["timings"]
     summary = json.loads(run.summary_json.read_text())
-    assert set(summary["variants"]) == {"weave cache=off", "peer=llama_cpp_server"}
+    assert set(summary["variants"]) == {"weave cache=off drafts=on", "peer=llama_cpp_server"}
     assert summary["variants"]["peer=llama_cpp_server"]["tasks"] == 2
     assert summary["setup"]["format"] == "smollm2"  # weavehost's own model, not the server
     described = summary["setup"]["peers"]["llama_cpp_server"]
