@@ -51,5 +51,7 @@ def test_a_damaged_vocabulary_file_is_rebuilt_and_never_trusted(engine, vocab_di
 def test_a_file_saved_for_another_model_is_not_read(engine, vocab_dir, tmp_path):
     vocab.marked_tokens(engine)
     (saved,) = vocab_dir.iterdir()
-    assert vocab._read_vocab(saved, "another model", engine.n_vocab) is None
-    assert vocab._read_vocab(tmp_path / "absent.bin", "k", engine.n_vocab) is None
+    _, key = vocab.vocab_file(engine, "bin", vocab.VOCAB_FILE_VERSION)
+    assert vocab.read_vocab_file(saved, key) is not None
+    assert vocab.read_vocab_file(saved, "another model") is None
+    assert vocab.read_vocab_file(tmp_path / "absent.bin", key) is None

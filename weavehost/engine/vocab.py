@@ -30,10 +30,17 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SPECIAL_MARK", "VOCAB_FILE_VERSION", "marked_tokens"]
+__all__ = [
+    "SPECIAL_MARK",
+    "VOCAB_FILE_VERSION",
+    "marked_tokens",
+    "read_vocab_file",
+    "vocab_file",
+    "write_vocab_file",
+]
 
 # The layout of the vocabulary files under cache_dir()/vocab (see marked_tokens).
-VOCAB_FILE_VERSION = 1
+VOCAB_FILE_VERSION = 2
 # How a special token's bytes are marked (in the table, and by llguidance in the text it
 # forces): a leading byte no UTF-8 text holds.
 SPECIAL_MARK = b"\xff"
@@ -42,19 +49,15 @@ SPECIAL_MARK = b"\xff"
 def marked_tokens(engine: Engine) -> list[bytes]:
     """Every token's bytes, special and control ones marked with a leading ``b"\\xff"`` (a byte
     no UTF-8 text holds), for llguidance and for anything else that reads the whole vocabulary
-    (a reply's word-start mask). Reading them from llama.cpp one by one takes
-    ~0.5 s for Qwen's 151,936 tokens, in every process; they depend only on the model file and
-    the llama.cpp build, so they are kept in ``cache_dir()/vocab`` under a key of both (the
-    engine's :attr:`~weavehost.engine.Engine.identity` without the context size) and read back
-    in milliseconds. A missing, damaged or other-model file is rebuilt; a file system that
+    (a reply's word-start mask, the scripts of :mod:`weavehost.engine.scripts`). Reading them
+    from llama.cpp one by one takes ~0.5 s for Qwen's 151,936 tokens, in every process; they
+    depend only on the model file and the llama.cpp build, so they are kept in
+    ``cache_dir()/vocab`` under a key of both (the engine's
+    :attr:`~weavehost.engine.Engine.identity` without the context size) and read back in
+    milliseconds. A missing, damaged or other-model file is rebuilt; a file system that
     refuses the write costs only the cache."""
-    identity = engine.identity
-    key = json.dumps(
-        [VOCAB_FILE_VERSION, identity.model, identity.model_bytes, identity.model_mtime_ns,
-         identity.llama_cpp, engine.n_vocab],
-    )  # fmt: skip
-    path = cache_dir() / "vocab" / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.bin"
-    tokens = _read_vocab(path, key, engine.n_vocab)
+    path, key = vocab_file(engine, "bin", VOCAB_FILE_VERSION)
+    tokens = _parse_vocab(read_vocab_file(path, key), engine.n_vocab)
     if tokens is not None:
         return tokens
     specials = engine.special_texts
@@ -64,44 +67,69 @@ def marked_tokens(engine: Engine) -> list[bytes]:
         if piece.decode("utf-8", errors="replace") in specials or (engine.is_control(token)):
             piece = SPECIAL_MARK + piece
         tokens.append(piece)
-    try:
-        _write_vocab(path, key, tokens)
-    except OSError as exc:
-        logger.info("could not keep the vocabulary in %s: %s", path, exc)
+    ends = np.cumsum([0, *map(len, tokens)], dtype=np.int64).astype("<u4")
+    write_vocab_file(path, key, ends.tobytes() + b"".join(tokens))
     return tokens
 
 
-def _read_vocab(path: Path, key: str, n_vocab: int) -> list[bytes] | None:
-    """The token list saved at ``path`` for ``key``, or ``None`` (absent, damaged, other key)."""
+def vocab_file(engine: Engine, suffix: str, version: int) -> tuple[Path, str]:
+    """Where a table of ``engine``'s vocabulary is kept (``suffix``: which table) and the key
+    it is kept under: the model file, the llama.cpp build, the vocabulary's size and the
+    table's layout ``version``."""
+    identity = engine.identity
+    key = json.dumps(
+        [version, identity.model, identity.model_bytes, identity.model_mtime_ns,
+         identity.llama_cpp, engine.n_vocab],
+    )  # fmt: skip
+    digest = hashlib.sha256(key.encode()).hexdigest()[:32]
+    return cache_dir() / "vocab" / f"{digest}.{suffix}", key
+
+
+def read_vocab_file(path: Path, key: str) -> bytes | None:
+    """The body saved at ``path`` under ``key``, or ``None`` (absent, damaged, other key)."""
     try:
-        data = path.read_bytes()
-        head, _, body = data.partition(b"\n")
+        head, _, body = path.read_bytes().partition(b"\n")
         header = json.loads(head)
-        if header.get("key") != key or header.get("n") != n_vocab:
+        if header.get("key") != key or hashlib.sha256(body).hexdigest() != header.get("sha256"):
             return None
-        if hashlib.sha256(body).hexdigest() != header.get("sha256"):
-            return None
-        ends = np.frombuffer(body, dtype="<u4", count=n_vocab + 1).astype(np.int64)
     except (OSError, ValueError, AttributeError):
+        return None
+    return body
+
+
+def write_vocab_file(path: Path, key: str, body: bytes) -> None:
+    """Save ``body`` under ``key`` atomically (a unique temporary file renamed into place); a
+    file system that refuses the write is logged, and costs only the cache."""
+    header = {"key": key, "sha256": hashlib.sha256(body).hexdigest()}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    except OSError as exc:
+        logger.info("could not keep a vocabulary table in %s: %s", path, exc)
+        return
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(json.dumps(header).encode() + b"\n" + body)
+        os.replace(temporary, path)
+    except OSError as exc:
+        Path(temporary).unlink(missing_ok=True)
+        logger.info("could not keep a vocabulary table in %s: %s", path, exc)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _parse_vocab(body: bytes | None, n_vocab: int) -> list[bytes] | None:
+    """The token list in a saved body (``n_vocab + 1`` little-endian ends, then the bytes), or
+    ``None`` where it does not hold one."""
+    if body is None:
+        return None
+    try:
+        ends = np.frombuffer(body, dtype="<u4", count=n_vocab + 1).astype(np.int64)
+    except ValueError:
         return None
     blob = body[4 * (n_vocab + 1) :]
     if ends[0] != 0 or ends[-1] != len(blob) or (np.diff(ends) < 0).any():
         return None
     bounds = ends.tolist()
     return [blob[start:end] for start, end in zip(bounds[:-1], bounds[1:], strict=True)]
-
-
-def _write_vocab(path: Path, key: str, tokens: list[bytes]) -> None:
-    """Save the token list atomically (a unique temporary file renamed into place)."""
-    ends = np.cumsum([0, *map(len, tokens)], dtype=np.int64).astype("<u4")
-    body = ends.tobytes() + b"".join(tokens)
-    header = {"key": key, "n": len(tokens), "sha256": hashlib.sha256(body).hexdigest()}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(json.dumps(header).encode() + b"\n" + body)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
