@@ -43,7 +43,9 @@ def banned(allowed: int, before: bytes = b"") -> list[int]:
 def test_a_text_s_scripts_leave_out_latin_digits_punctuation_and_symbols():
     assert scripts_in("What's the time in London? 17:23, café ☀ — “ok”") == 0
     assert scripts_in("Привет, world") == CYRILLIC
-    assert scripts_in("東京はいま何時？") == HAN | HIRAGANA | (1 << SCRIPTS.index("CJK punctuation"))
+    assert scripts_in("東京はいま何時？") == HAN | HIRAGANA | (
+        1 << SCRIPTS.index("CJK punctuation")
+    )
 
 
 def test_in_an_english_conversation_every_han_token_is_banned_and_latin_never():
