@@ -193,8 +193,10 @@ class ModelFormat(Protocol):
         *,
         chat_template: str | None,
         add_generation_prompt: bool = True,
+        guidance: bool = False,
     ) -> list[Segment]:
-        """The prompt for ``messages`` with ``tools`` offered (OpenAI-style tool dicts)."""
+        """The prompt for ``messages`` with ``tools`` offered (OpenAI-style tool dicts);
+        ``guidance``: with the host's guidance in the format's words (where tools are offered)."""
         ...
 
     def encode_value(self, value: JSONValue) -> str:
@@ -290,12 +292,14 @@ class LayoutView:
         *,
         chat_template: str | None,
         add_generation_prompt: bool = True,
+        guidance: bool = False,
     ) -> list[Segment]:
         return self.base.render_prompt(
             messages,
             tools,
             chat_template=chat_template,
             add_generation_prompt=add_generation_prompt,
+            guidance=guidance,
         )
 
     def encode_value(self, value: JSONValue) -> str:

@@ -195,6 +195,11 @@ class FunctionGemmaFormat(LayoutCalls, StyledPrompt):
         template_marker="<start_function_declaration>",
         bos_token="<bos>",
         filters={"gemma_value": encode_gemma_value},
+        guidance=(
+            "Answer from the function responses. Reply in the language the user writes in. Call "
+            "a function only when the answer needs it; otherwise answer directly. Write each "
+            "argument in the form its declaration's description asks for."
+        ),
     )
 
     def detect(self, metadata: GGUFMetadata) -> Clue | None:

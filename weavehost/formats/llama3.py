@@ -110,6 +110,11 @@ class Llama3Format(JsonValues, LayoutCalls, StyledPrompt):
         template_marker="parameters",
         bos_token="<|begin_of_text|>",
         extra={"tools_in_user_message": True, "date_string": "26 Jul 2024"},
+        guidance=(
+            "Answer from the output of the functions you called. Reply in the language the user "
+            "writes in. Respond with a function call only when the answer needs one; otherwise "
+            "answer in plain text. Give each parameter in the form its description asks for."
+        ),
     )
 
     def detect(self, metadata: GGUFMetadata) -> Clue | None:

@@ -2,14 +2,23 @@
 
 Stage: prompt rendering. The formats differ here only in data: which GGUF chat templates they
 trust to render tools, their own template for the others, the ``bos_token``, extra template
-variables and Jinja filters, and whether the format writes tools, calls and results as plain
-text itself (:class:`ToolsInText`, SmolLM2's way). :func:`render_prompt` is the one function
-that turns a style and a conversation into segments.
+variables and Jinja filters, whether the format writes tools, calls and results as plain
+text itself (:class:`ToolsInText`, SmolLM2's way), and the host's guidance in the format's own
+words. :func:`render_prompt` is the one function that turns a style and a conversation into
+segments.
 
 Guarantees: every rendering goes through :func:`~weavehost.formats.base.render_chat_template`,
 so the sandbox and the untrusted-text segments of :mod:`weavehost.formats.base` hold for every
 format; text a format writes itself around a conversation (:class:`ToolsInText`) is never
 parsed for special tokens.
+
+The host's guidance (:attr:`PromptStyle.guidance`: answer from the tool results, in the user's
+language, call only when the answer needs it, write arguments as the schema describes) is
+written only when asked for and tools are on offer. It follows the system text the model would
+have had: the user's own system prompt (which still comes first), or else the model's default
+one (the text its template writes when the conversation has no system message, found by
+rendering); SmolLM2's way, after the tool definitions. Like every message's text, it is
+never parsed for special tokens.
 """
 
 from __future__ import annotations
@@ -49,7 +58,9 @@ class PromptStyle:
 
     ``template_marker``: a model's own chat template is used only when it holds this text (it
     then renders tools the way the format reads calls); ``""`` takes any template. Otherwise,
-    and when the model has none, ``fallback_template`` renders the prompt.
+    and when the model has none, ``fallback_template`` renders the prompt. ``guidance``: the
+    host's short system text, in the words the format's prompt uses for calls and results
+    (``""``: none).
     """
 
     fallback_template: str
@@ -58,6 +69,7 @@ class PromptStyle:
     extra: Mapping[str, Any] = field(default_factory=dict)
     filters: Mapping[str, Callable[..., str]] = field(default_factory=dict)
     tools_in_text: ToolsInText | None = None
+    guidance: str = ""
 
     def template(self, chat_template: str | None) -> str:
         if chat_template and self.template_marker in chat_template:
@@ -78,15 +90,56 @@ def render_prompt(
     *,
     chat_template: str | None,
     add_generation_prompt: bool = True,
+    guidance: bool = False,
 ) -> list[Segment]:
-    """The prompt for ``messages`` with ``tools`` offered, in ``fmt``'s style."""
+    """The prompt for ``messages`` with ``tools`` offered, in ``fmt``'s style; ``guidance``:
+    with the style's guidance in its system text (only where tools are on offer)."""
     style = fmt.prompt
     template = style.template(chat_template)
+    text = style.guidance if guidance and tools else ""
     if style.tools_in_text is not None:
         return _render_tools_in_text(
-            fmt, style.tools_in_text, template, messages, tools, add_generation_prompt
+            fmt, style.tools_in_text, template, messages, tools, add_generation_prompt, text
         )
+    if text:
+        messages = _with_guidance(style, template, messages, tools, text)
     return _render(style, template, messages, tools, add_generation_prompt)
+
+
+def _with_guidance(
+    style: PromptStyle,
+    template: str,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]],
+    guidance: str,
+) -> list[Mapping[str, Any]]:
+    """``messages`` whose system message ends with ``guidance``: after the user's own system
+    text, or after the model's default one where the user gave none."""
+    if messages and messages[0].get("role") == "system":
+        first = dict(messages[0])
+        first["content"] = f"{first.get('content') or ''}\n\n{guidance}"
+        return [first, *messages[1:]]
+    own = _default_system(style, template, tools)
+    system = f"{own}\n\n{guidance}" if own else guidance
+    return [{"role": "system", "content": system}, *messages]
+
+
+def _default_system(style: PromptStyle, template: str, tools: Sequence[Mapping[str, Any]]) -> str:
+    """The system text ``template`` writes when a conversation has none (Qwen2.5's "You are
+    Qwen, created by Alibaba Cloud…"; ``""`` for a template that writes none): the text that
+    stands where a system message's content would, found by rendering both."""
+    user = {"role": "user", "content": "a"}
+    bare = _text(_render(style, template, [user], tools, True))
+    marked = _text(_render(style, template, [{"role": "system", "content": _SYSTEM_MARKER}, user],
+                           tools, True))  # fmt: skip
+    before, found, after = marked.partition(_SYSTEM_MARKER)
+    if not found or not (bare.startswith(before) and bare.endswith(after)):
+        return ""
+    return bare[len(before) : len(bare) - len(after)].strip()
+
+
+def _text(segments: Sequence[Segment]) -> str:
+    return "".join(segment.text for segment in segments)
 
 
 def _render(
@@ -127,6 +180,7 @@ def _render_tools_in_text(
     messages: Sequence[Mapping[str, Any]],
     tools: Sequence[Mapping[str, Any]],
     add_generation_prompt: bool,
+    guidance: str,
 ) -> list[Segment]:
     plain: list[dict[str, Any]] = []
     for message in messages:
@@ -160,6 +214,8 @@ def _render_tools_in_text(
             out.append(Segment(own.system_head, special=False))
             out.append(Segment(tools_text, special=False))
             out.append(Segment(own.system_tail, special=False))
+            if guidance:
+                out.append(Segment("\n\n" + guidance, special=False))
         else:
             out.append(segment)
     return merge_segments(out)

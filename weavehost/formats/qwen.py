@@ -132,7 +132,16 @@ class QwenFormat(JsonValues, LayoutCalls, StyledPrompt):
     )
     # Several calls are several blocks: after a call's </tool_call> the model may begin another.
     several = SeveralCalls(more=Trigger("<tool_call>", at_start=True))
-    prompt = PromptStyle(fallback_template=_FALLBACK_TEMPLATE, template_marker="<tool_call>")
+    prompt = PromptStyle(
+        fallback_template=_FALLBACK_TEMPLATE,
+        template_marker="<tool_call>",
+        guidance=(
+            "Answer from the results within <tool_response></tool_response> tags. Reply in the "
+            "language the user writes in. Call a function only when the answer needs it; "
+            "otherwise answer directly. Write each argument in the form its description within "
+            "<tools></tools> asks for."
+        ),
+    )
 
     def detect(self, metadata: GGUFMetadata) -> Clue | None:
         """A chat template that writes ``<tool_call>`` (Qwen2.5, Qwen3, Hermes); weakly, any

@@ -117,6 +117,11 @@ class SmolLM2Format(JsonValues, LayoutCalls, StyledPrompt):
         fallback_template=CHATML_TEMPLATE,
         template_marker="",
         tools_in_text=ToolsInText(system_head=_SYSTEM_HEAD, system_tail=_SYSTEM_TAIL),
+        guidance=(
+            "Once you have the tools' results, answer the question from them, in the language "
+            "the user writes in. Make tool calls only when the answer needs them. Give each "
+            "argument in the form its description in <tools></tools> asks for."
+        ),
     )
 
     def detect(self, metadata: GGUFMetadata) -> Clue | None:
