@@ -48,6 +48,7 @@ from weavehost.decode.answer_drafts import AnswerDrafts
 from weavehost.decode.drafts import DraftSource
 from weavehost.decode.reply import ReplyWriter, Sampling, TextSink
 from weavehost.engine import Engine, EngineStats
+from weavehost.engine.scripts import scripts_in
 from weavehost.errors import ContextOverflowError
 from weavehost.formats import ModelFormat, ToolCall, tool_to_openai
 
@@ -60,6 +61,7 @@ __all__ = [
     "Sampling",
     "SyncReport",
     "TextSink",
+    "allowed_scripts",
     "common_prefix",
 ]
 
@@ -92,6 +94,16 @@ class FreeText:
     stop: str
     tokens: int = 0
     passes: int = 0  # the passes it took (drafted text reads several tokens a pass)
+
+
+def allowed_scripts(messages: Sequence[Mapping[str, Any]]) -> int:
+    """The scripts an answer may use besides Latin and common characters
+    (:func:`~weavehost.engine.scripts.scripts_in`): those of the user's messages (its system
+    prompt included) and of the tool results."""
+    texts = (
+        str(m.get("content") or "") for m in messages if m.get("role") in ("user", "system", "tool")
+    )
+    return scripts_in("\n".join(texts))
 
 
 class AgentModel(Protocol):
@@ -157,9 +169,18 @@ class EngineModel:
         chat_template: str | None = None,
         prompt_cache: PromptCache | None = None,
         answer_drafts: bool = True,
+        guidance: bool = False,
+        script_guard: bool = False,
     ) -> None:
         self.engine, self.format, self.strategy = engine, fmt, strategy
         self.chat_template = chat_template
+        # The host's guidance in the system text (weavehost.formats.prompt); it changes the
+        # rendered prefix, and with it the prompt cache's key (the exact tokens).
+        self.guidance = guidance
+        # The answer may use only the scripts of the user's messages and the tool results
+        # (weavehost.engine.scripts).
+        self.script_guard = script_guard
+        self._scripts: int | None = None  # those of the conversation last synced (None: any)
         self.prompt_cache = prompt_cache  # consulted only when nothing of a conversation is held
         # Drafts for verified decoding: the texts of the conversation last synced.
         self._drafts: DraftSource | None = None
@@ -222,7 +243,9 @@ class EngineModel:
         key = json.dumps([list(messages), offered], ensure_ascii=False, default=str)
         if self._rendered is not None and self._rendered[0] == key:
             return list(self._rendered[1])
-        segments = self.format.render_prompt(messages, offered, chat_template=self.chat_template)
+        segments = self.format.render_prompt(
+            messages, offered, chat_template=self.chat_template, guidance=self.guidance
+        )
         tokens: list[int] = []
         for segment in segments:
             written = None if segment.special else self._replies.get(segment.text)
@@ -248,6 +271,7 @@ class EngineModel:
         tokens = self.render(messages, tools)
         self._drafts = DraftSource.from_messages(messages, syntax=self.format.value_syntax)
         self._answer_drafts = AnswerDrafts.from_messages(messages) if self.answer_drafts else None
+        self._scripts = allowed_scripts(messages) if self.script_guard else None
         if len(tokens) >= engine.n_ctx:
             raise ContextOverflowError(
                 f"the conversation takes {len(tokens)} tokens, more than the context size of "
@@ -298,7 +322,7 @@ class EngineModel:
         free = self._writer.continue_reply(
             self.held, max_tokens, on_text,
             offered=self._offered, allow_call=allow_call, sampling=sampling,
-            drafts=self._answer_drafts,
+            drafts=self._answer_drafts, scripts=self._scripts,
         )  # fmt: skip
         if not free.call:
             self._remember_reply()

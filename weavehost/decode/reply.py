@@ -29,6 +29,11 @@ Guarantees:
   shown stays). Where either was taken back the next token must begin a word (after any spaces,
   a letter, a digit or a non-ASCII character: no mark, no special token, no end of turn), and
   an answer's opening marks are not shown before its first word.
+* Where the caller names the scripts allowed (those of the user's messages and the tool
+  results), no token that writes another script is chosen
+  (:class:`~weavehost.engine.scripts.ScriptTable`), drafted or not: every mask on the next
+  token (the bans at a place, the word-start rule, the scripts) is applied by one step,
+  :meth:`Continuation.masked`.
 * At most ``bound`` tokens are chosen; greedy unless a :class:`Sampling` asks for a
   temperature, drawn then from a generator seeded per request.
 """
@@ -51,6 +56,7 @@ from weavehost.decode.padding import DecodePlan, load_plan, run_shaped
 from weavehost.decode.several import MAX_CALLS, IndexedProvisional, Reply
 from weavehost.decode.several import write_calls as write_reply
 from weavehost.engine import Engine, Row
+from weavehost.engine.scripts import ScriptTable, script_table
 from weavehost.engine.vocab import SPECIAL_MARK, marked_tokens
 from weavehost.formats.base import ModelFormat, Trigger
 
@@ -145,6 +151,12 @@ class ReplyWriter:
         return out
 
     @functools.cached_property
+    def scripts(self) -> ScriptTable:
+        """Per token of the vocabulary: the scripts it writes, built once per model (kept on
+        disk beside the vocabulary table)."""
+        return script_table(self.engine)
+
+    @functools.cached_property
     def pricing(self) -> DraftPricing:
         """How many drafted tokens a pass of free text carries, for this model (its acceptance
         measured over its replies)."""
@@ -160,14 +172,19 @@ class ReplyWriter:
         allow_call: bool = True,
         sampling: Sampling | None = None,
         drafts: AnswerDrafts | None = None,
+        scripts: int | None = None,
     ) -> Continued:
         """Continue the reply on sequence 0 (whose tokens ``held`` mirrors, kept in step) until
         a call, an end or ``bound`` tokens, streaming its text to ``on_text``. ``offered``: the
         names of the tools on offer (JSON that names one is a call, or call text where
         ``allow_call`` is false). ``drafts``: where greedy text may be drafted from (verified
-        many tokens a pass where :attr:`pricing` says it pays; the text is the same)."""
+        many tokens a pass where :attr:`pricing` says it pays; the text is the same).
+        ``scripts``: the bits (:func:`~weavehost.engine.scripts.scripts_in`) of the scripts the
+        text may use besides Latin and common characters (``None``: any)."""
         self.trigger = None  # a call asked for without a trigger uses the format's layout
-        continuation = Continuation(self, held, on_text, offered, allow_call, sampling, drafts)
+        continuation = Continuation(
+            self, held, on_text, offered, allow_call, sampling, drafts, scripts=scripts
+        )
         before = self.engine.stats.passes
         continued = continuation.run(bound)
         self.trigger = continued.trigger
@@ -223,6 +240,8 @@ class Continuation:
         allow_call: bool,
         sampling: Sampling | None,
         drafts: AnswerDrafts | None = None,
+        *,
+        scripts: int | None = None,
     ) -> None:
         self.writer, self.engine, self.held = writer, writer.engine, held
         self.on_text, self.offered, self.allow_call = on_text, tuple(offered), allow_call
@@ -243,6 +262,7 @@ class Continuation:
         self.retries = 0  # call-shaped texts taken back so far
         self.words: set[int] = set()  # where a call was taken back: a word must come
         self.worded = False  # the answer has written a letter or a digit
+        self.scripts = scripts  # the scripts the text may use besides Latin (None: any)
         # Drafts are verified against the greedy choice only: a sampled token is not an argmax.
         self.drafts = drafts if self.rng is None else None
         # Drafted tokens read into sequence 0 after ``held`` and not chosen yet, each with the
@@ -303,14 +323,19 @@ class Continuation:
         return _choose(self.masked(self.logits), self.rng, self.sampling.temperature)
 
     def masked(self, logits: np.ndarray) -> np.ndarray:
-        """``logits`` under every rule at this place: the bans, and the word-start rule where
-        a call was taken back. The one place a mask is applied, drafted or not."""
+        """``logits`` under every rule at this place: the bans, the word-start rule where a
+        call was taken back, and the scripts the text may not use (judged after the text so
+        far, whose last character may be unfinished). The one place a mask is applied, drafted
+        or not."""
         place = len(self.tokens)
         if place in self.banned:
             logits = logits.copy()
             logits[list(self.banned[place])] = -np.inf
         if place in self.words:  # call text was taken back here: a word comes instead
             logits = np.where(self.writer.no_word_start, -np.inf, logits)
+        if self.scripts is not None:  # no switch to a script the user and the tools did not use
+            banned = self.writer.scripts.banned(self.scripts, self.data)
+            logits = np.where(banned, -np.inf, logits)
         return logits
 
     def take(self, token: int) -> None:
