@@ -32,10 +32,12 @@ from weavehost.cli_options import (
     config_option,
     ctx_option,
     format_option,
+    guidance_option,
     json_option,
     model_option,
     options,
     root_option,
+    script_guard_option,
     server_option,
     threads_option,
     trust_option,
@@ -291,6 +293,8 @@ agent_options = options(
     click.option("--no-prompt-cache", "no_prompt_cache", is_flag=True,
                  help="Prefill the system prompt and tools every time instead of restoring "
                  "their saved KV state from the cache directory."),
+    guidance_option,
+    script_guard_option,
     json_option("One JSON event per line: text, calls, results, timings."),
     root_option,
 )  # fmt: skip
@@ -331,7 +335,8 @@ def _agent(ctx: click.Context, kw: dict[str, Any], body: Any, *, exit_on_error: 
                     format=kw["format_name"], strategy=kw["strategy"], threads=kw["threads"],
                     n_ctx=kw["n_ctx"], max_steps=kw["max_steps"], on_loading=on_loading,
                     tool_choice=kw["tool_choice"], max_answer_tokens=kw["max_answer_tokens"],
-                    prompt_cache=False if kw["no_prompt_cache"] else None)  # fmt: skip
+                    prompt_cache=False if kw["no_prompt_cache"] else None,
+                    guidance=kw["guidance"], script_guard=kw["script_guard"])  # fmt: skip
 
     try:
         code = anyio.run(run_agent, make_host, body, printer)

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import click
 
-from weavehost.config import APPROVAL_MODES
+from weavehost.config import APPROVAL_MODES, SWITCHES
 from weavehost.errors import WeavehostError
 
 __all__ = [
@@ -39,10 +39,12 @@ __all__ = [
     "config_option",
     "ctx_option",
     "format_option",
+    "guidance_option",
     "json_option",
     "model_option",
     "options",
     "root_option",
+    "script_guard_option",
     "server_option",
     "threads_option",
     "trust_option",
@@ -176,4 +178,35 @@ def root_option(func: F) -> F:
         help="Offer the servers this directory (MCP roots; a server may then work only there). "
         "Repeatable; replaces the config's roots (default: none, so each server keeps the "
         "directories it was started with).",
+    )(func)
+
+
+def _switch(value: str | None) -> bool | None:
+    return None if value is None else value == "on"
+
+
+def guidance_option(func: F) -> F:
+    """``--guidance on|off`` into ``guidance`` (``None``: as configured, on by default)."""
+    return click.option(
+        "--guidance",
+        type=click.Choice(SWITCHES),
+        default=None,
+        callback=lambda _ctx, _param, value: _switch(value),
+        help="The host's guidance in the system prompt: answer from the tool results, in the "
+        "user's language, call only when needed, arguments as the schema describes "
+        '(default: on, or the config\'s "guidance").',
+    )(func)
+
+
+def script_guard_option(func: F) -> F:
+    """``--script-guard on|off`` into ``script_guard`` (``None``: as configured)."""
+    return click.option(
+        "--script-guard",
+        "script_guard",
+        type=click.Choice(SWITCHES),
+        default=None,
+        callback=lambda _ctx, _param, value: _switch(value),
+        help="Keep the answer to the scripts of the user's messages and the tool results (no "
+        "switch to Chinese after an English question; default: on, or the config's "
+        '"scriptGuard").',
     )(func)

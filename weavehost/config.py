@@ -51,6 +51,8 @@ File format (every key but a server's ``command`` or ``url`` is optional)::
         "approved": {"remote": {"search": "3f9a0c...(>= 16 hex digits of the tool's hash)"}},
         "roots": ["~/projects/site", "."],       # directories offered to servers (default none)
         "toolChoice": "auto",                    # auto | required | none | a tool's name
+        "guidance": "on",                        # on | off: the host's guidance in the prompt
+        "scriptGuard": "on",                     # on | off: the answer keeps the user's scripts
         "timeouts": {"startup": 15, "listTools": 10, "call": 30, "ping": 5,
                      "shutdownGrace": 2, "killGrace": 2},
         "limits": {"maxMessageBytes": 4194304, "maxResultChars": 16000,
@@ -115,6 +117,7 @@ __all__ = [
     "HostConfig",
     "Limits",
     "PromptCacheConfig",
+    "SWITCHES",
     "RemoteModelConfig",
     "ServerConfig",
     "Timeouts",
@@ -184,6 +187,11 @@ class HostConfig:
     trusted_servers: frozenset[str] = frozenset()
     approval: ApprovalMode = "ask"
     tool_choice: str | None = None  # None: the host picks (see weavehost.host.Host)
+    # The host's guidance in the system text, per format (weavehost.formats.prompt).
+    guidance: bool = True
+    # The answer may not switch to a script the user and the tools did not use
+    # (weavehost.engine.scripts).
+    script_guard: bool = True
     timeouts: Timeouts = field(default_factory=Timeouts)
     limits: Limits = field(default_factory=Limits)
     prompt_cache: PromptCacheConfig = field(default_factory=PromptCacheConfig)
@@ -225,8 +233,10 @@ _SERVER_TYPES: dict[str, Literal["stdio", "http", "sse"]] = {
 }
 _HOST_KEYS = (
     "model", "threads", "trustedServers", "approval", "toolChoice", "timeouts", "limits",
-    "promptCache", "roots", "approved", "answerDrafts",
+    "promptCache", "roots", "approved", "answerDrafts", "guidance", "scriptGuard",
 )  # fmt: skip
+# A switch in the config: on or off (true and false mean the same).
+SWITCHES = ("on", "off")
 _OAUTH_KEYS = ("scopes", "clientName", "redirectPort")
 _HASH = re.compile(r"[0-9a-fA-F]{16,64}")
 _MIN_HASH_DIGITS = 16
@@ -422,6 +432,11 @@ def parse_config(document: Any, source: str = "<config>") -> HostConfig:
         config = replace(config, limits=limits)
     if "promptCache" in host:
         config = replace(config, prompt_cache=_parse_prompt_cache(check, host["promptCache"]))
+    if "guidance" in host:
+        config = replace(config, guidance=_switch(check, host["guidance"], "weavehost.guidance"))
+    if "scriptGuard" in host:
+        guard = _switch(check, host["scriptGuard"], "weavehost.scriptGuard")
+        config = replace(config, script_guard=guard)
     if "answerDrafts" in host:
         drafts = check.boolean(host["answerDrafts"], "weavehost.answerDrafts")
         config = replace(config, answer_drafts=drafts)
@@ -462,6 +477,15 @@ def _parse_approved(
                 )
         approved[server] = MappingProxyType({t: d.lower() for t, d in hashes.items()})
     return MappingProxyType(approved)
+
+
+def _switch(check: Checker, raw: Any, key: str) -> bool:
+    """``"on"``/``"off"`` (or ``true``/``false``) as a bool; a clear error otherwise."""
+    if isinstance(raw, bool):
+        return raw
+    if raw not in SWITCHES:
+        raise check.fail(key, f'expected "on" or "off", got {kind_of(raw)}')
+    return bool(raw == "on")
 
 
 def _parse_prompt_cache(check: Checker, raw: Any) -> PromptCacheConfig:
@@ -539,6 +563,8 @@ def merge_flags(
     tool_choice: str | None = None,
     prompt_cache: bool | None = None,
     answer_drafts: bool | None = None,
+    guidance: bool | None = None,
+    script_guard: bool | None = None,
 ) -> HostConfig:
     """``config`` with a :class:`~weavehost.host.Host`'s keyword flags over it; every field no
     flag sets (roots, approved, timeouts …) is kept as configured.
@@ -549,8 +575,9 @@ def merge_flags(
     process); ``approval`` replaces the configured mode. A ``model`` path means that local file
     (no remote server), a URL the remote server it names with the config's other remote
     settings (:func:`resolve_remote`); ``threads`` and ``tool_choice`` replace the config's
-    when given; ``prompt_cache`` turns the cache on or off and ``answer_drafts`` the drafts of
-    answers (``None``: as configured)."""
+    when given; ``prompt_cache`` turns the cache on or off, ``answer_drafts`` the drafts of
+    answers, ``guidance`` the host's guidance and ``script_guard`` the answer's script guard
+    (``None``: as configured)."""
     if servers or trust or approval:
         extra = build_config(None, servers, approval=approval)
         taken = {s.name for s in config.servers}
@@ -575,4 +602,6 @@ def merge_flags(
         remote=resolve_remote(model, config.remote),
         threads=threads or config.threads,
         tool_choice=tool_choice or config.tool_choice,
+        guidance=config.guidance if guidance is None else guidance,
+        script_guard=config.script_guard if script_guard is None else script_guard,
     )

@@ -138,6 +138,8 @@ class Host(AsyncContextManagerMixin):
         max_answer_tokens: int = DEFAULT_MAX_ANSWER_TOKENS,
         prompt_cache: bool | None = None,
         answer_drafts: bool | None = None,
+        guidance: bool | None = None,
+        script_guard: bool | None = None,
         elicitor: Elicitor | None = None,
         roots: Sequence[str | os.PathLike[str]] | None = None,
         load_model: LoadModel = True,
@@ -146,7 +148,8 @@ class Host(AsyncContextManagerMixin):
         base = merge_flags(
             config or HostConfig(), servers=servers, trust=trust, approval=approval,  # type: ignore[arg-type]
             inproc=tuple(inproc or ()), model=model, threads=threads, tool_choice=tool_choice,
-            prompt_cache=prompt_cache, answer_drafts=answer_drafts,
+            prompt_cache=prompt_cache, answer_drafts=answer_drafts, guidance=guidance,
+            script_guard=script_guard,
         )  # fmt: skip
         if load_model not in (True, False, "lazy"):
             raise ConfigError(f"load_model must be True, False or 'lazy', not {load_model!r}")
@@ -176,6 +179,10 @@ class Host(AsyncContextManagerMixin):
         # Greedy answers drafted and verified many tokens a pass (the same text): None follows
         # the config (on by default). Only a model the host loads drafts (not ``agent_model``).
         self.answer_drafts = base.answer_drafts
+        # The host's guidance in the prompt and the answer's script guard (both on unless the
+        # config or a flag turns them off). Only a model the host loads uses them.
+        self.guidance = base.guidance
+        self.script_guard = base.script_guard
         self.model: AgentModel | None = agent_model
         self.pool: ServerPool | None = None
         self.catalog: Catalog | None = None
@@ -333,6 +340,8 @@ class Host(AsyncContextManagerMixin):
             "tool_choice": self.tool_choice,
             "format": detection.format.name,
             "strategy": self.strategy,
+            "guidance": self.guidance,
+            "script_guard": self.script_guard,
             "threads": threads,
             "n_ctx": engine.n_ctx,
         }
@@ -345,6 +354,8 @@ class Host(AsyncContextManagerMixin):
                 replace(self.config.prompt_cache, enabled=self.prompt_cache)
             ),
             answer_drafts=self.answer_drafts,
+            guidance=self.guidance,
+            script_guard=self.script_guard,
         )
 
     def _begin_opening(self, native: contextlib.ExitStack) -> concurrent.futures.Future[_Opened]:

@@ -102,6 +102,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_AGENT_STRATEGIES",
     "ANSWER_DRAFT_MODES",
+    "GUIDANCE_MODES",
     "PROMPT_CACHE_MODES",
     "REMOTE_STRATEGIES",
     "AgentBenchConfig",
@@ -118,6 +119,8 @@ REMOTE_STRATEGIES = ("remote", "remote-late")
 PROMPT_CACHE_MODES = ("on", "off", "both")
 # Greedy answers drafted and verified (Host's answer_drafts): on, off, or both in one run.
 ANSWER_DRAFT_MODES = ("on", "off", "both")
+# The host's guidance in the prompt: on, off, or both (an A/B in one run).
+GUIDANCE_MODES = ("on", "off", "both")
 # A hang guard on one turn, not a speed limit: a healthy turn of a 0.5B model on 2 threads takes
 # well under a minute; past this the turn is cancelled and recorded as an error.
 TURN_BOUND_S = 900.0
@@ -138,6 +141,7 @@ class AgentBenchConfig:
     threads: int | None = None
     prompt_cache: str = "both"
     answer_drafts: str = "on"
+    guidance: str = "on"
     n_ctx: int = DEFAULT_N_CTX
     max_steps: int = DEFAULT_MAX_STEPS
     remote: RemoteModelConfig | None = None  # a remote server instead of ``model``
@@ -147,20 +151,23 @@ class AgentBenchConfig:
 @dataclass(frozen=True, slots=True)
 class Variant:
     """One way of running every task: a strategy, with the prompt cache ``on`` or ``off`` and,
-    for a local model, answer drafts ``on`` or ``off`` (``None``: a remote model's); or a
-    stock stack (``peer``), driven by the remote model."""
+    for a local model, answer drafts ``on`` or ``off`` (``None``: a remote model's) and the
+    host's guidance ``on`` or ``off`` (``None``: the host's default, not named in the label);
+    or a stock stack (``peer``), driven by the remote model."""
 
     strategy: str
     prompt_cache: str
     peer: str | None = None
     answer_drafts: str | None = None
+    guidance: str | None = None
 
     @property
     def label(self) -> str:
         if self.peer is not None:
             return f"peer={self.peer}"
         drafts = "" if self.answer_drafts is None else f" drafts={self.answer_drafts}"
-        return f"{self.strategy} cache={self.prompt_cache}{drafts}"
+        guidance = "" if self.guidance is None else f" guidance={self.guidance}"
+        return f"{self.strategy} cache={self.prompt_cache}{drafts}{guidance}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,10 +187,14 @@ def parse_agent_strategies(text: str | Sequence[str]) -> tuple[str, ...]:
 
 
 def plan_variants(
-    strategies: Sequence[str], prompt_cache: str, answer_drafts: str | None = None
+    strategies: Sequence[str],
+    prompt_cache: str,
+    answer_drafts: str | None = None,
+    guidance: str | None = None,
 ) -> list[Variant]:
-    """Every strategy with every prompt-cache setting and answer-drafts setting asked for
-    (``answer_drafts=None``: not a setting of these variants, a remote model's)."""
+    """Every strategy with every prompt-cache, answer-drafts and guidance setting asked for
+    (``answer_drafts=None``: not a setting of these variants, a remote model's;
+    ``guidance=None``: the host's default)."""
     if prompt_cache not in PROMPT_CACHE_MODES:
         raise BenchError(
             f"--prompt-cache: expected one of {', '.join(PROMPT_CACHE_MODES)}, got {prompt_cache!r}"
@@ -194,12 +205,18 @@ def plan_variants(
             f"got {answer_drafts!r}"
         )
     modes = ("off", "on") if prompt_cache == "both" else (prompt_cache,)
+    if guidance is not None and guidance not in GUIDANCE_MODES:
+        raise BenchError(
+            f"--guidance: expected one of {', '.join(GUIDANCE_MODES)}, got {guidance!r}"
+        )
     drafts = ("off", "on") if answer_drafts == "both" else (answer_drafts,)
+    guided = ("on", "off") if guidance == "both" else (guidance,)
     return [
-        Variant(strategy, mode, answer_drafts=draft)
+        Variant(strategy, mode, answer_drafts=draft, guidance=with_guidance)
         for strategy in strategies
         for mode in modes
         for draft in drafts
+        for with_guidance in guided
     ]
 
 
@@ -222,7 +239,11 @@ def run_agent_bench(
         tasks = tasks[: config.limit]
     cache_mode = "off" if config.remote is not None else config.prompt_cache
     drafts_mode = None if config.remote is not None else config.answer_drafts
-    variants = plan_variants(strategies, cache_mode, drafts_mode)
+    # A remote server writes its own prompt: the host's guidance does not reach it. Guidance
+    # on is the host's default, named in the labels only where a run asks for off or both.
+    local_guidance = config.guidance if config.guidance != "on" else None
+    guidance_mode = None if config.remote is not None else local_guidance
+    variants = plan_variants(strategies, cache_mode, drafts_mode, guidance_mode)
     peers = parse_peers(config.peers)
     if peers and config.remote is not None:
         raise BenchError("--peer starts a server over a local GGUF; it does not go with a remote "
@@ -346,6 +367,7 @@ async def _run_task(
         "prompt_cache": variant.prompt_cache,
         "peer": variant.peer,
         "answer_drafts": variant.answer_drafts,
+        "guidance": variant.guidance,
         "tags": list(task.tags),
         "success": None,
         "error": None,
@@ -364,6 +386,8 @@ async def _run_task(
     }
     if variant.answer_drafts is not None:
         kwargs["answer_drafts"] = variant.answer_drafts == "on"
+    if variant.guidance is not None:
+        kwargs["guidance"] = variant.guidance == "on"
     if config.remote is not None:
         early = variant.strategy == "remote"
         kwargs["config"] = HostConfig(remote=replace(config.remote, early_start=early))

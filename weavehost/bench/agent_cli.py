@@ -15,6 +15,7 @@ from weavehost.agent import DEFAULT_MAX_STEPS
 from weavehost.bench.agent import (
     ANSWER_DRAFT_MODES,
     DEFAULT_AGENT_STRATEGIES,
+    GUIDANCE_MODES,
     PROMPT_CACHE_MODES,
     AgentBenchConfig,
     run_agent_bench,
@@ -66,6 +67,14 @@ __all__ = ["bench_agent"]
     help="Greedy answers drafted from the conversation and verified many tokens a pass (the "
     "same text), off, or both, in one run (a local model only).",
 )
+@click.option(
+    "--guidance",
+    type=click.Choice(GUIDANCE_MODES),
+    default="on",
+    show_default=True,
+    help="The host's guidance in the prompt on, off, or both: an A/B in one run (a local "
+    "model only).",
+)
 @config_option(
     'A host config whose remote "model" settings (stream, headers, timeouts) apply to an '
     "http(s) --model."
@@ -99,6 +108,7 @@ def bench_agent(
     out: Path,
     prompt_cache: str,
     answer_drafts: str,
+    guidance: str,
     n_ctx: int,
     max_steps: int,
     config_path: str | None,
@@ -120,6 +130,7 @@ def bench_agent(
         threads=threads,
         prompt_cache=prompt_cache,
         answer_drafts=answer_drafts,
+        guidance=guidance,
         n_ctx=n_ctx,
         max_steps=max_steps,
         peers=peers,  # checked once, by run_agent_bench
