@@ -362,11 +362,12 @@ class Host(AsyncContextManagerMixin):
         """The local model resolved now (a missing file fails here, before anything waits on
         it) and opened in a thread of its own, owned by ``native``: its metadata read, its
         format detected, llama.cpp's engine opened, and what the strategy builds once per
-        engine built (llguidance's view of the vocabulary), so the first call does not wait
-        for it."""
+        engine built (llguidance's view of the vocabulary; the script table where the answer's
+        scripts are guarded), so the first call does not wait for it."""
         from weavehost.decode import get_strategy
         from weavehost.decode.padding import calibrated_flash_attn
         from weavehost.engine import Engine
+        from weavehost.engine.scripts import script_table
         from weavehost.formats import detect_format
         from weavehost.gguf import read_metadata
         from weavehost.models import resolve_model
@@ -386,6 +387,8 @@ class Host(AsyncContextManagerMixin):
             )
             engine = native.enter_context(opened)
             strategy.prepare(engine)
+            if self.script_guard:  # built now (~1.5 s once per model file), read back later
+                script_table(engine)
             return _Opened(choice, threads, metadata, detection, strategy, engine)
 
         return _in_background(open_local)
