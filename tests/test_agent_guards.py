@@ -188,3 +188,21 @@ def test_on_the_real_qwen_an_unguarded_answer_switches_to_chinese_and_a_guarded_
         assert free.text.strip() and scripts_in(free.text) == 0
     else:
         assert scripts_in(free.text) & HAN, free.text
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [([], (None, None)), (["--guidance", "off", "--script-guard", "on"], (False, True))],
+)
+def test_run_s_guidance_and_script_guard_flags_reach_the_host(monkeypatch, flags, expected):
+    seen: dict[str, object] = {}
+
+    class RecordingHost:
+        def __init__(self, *_args: object, **kwargs: object) -> None:
+            seen.update(kwargs)
+            raise ConfigError("recorded")
+
+    monkeypatch.setattr("weavehost.host.Host", RecordingHost)
+    result = CliRunner().invoke(main, ["run", "--server", "echo hi", *flags, "hello"])
+    assert "recorded" in result.output, result.output
+    assert (seen["guidance"], seen["script_guard"]) == expected

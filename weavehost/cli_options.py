@@ -181,32 +181,31 @@ def root_option(func: F) -> F:
     )(func)
 
 
-def _switch(value: str | None) -> bool | None:
-    return None if value is None else value == "on"
-
-
-def guidance_option(func: F) -> F:
-    """``--guidance on|off`` into ``guidance`` (``None``: as configured, on by default)."""
+def _switch_option(flag: str, dest: str, text: str) -> Decorator[Any]:
+    """``FLAG on|off`` into ``dest`` as a bool (``None``: as configured)."""
     return click.option(
-        "--guidance",
+        flag,
+        dest,
         type=click.Choice(SWITCHES),
         default=None,
-        callback=lambda _ctx, _param, value: _switch(value),
-        help="The host's guidance in the system prompt: answer from the tool results, in the "
-        "user's language, call only when needed, arguments as the schema describes "
-        '(default: on, or the config\'s "guidance").',
-    )(func)
+        callback=lambda _ctx, _param, value: None if value is None else value == "on",
+        help=text,
+    )
 
 
-def script_guard_option(func: F) -> F:
-    """``--script-guard on|off`` into ``script_guard`` (``None``: as configured)."""
-    return click.option(
-        "--script-guard",
-        "script_guard",
-        type=click.Choice(SWITCHES),
-        default=None,
-        callback=lambda _ctx, _param, value: _switch(value),
-        help="Keep the answer to the scripts of the user's messages and the tool results (no "
-        "switch to Chinese after an English question; default: on, or the config's "
-        '"scriptGuard").',
-    )(func)
+guidance_option = _switch_option(
+    "--guidance",
+    "guidance",
+    "The host's guidance in the system prompt: answer from the tool results, in the user's "
+    "language, call only when needed, arguments as the schema describes (default: on, or the "
+    'config\'s "guidance").',
+)
+"""``--guidance on|off`` into ``guidance``."""
+
+script_guard_option = _switch_option(
+    "--script-guard",
+    "script_guard",
+    "Keep the answer to the scripts of the user's messages and the tool results (no switch to "
+    'Chinese after an English question; default: on, or the config\'s "scriptGuard").',
+)
+"""``--script-guard on|off`` into ``script_guard``."""
