@@ -69,14 +69,16 @@ def test_smollm2_s_guidance_follows_its_tool_definitions_after_the_user_s_system
     )
 
 
-def test_guidance_and_the_script_guard_are_on_unless_the_config_or_a_flag_turns_them_off(tmp_path):
+def test_guidance_is_off_and_the_script_guard_on_unless_the_config_or_a_flag_says_otherwise(
+    tmp_path,
+):
     path = tmp_path / "host.json"
-    path.write_text(json.dumps({"weavehost": {"guidance": "off", "scriptGuard": False}}))
+    path.write_text(json.dumps({"weavehost": {"guidance": "on", "scriptGuard": False}}))
     config = load_config(path)
-    assert (config.guidance, config.script_guard) == (False, False)
-    assert merge_flags(config, guidance=True).guidance is True
+    assert (config.guidance, config.script_guard) == (True, False)
+    assert merge_flags(config, guidance=False).guidance is False
     assert merge_flags(config).script_guard is False
-    assert (HostConfig().guidance, HostConfig().script_guard) == (True, True)
+    assert (HostConfig().guidance, HostConfig().script_guard) == (False, True)
 
 
 @pytest.mark.parametrize("value", ["maybe", 1, None])

@@ -197,7 +197,7 @@ guidance_option = _switch_option(
     "--guidance",
     "guidance",
     "The host's guidance in the system prompt: answer from the tool results, in the user's "
-    "language, call only when needed, arguments as the schema describes (default: on, or the "
+    "language, call only when needed, arguments as the schema describes (default: off, or the "
     'config\'s "guidance").',
 )
 """``--guidance on|off`` into ``guidance``."""

@@ -51,7 +51,7 @@ File format (every key but a server's ``command`` or ``url`` is optional)::
         "approved": {"remote": {"search": "3f9a0c...(>= 16 hex digits of the tool's hash)"}},
         "roots": ["~/projects/site", "."],       # directories offered to servers (default none)
         "toolChoice": "auto",                    # auto | required | none | a tool's name
-        "guidance": "on",                        # on | off: the host's guidance in the prompt
+        "guidance": "off",                       # on | off: the host's guidance in the prompt
         "scriptGuard": "on",                     # on | off: the answer keeps the user's scripts
         "timeouts": {"startup": 15, "listTools": 10, "call": 30, "ping": 5,
                      "shutdownGrace": 2, "killGrace": 2},
@@ -187,8 +187,9 @@ class HostConfig:
     trusted_servers: frozenset[str] = frozenset()
     approval: ApprovalMode = "ask"
     tool_choice: str | None = None  # None: the host picks (see weavehost.host.Host)
-    # The host's guidance in the system text, per format (weavehost.formats.prompt).
-    guidance: bool = True
+    # The host's guidance in the system text, per format (weavehost.formats.prompt); off until
+    # bench-agent's A/B shows it helps (docs/agent.md).
+    guidance: bool = False
     # The answer may not switch to a script the user and the tools did not use
     # (weavehost.engine.scripts).
     script_guard: bool = True

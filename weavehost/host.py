@@ -179,8 +179,8 @@ class Host(AsyncContextManagerMixin):
         # Greedy answers drafted and verified many tokens a pass (the same text): None follows
         # the config (on by default). Only a model the host loads drafts (not ``agent_model``).
         self.answer_drafts = base.answer_drafts
-        # The host's guidance in the prompt and the answer's script guard (both on unless the
-        # config or a flag turns them off). Only a model the host loads uses them.
+        # The host's guidance in the prompt (off unless the config or a flag turns it on) and the
+        # answer's script guard (on unless they turn it off). Only a model the host loads uses them.
         self.guidance = base.guidance
         self.script_guard = base.script_guard
         self.model: AgentModel | None = agent_model

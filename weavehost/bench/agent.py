@@ -141,7 +141,7 @@ class AgentBenchConfig:
     threads: int | None = None
     prompt_cache: str = "both"
     answer_drafts: str = "on"
-    guidance: str = "on"
+    guidance: str = "off"
     n_ctx: int = DEFAULT_N_CTX
     max_steps: int = DEFAULT_MAX_STEPS
     remote: RemoteModelConfig | None = None  # a remote server instead of ``model``
@@ -241,7 +241,7 @@ def run_agent_bench(
     drafts_mode = None if config.remote is not None else config.answer_drafts
     # A remote server writes its own prompt: the host's guidance does not reach it. Guidance
     # on is the host's default, named in the labels only where a run asks for off or both.
-    local_guidance = config.guidance if config.guidance != "on" else None
+    local_guidance = config.guidance if config.guidance != "off" else None
     guidance_mode = None if config.remote is not None else local_guidance
     variants = plan_variants(strategies, cache_mode, drafts_mode, guidance_mode)
     peers = parse_peers(config.peers)

@@ -70,7 +70,7 @@ __all__ = ["bench_agent"]
 @click.option(
     "--guidance",
     type=click.Choice(GUIDANCE_MODES),
-    default="on",
+    default="off",
     show_default=True,
     help="The host's guidance in the prompt on, off, or both: an A/B in one run (a local "
     "model only).",
