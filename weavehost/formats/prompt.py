@@ -60,7 +60,8 @@ class PromptStyle:
     then renders tools the way the format reads calls); ``""`` takes any template. Otherwise,
     and when the model has none, ``fallback_template`` renders the prompt. ``guidance``: the
     host's short system text, in the words the format's prompt uses for calls and results
-    (``""``: none).
+    (``""``: none). ``repairs``: known flaws of templates the format uses, each
+    ``(flaw, fix)`` replaced before it renders.
     """
 
     fallback_template: str
@@ -70,9 +71,12 @@ class PromptStyle:
     filters: Mapping[str, Callable[..., str]] = field(default_factory=dict)
     tools_in_text: ToolsInText | None = None
     guidance: str = ""
+    repairs: tuple[tuple[str, str], ...] = ()
 
     def template(self, chat_template: str | None) -> str:
         if chat_template and self.template_marker in chat_template:
+            for flaw, fix in self.repairs:
+                chat_template = chat_template.replace(flaw, fix)
             return chat_template
         return self.fallback_template
 

@@ -28,6 +28,7 @@ __all__ = [
     "BARE_CALL",
     "BARE_INDENTED_CALL",
     "CHATML_MARKERS",
+    "DOUBLED_BRACES",
     "FENCED_CALL",
     "FENCED_INDENTED_CALL",
     "QWEN",
@@ -79,6 +80,14 @@ For each function call, return a json object with function name and arguments wi
 {%- endfor %}
 {%- if add_generation_prompt %}<|im_start|>assistant
 {% endif %}"""
+
+# Some Qwen2.5 GGUFs (Qwen2.5-Coder-1.5B-Instruct's) write the call example of the system prompt
+# with doubled braces, as the text of a Python format string, so the model reads
+# {{"name": ...}}; repaired, the template is the 0.5B's to the byte, and so is the prompt.
+DOUBLED_BRACES = (
+    r"{{\"name\": <function-name>, \"arguments\": <args-json-object>}}",
+    r"{\"name\": <function-name>, \"arguments\": <args-json-object>}",
+)
 
 
 def _json_layout(
@@ -141,6 +150,7 @@ class QwenFormat(JsonValues, LayoutCalls, StyledPrompt):
             "otherwise answer directly. Write each argument in the form its description within "
             "<tools></tools> asks for."
         ),
+        repairs=(DOUBLED_BRACES,),
     )
 
     def detect(self, metadata: GGUFMetadata) -> Clue | None:
