@@ -54,7 +54,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 Decorator = Callable[[F], F]
 
 CONFIG_HELP = "A host config (JSON)."
-MODEL_HELP = "Path to a local GGUF file, or an OpenAI-compatible server: http(s)://HOST:PORT/v1."
+MODEL_HELP = (
+    "Path to a local GGUF file, a model of `weavehost models --list` by name, or an "
+    "OpenAI-compatible server: http(s)://HOST:PORT/v1."
+)
 SERVER_HELP = (
     "An MCP server: a .py file (run with this Python), a command line, or an http(s) URL. "
     "Repeatable."
