@@ -22,7 +22,9 @@ from tools import android
 from weavehost import Host
 from weavehost.agent.cache import ResultCache
 from weavehost.agent.model import FreeText
-from weavehost.agent.thermal import (
+from weavehost.agent.tools import rank_tools, select_tools
+from weavehost.decode import ToolSchema
+from weavehost.engine.thermal import (
     CRITICAL_PAUSE_S,
     ThermalStatus,
     backoff_for,
@@ -30,8 +32,6 @@ from weavehost.agent.thermal import (
     read_thermal_status,
     status_from_celsius,
 )
-from weavehost.agent.tools import rank_tools, select_tools
-from weavehost.decode import ToolSchema
 from weavehost.errors import ConfigError
 from weavehost.formats import ToolCall
 from weavehost.mcp.executor import StaticApprover

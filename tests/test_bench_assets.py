@@ -51,7 +51,7 @@ def test_bfcl_files_already_in_the_cache_are_not_downloaded_again(tmp_path, monk
 def test_weavehost_cache_moves_both_the_benchmark_assets_and_the_calibrations(
     tmp_path, monkeypatch
 ):
-    from weavehost.decode.padding import plan_path
+    from weavehost.decode.calibration import plan_path
 
     def no_network(spec, dest):
         raise AssertionError(f"downloaded {spec}")

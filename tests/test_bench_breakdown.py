@@ -4,6 +4,7 @@ count of KV cells in use, against llama.cpp's own."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import struct
 from pathlib import Path
@@ -537,7 +538,7 @@ def memory_run(embedded_model_path: Path, tmp_path_factory: pytest.TempPathFacto
     out = tmp_path_factory.mktemp("memory")
     patch = pytest.MonkeyPatch()
     # Values side by side whatever this machine's calibration says.
-    patch.setitem(STRATEGIES, "weave", WeaveStrategy(plan=DecodePlan({})))
+    patch.setitem(STRATEGIES, "weave", functools.partial(WeaveStrategy, plan=DecodePlan({})))
     try:
         run = run_bench(
             BenchConfig(

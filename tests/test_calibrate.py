@@ -13,16 +13,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from weavehost.decode.padding import (
-    DRAFT_MARGIN,
-    MAX_DRAFT_ROWS,
-    NO_PLAN,
-    DecodePlan,
+from weavehost.decode.calibration import (
     calibrated_flash_attn,
     load_plan,
+    open_calibrated,
     plan_path,
     save_plan,
+    stored_plans,
 )
+from weavehost.decode.padding import DRAFT_MARGIN, MAX_DRAFT_ROWS, NO_PLAN, DecodePlan
+from weavehost.decode.state import DecodeState
 from weavehost.engine import Engine
 from weavehost.engine.calibrate import (
     DEFAULT_OUTPUTS,
@@ -322,14 +322,15 @@ def _fake_engine(tmp_path: Path) -> SimpleNamespace:
 
 def test_a_stored_calibration_is_a_cost_file_and_comes_back_as_the_same_plan(tmp_path):
     engine = _fake_engine(tmp_path)
-    assert load_plan(engine) is NO_PLAN
+    assert load_plan(engine.path, 2) is NO_PLAN
     table = load_cost_table(AVX512)
     calibration = Calibration(table, {64: 0.002, 128: 0.0017}, repeats=3, threads=2)
-    path = save_plan(engine, calibration, DecodePlan.from_table(table))
+    path = save_plan(engine.path, 2, calibration, DecodePlan.from_table(table))
     assert path == plan_path(engine.path, 2)
     assert load_cost_table(path).pass_s == table.pass_s  # bench --cost-model reads it as is
-    plan = load_plan(engine)
-    assert load_plan(engine) is plan  # read once while the file is unchanged
+    state = DecodeState(plans=stored_plans(engine.path, flash_attn=True))
+    plan = state.plan(engine)
+    assert state.plan(engine) is plan  # a model's state reads it once per thread count
     assert plan.source == f"calibrated ({path})"
     assert [plan.width_for(n) for n in range(1, 9)] == [1, 2, 4, 4, 8, 8, 8, 8]
     assert json.loads(path.read_text())["padding"] == {"3": 4, "5": 8, "6": 8, "7": 8}
@@ -353,10 +354,10 @@ def test_an_old_or_damaged_stored_calibration_says_to_run_calibrate(tmp_path, re
     stored.parent.mkdir(parents=True, exist_ok=True)
     stored.write_text(json.dumps(record))
     with pytest.raises(ConfigError, match="unreadable.*run `weavehost calibrate`"):
-        load_plan(engine)
+        load_plan(engine.path, 2)
     stored.write_text("{not json")
     with pytest.raises(ConfigError, match="run `weavehost calibrate`"):
-        load_plan(engine)
+        load_plan(engine.path, 2)
 
 
 # -- flash attention, on or off ------------------------------------------------------------------
@@ -380,7 +381,7 @@ def test_a_model_opens_with_the_attention_kernel_its_calibration_was_measured_wi
     table = load_cost_table(AVX512)
     for chosen in (False, True):
         calibration = Calibration(table, {128: 0.002}, repeats=3, threads=2, flash_attn=chosen)
-        path = save_plan(engine, calibration, DecodePlan.from_table(table))
+        path = save_plan(engine.path, 2, calibration, DecodePlan.from_table(table))
         assert json.loads(path.read_text())["flash_attn"] is chosen
         assert calibrated_flash_attn(engine.path, 2) is chosen
         assert calibrated_flash_attn(engine.path, 1)  # another thread count: not calibrated
@@ -391,6 +392,39 @@ def test_a_model_opens_with_the_attention_kernel_its_calibration_was_measured_wi
     assert calibrated_flash_attn(engine.path, 2)
     path.write_text("{not json")  # load_plan reports it; the kernel is the default
     assert calibrated_flash_attn(engine.path, 2)
+
+
+def test_a_plan_measured_with_the_other_kernel_is_not_used(tmp_path):
+    engine = _fake_engine(tmp_path)
+    table = load_cost_table(AVX512)
+    calibration = Calibration(table, {128: 0.002}, repeats=3, threads=2, flash_attn=False)
+    save_plan(engine.path, 2, calibration, DecodePlan.from_table(table))
+    assert load_plan(engine.path, 2, flash_attn=False).table is not None
+    assert load_plan(engine.path, 2, flash_attn=True) is NO_PLAN
+    assert load_plan(engine.path, 2).table is not None  # no kernel asked: the stored plan
+
+
+@pytest.mark.model
+def test_a_thermal_thread_change_keeps_the_kernel_the_model_was_opened_with(
+    embedded_model_path, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("WEAVEHOST_CACHE", str(tmp_path))  # this model's plans, this test's alone
+    table = load_cost_table(AVX512)
+    for threads, kernel in ((2, False), (1, True)):
+        calibration = Calibration(
+            table, {128: 0.002}, repeats=3, threads=threads, flash_attn=kernel
+        )
+        save_plan(embedded_model_path, threads, calibration, DecodePlan.from_table(table))
+    with open_calibrated(embedded_model_path, n_ctx=512, n_threads=2) as opened:
+        engine, state = opened.engine, opened.state
+        assert engine.flash_attn is False  # as its calibration at 2 threads was measured
+        assert state.plan(engine).source == f"calibrated ({plan_path(embedded_model_path, 2)})"
+        engine.set_threads(1)  # a hot phone backs off
+        # The table at 1 thread was measured with flash attention on: it does not hold here.
+        assert engine.flash_attn is False
+        assert state.plan(engine) is NO_PLAN
+        engine.set_threads(2)
+        assert state.plan(engine).table is not None
 
 
 @pytest.mark.model

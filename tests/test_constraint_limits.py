@@ -22,7 +22,7 @@ import jsonschema
 import pytest
 
 from weavehost.decode import CallRequest, CaseOutcome, ToolSchema, get_strategy, grammar, run_case
-from weavehost.decode.constraint import constraints_for
+from weavehost.decode.constraint import ConstraintFactory
 from weavehost.decode.grammar import MAX_GRAMMAR_BYTES
 from weavehost.errors import ConstraintError
 from weavehost.formats import FORMATS
@@ -74,7 +74,7 @@ def _timed(action: Callable[[], object]) -> tuple[object, float]:
     ids=["enum-50k", "maxItems-1e5", "minItems-1e5"],
 )
 def test_a_huge_enum_or_item_count_compiles_under_the_caps_and_masks_fast(engine, name, schema):
-    factory = constraints_for(engine)
+    factory = ConstraintFactory(engine)
     lark = factory.grammars(FORMATS[name]).call([("f", schema)])
     constraint, compile_s = _timed(lambda: factory.new(lark))
     assert compile_s < COMPILE_DEADLINE_S, compile_s
@@ -106,7 +106,7 @@ def test_a_huge_enum_or_item_count_compiles_under_the_caps_and_masks_fast(engine
     ],
 )
 def test_a_schema_over_the_caps_is_refused_quickly_with_a_constraint_error(engine, name, schema):
-    grammars = constraints_for(engine).grammars(FORMATS[name])
+    grammars = ConstraintFactory(engine).grammars(FORMATS[name])
     started = time.perf_counter()
     # Refused while the grammar text is built: nothing over the caps is built whole or compiled.
     with pytest.raises(ConstraintError, match="too many|too large"):
@@ -195,7 +195,7 @@ def test_a_loose_call_that_does_not_validate_is_a_clear_failure_leaving_only_the
 )
 def test_an_invalid_grammar_is_refused_with_a_constraint_error_before_use(engine, lark):
     with pytest.raises(ConstraintError, match="could not build a constraint"):
-        constraints_for(engine).new(lark)
+        ConstraintFactory(engine).new(lark)
 
 
 UNSATISFIABLE = [

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from tests.schemas import FORECAST, LIGHTS
-from weavehost.decode import STRATEGIES, CallRequest, ToolSchema, run_case
-from weavehost.decode.constraint import constraints_for
+from weavehost.decode import STRATEGIES, CallRequest, ToolSchema, get_strategy, run_case
+from weavehost.decode.constraint import ConstraintFactory
 from weavehost.decode.padding import DecodePlan
 from weavehost.decode.values import ValueTask, decode_values, prefill_skeleton
 from weavehost.decode.weave import ABLATIONS, WeaveStrategy
@@ -125,7 +125,7 @@ def test_the_selector_picks_among_several_tools_and_weave_still_parallelises(fre
 
 
 def _value_tasks(engine, fmt, tool: ToolSchema) -> list[ValueTask]:
-    factory = constraints_for(engine)
+    factory = ConstraintFactory(engine)
     grammars = factory.grammars(fmt)
     head = fmt.layout.head_for(tool.name)
     props = tool.parameters["properties"]
@@ -277,7 +277,7 @@ def test_the_provisional_call_is_emitted_before_write_back_starts(fresh_engine):
 
     _prefill_prompt(engine, SMOLLM2, CASES[0][0], [FORECAST])
     start = engine.stats.passes
-    result = WeaveStrategy(DecodePlan({})).run(
+    result = WeaveStrategy(plan=DecodePlan({})).run(
         CallRequest(engine, SMOLLM2, [FORECAST], on_provisional=on_provisional)
     )
     assert seen["call"] == ToolCall("get_weather", {"city": "Paris", "days": 3})
@@ -301,7 +301,7 @@ def test_a_value_survives_the_key_value_boundary_in_every_format(fresh_engine, n
     constraint accepts the natural rest, and the value is cut back out intact."""
     engine = fresh_engine
     fmt = FORMATS[name]
-    factory = constraints_for(engine)
+    factory = ConstraintFactory(engine)
     lead = fmt.layout.head_for("f") + fmt.layout.prefix_for("x", first=True)
     constraint = factory.new(factory.grammars(fmt).value(lead, schema))
     encoded = fmt.encode_value(value)
@@ -352,7 +352,7 @@ def test_a_value_too_long_to_decode_alone_is_decoded_with_the_whole_call_in_view
     monkeypatch.setattr(weave_module, "VALUE_TOKEN_CAP", 2)
     _prefill_prompt(engine, SMOLLM2, question, [tool])
     prompt_len = engine.seq_len(0)
-    result = WeaveStrategy(DecodePlan({})).run(CallRequest(engine, SMOLLM2, [tool]))
+    result = WeaveStrategy(plan=DecodePlan({})).run(CallRequest(engine, SMOLLM2, [tool]))
     assert "values" in result.phases and "fallback" not in result.phases
     assert result.error is None
     assert (result.calls, result.tokens) == (expected.calls, expected.tokens)
@@ -370,7 +370,7 @@ def test_an_optional_argument_after_the_required_values_is_the_one_constrained_w
     expected = _one_call(engine, "constrained", question, [FORECAST])
     assert "units" in expected.calls[0].arguments
     _prefill_prompt(engine, SMOLLM2, question, [FORECAST])
-    result = WeaveStrategy(DecodePlan({})).run(CallRequest(engine, SMOLLM2, [FORECAST]))
+    result = WeaveStrategy(plan=DecodePlan({})).run(CallRequest(engine, SMOLLM2, [FORECAST]))
     assert result.error is None
     assert (result.calls, result.tokens) == (expected.calls, expected.tokens)
     assert result.provisional == ToolCall("get_weather", {"city": "Paris", "days": 3})
@@ -379,4 +379,4 @@ def test_an_optional_argument_after_the_required_values_is_the_one_constrained_w
 
 def _one_call(engine, strategy: str, question: str, tools: list[ToolSchema]):
     _prefill_prompt(engine, SMOLLM2, question, tools)
-    return STRATEGIES[strategy].run(CallRequest(engine, SMOLLM2, tools))
+    return get_strategy(strategy).run(CallRequest(engine, SMOLLM2, tools))

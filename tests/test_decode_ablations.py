@@ -11,16 +11,11 @@ import pytest
 from tests.schemas import FORECAST
 from tests.test_decode import CASES, SMOLLM2, THERMOSTAT, _ask, _prefill_prompt
 from weavehost.bench.runner import parse_strategies
-from weavehost.decode import STRATEGIES, CallRequest, run_case
+from weavehost.decode import CallRequest, get_strategy, run_case
 from weavehost.decode.drafts import DraftSource
 from weavehost.decode.padding import DecodePlan
-from weavehost.decode.weave import (
-    ABLATIONS,
-    DEFAULT_PRIOR,
-    DraftAcceptance,
-    WeaveOptions,
-    WeaveStrategy,
-)
+from weavehost.decode.state import DEFAULT_PRIOR, DraftAcceptance
+from weavehost.decode.weave import ABLATIONS, WeaveOptions, WeaveStrategy
 from weavehost.engine.calibrate import CostTable
 
 # 2 and 3 rows cost more than 4: a padding plan pads every 2- or 3-row pass to 4 rows.
@@ -38,7 +33,7 @@ def test_every_ablation_is_a_strategy_named_for_the_component_it_turns_off():
         "weave:parallel_values",
     ]
     for name in ABLATIONS:
-        assert STRATEGIES[name].name == name
+        assert get_strategy(name).name == name
     assert parse_strategies("weave,weave:no_drafts") == ("weave", "weave:no_drafts")
     assert WeaveOptions(drafts=False, values="serial").name == "weave:no_drafts+serial_values"
     assert WeaveStrategy().name == "weave"
@@ -61,7 +56,7 @@ def test_every_ablation_writes_the_call_constrained_writes(fresh_engine, name, q
 
 def _weave(engine, options: WeaveOptions, question: str, tools, plan=None, on_provisional=None):
     _prefill_prompt(engine, SMOLLM2, question, tools)
-    strategy = WeaveStrategy(plan if plan is not None else DecodePlan({}), options)
+    strategy = WeaveStrategy(plan=plan if plan is not None else DecodePlan({}), options=options)
     request = CallRequest(
         engine,
         SMOLLM2,
@@ -128,14 +123,15 @@ def test_without_drafts_no_lookup_token_is_proposed(fresh_engine):
     question = CASES[4][0]
     tool = CASES[4][1]
     plan = DecodePlan({}, parallel_without_table=False)
-    strategy = WeaveStrategy(plan, WeaveOptions(drafts=False))
+    strategy = WeaveStrategy(plan=plan, options=WeaveOptions(drafts=False))
     _prefill_prompt(fresh_engine, SMOLLM2, question, [tool])
     request = CallRequest(
         fresh_engine, SMOLLM2, [tool], drafts=DraftSource.from_messages(_ask(question))
     )
     result = strategy.run(request)
     assert result.calls
-    assert all(strategy.acceptance.reached(kind) == 0 for kind in ("string", "number", "start"))
+    acceptance = strategy.state_for(fresh_engine).acceptance(strategy.name)
+    assert all(acceptance.reached(kind) == 0 for kind in ("string", "number", "start"))
 
 
 def test_without_padding_no_pass_is_padded_where_the_plan_would_pad(fresh_engine):
@@ -159,7 +155,7 @@ def test_without_padding_no_pass_is_padded_where_the_plan_would_pad(fresh_engine
 
 def test_a_cost_model_gives_every_weave_variant_its_plan_and_keeps_its_options():
     plan = DecodePlan.from_table(PADS_TO_FOUR)
-    variant = STRATEGIES["weave:no_drafts"]
+    variant = get_strategy("weave:no_drafts")
     assert isinstance(variant, WeaveStrategy)
     planned = variant.with_plan(plan)
     assert planned.options == variant.options and planned.name == "weave:no_drafts"

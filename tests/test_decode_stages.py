@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tests.schemas import FORECAST, LIGHTS
-from weavehost.decode import STRATEGIES, CallRequest, ToolSchema, verify
+from weavehost.decode import CallRequest, ToolSchema, get_strategy
 from weavehost.decode.base import CallAttempt
 from weavehost.decode.padding import DecodePlan
 from weavehost.decode.weave import WeaveCall, WeaveStrategy
@@ -119,13 +119,11 @@ def test_a_failed_call_attempt_leaves_only_the_prompt_with_its_next_token_logits
 def test_weave_stages_called_one_by_one_write_the_same_call_as_the_strategy(fresh_engine):
     engine = fresh_engine
     tools = [FORECAST, LIGHTS]
-    # Each run starts from no learned token splits, or the first would teach the second.
-    verify._SPLITS.clear()
+    # Each run has a decode state of its own: neither learns token splits from the other.
     prompt = _prefill_prompt(engine, tools)
-    whole = WeaveStrategy(DecodePlan({})).run(CallRequest(engine, SMOLLM2, tools))
+    whole = WeaveStrategy(plan=DecodePlan({})).run(CallRequest(engine, SMOLLM2, tools))
     assert whole.error is None
 
-    verify._SPLITS.clear()
     prompt = _prefill_prompt(engine, tools)
     seen: list[ToolCall] = []
     request = CallRequest(engine, SMOLLM2, tools, on_provisional=seen.append)
@@ -174,7 +172,8 @@ def test_more_values_than_sequences_are_drafted_serially_into_constraineds_call(
         },
     )
     _prefill_prompt(engine, [many])
-    expected = STRATEGIES["constrained"].run(CallRequest(engine, SMOLLM2, [many], max_tokens=8))
+    constrained = get_strategy("constrained")
+    expected = constrained.run(CallRequest(engine, SMOLLM2, [many], max_tokens=8))
 
     prompt = _prefill_prompt(engine, [many])
     call = WeaveCall(CallRequest(engine, SMOLLM2, [many], max_tokens=8), plan=DecodePlan({}))
@@ -202,16 +201,13 @@ def test_a_weave_call_with_no_tool_offered_fails_at_select_leaving_the_prompt(fr
 
 @pytest.mark.parametrize("padding", [None, [1, 2], "4"], ids=["null", "list", "string"])
 def test_a_calibration_whose_padding_is_not_an_object_is_a_config_error(tmp_path, padding):
-    from types import SimpleNamespace
-
-    from weavehost.decode.padding import load_plan, plan_path
+    from weavehost.decode.calibration import load_plan, plan_path
     from weavehost.errors import ConfigError
 
     model = tmp_path / f"{tmp_path.name}.gguf"  # its stored plan is this test's alone
     model.write_bytes(b"GGUF")
-    engine = SimpleNamespace(path=model, n_threads=2)
     stored = plan_path(model, 2)
     stored.parent.mkdir(parents=True, exist_ok=True)
     stored.write_text(json.dumps({"padding": padding}))
     with pytest.raises(ConfigError, match="unreadable"):
-        load_plan(engine)
+        load_plan(model, 2)

@@ -13,11 +13,12 @@ import time
 from collections.abc import Sequence
 
 from tests.schemas import FORECAST
-from weavehost.decode import STRATEGIES, CallRequest, ToolSchema
-from weavehost.decode.constraint import constraints_for
+from weavehost.decode import CallRequest, DecodeState, ToolSchema, get_strategy
+from weavehost.decode.constraint import ConstraintFactory
 from weavehost.decode.drafts import DraftSource
 from weavehost.decode.padding import DecodePlan
-from weavehost.decode.verify import END, GRAMMAR, DraftText, verified_decode
+from weavehost.decode.proposals import learn_split, model_split
+from weavehost.decode.verify import END, GRAMMAR, Drafts, DraftText, Verifier, no_rows
 from weavehost.decode.weave import WeaveCall
 from weavehost.formats import FORMATS, ToolCall, tool_to_openai
 
@@ -46,7 +47,7 @@ def _prompt(engine, question: str, tools: list[ToolSchema]) -> list[dict]:
 
 def _constrained(engine, question: str, tools: list[ToolSchema]):
     _prompt(engine, question, tools)
-    return STRATEGIES["constrained"].run(CallRequest(engine, SMOLLM2, tools))
+    return get_strategy("constrained").run(CallRequest(engine, SMOLLM2, tools))
 
 
 def _wrong_city_draft(engine):
@@ -61,8 +62,27 @@ def _wrong_city_draft(engine):
 
 
 def _whole_call(engine, tools: list[ToolSchema]):
-    factory = constraints_for(engine)
+    factory = ConstraintFactory(engine)
     return factory.new(factory.grammars(SMOLLM2).call([(t.name, t.parameters) for t in tools]))
+
+
+def verified_decode(
+    engine,
+    constraint,
+    *,
+    max_tokens: int,
+    state: DecodeState | None = None,
+    draft=(),
+    drafter=None,
+    draft_rows=no_rows,
+    forced: bool = True,
+    **verifier,
+):
+    """One verified run, with a decode state of its own unless one is given (a test learns
+    nothing from another)."""
+    state = state if state is not None else DecodeState()
+    drafts = Drafts(draft, drafter, draft_rows, forced)
+    return Verifier(engine, constraint, state, **verifier).run(max_tokens, drafts=drafts)
 
 
 def test_a_draft_wrong_at_token_k_is_rejected_at_k_and_the_call_is_unchanged(fresh_engine):
@@ -339,19 +359,15 @@ def test_passes_that_compute_more_logits_than_they_use_write_the_same_call(fresh
 
 
 def test_a_guessed_token_the_model_wrote_split_is_split_so_until_it_writes_it_whole(engine):
-    from weavehost.decode import verify
-
     [paris] = engine.tokenize(" Paris")
     [start] = engine.tokenize(" P")
-    try:
-        # The model chose " P" where a guess had " Paris": later guesses split it that way.
-        verify._learn_split(engine, paris, start)
-        assert verify._model_split(engine, [paris]) == [start, *engine.tokenize("aris")]
-        # Then it wrote " Paris" whole where a guess had " P": the split is forgotten.
-        verify._learn_split(engine, start, paris)
-        assert verify._model_split(engine, [paris]) == [paris]
-    finally:
-        verify._SPLITS.clear()
+    state = DecodeState()
+    # The model chose " P" where a guess had " Paris": later guesses split it that way.
+    learn_split(state, engine, paris, start)
+    assert model_split(state, engine, [paris]) == [start, *engine.tokenize("aris")]
+    # Then it wrote " Paris" whole where a guess had " P": the split is forgotten.
+    learn_split(state, engine, start, paris)
+    assert model_split(state, engine, [paris]) == [paris]
 
 
 def _fused(engine, tokens: Sequence[int]) -> tuple[int, int]:
@@ -366,8 +382,6 @@ def _fused(engine, tokens: Sequence[int]) -> tuple[int, int]:
 
 
 def test_an_explicit_draft_the_model_writes_split_is_split_so_the_next_time(fresh_engine):
-    from weavehost.decode import verify
-
     engine = fresh_engine
     # SmolLM2 closes "New York" with '"' and ',' where the tokenizer writes '",'
     question = "What's the weather in New York for the next 10 days?"
@@ -375,23 +389,20 @@ def test_an_explicit_draft_the_model_writes_split_is_split_so_the_next_time(fres
     tokens = expected.tokens
     i, fused = _fused(engine, tokens)
     draft = [*tokens[:i], fused, *tokens[i + 2 :]]  # the same text, one token where it has two
-    verify._SPLITS.clear()
-    try:
-        runs = []
-        for _ in range(2):
-            _prompt(engine, question, [FORECAST])
-            before = engine.stats.snapshot()
-            outcome = verified_decode(
-                engine, _whole_call(engine, [FORECAST]), max_tokens=256, draft=draft
-            )
-            runs.append((outcome, engine.stats.since(before)))
-        (first, first_cost), (second, second_cost) = runs
-        assert first.tokens == second.tokens == tokens
-        assert first.mismatch is None and second.mismatch is None  # another split, not a choice
-        assert second_cost.passes < first_cost.passes
-        assert second_cost.accepted_tokens == second_cost.drafted_tokens
-    finally:
-        verify._SPLITS.clear()
+    state = DecodeState()  # both runs on one model: the second learns from the first
+    runs = []
+    for _ in range(2):
+        _prompt(engine, question, [FORECAST])
+        before = engine.stats.snapshot()
+        outcome = verified_decode(
+            engine, _whole_call(engine, [FORECAST]), max_tokens=256, draft=draft, state=state
+        )
+        runs.append((outcome, engine.stats.since(before)))
+    (first, first_cost), (second, second_cost) = runs
+    assert first.tokens == second.tokens == tokens
+    assert first.mismatch is None and second.mismatch is None  # another split, not a choice
+    assert second_cost.passes < first_cost.passes
+    assert second_cost.accepted_tokens == second_cost.drafted_tokens
 
 
 def test_a_text_the_grammar_closes_by_itself_is_complete_before_the_closer_is_read(

@@ -36,7 +36,7 @@ from tests.conftest import FuzzLog, fuzz_examples
 from weavehost.config import HostConfig
 from weavehost.decode.base import read_calls
 from weavehost.decode.call_tokens import tokenize_call_text
-from weavehost.decode.constraint import constraints_for
+from weavehost.decode.constraint import ConstraintFactory
 from weavehost.decode.grammar import ordered_parameters
 from weavehost.errors import (
     ArgumentValidationError,
@@ -232,7 +232,7 @@ MESSAGES = [{"role": "user", "content": "Please call the tool."}]
 def _build_everything(engine: Any, name: str, parameters: dict[str, Any]) -> int:
     """Render the prompt and every constraint for ``parameters`` in every format; returns how
     many constraints were built. Raises only weavehost errors."""
-    factory = constraints_for(engine)
+    factory = ConstraintFactory(engine)
     built = 0
     for fmt in FORMATS.values():
         segments = fmt.render_prompt(
@@ -561,7 +561,7 @@ def test_a_valid_call_round_trips_through_every_format_and_its_constraint_accept
     arguments = node.valid(data.draw)
     order = list(ordered_parameters(parameters)["properties"])
     call = ToolCall("t", {k: arguments[k] for k in order if k in arguments})
-    factory = constraints_for(engine)
+    factory = ConstraintFactory(engine)
     with time_bound(FUZZ_EXAMPLE_S):
         for fmt in FORMATS.values():
             if fmt.name == "functiongemma" and not _schema_keys_ok(parameters):

@@ -7,7 +7,9 @@ import pytest
 from weavehost.bench.answers import check_calls
 from weavehost.bench.cases import load_answers, load_cases
 from weavehost.decode import ToolSchema, run_case
-from weavehost.decode.serial import call_openings, opener_tables, spell_opener
+from weavehost.decode.call_tokens import opener_tables, spell_opener
+from weavehost.decode.serial import call_openings
+from weavehost.decode.state import DecodeState
 from weavehost.engine import Engine
 from weavehost.formats import FORMATS, detect_format
 from weavehost.formats.base import tool_to_openai
@@ -78,7 +80,7 @@ def test_serial_writes_a_parsable_call_on_the_first_simple_python_cases_with_qwe
         segments = fmt.render_prompt(case.messages, offered, chat_template=metadata.chat_template)
         engine.prefill(0, engine.tokenize_segments(segments))
         [added] = engine.tokenize("<tool_call>", special=False)
-        tokens, text = spell_opener(engine, opener_tables(engine, [b"<tool_call>"]))
+        tokens, text = spell_opener(engine, opener_tables(DecodeState(), engine, [b"<tool_call>"]))
         assert text.startswith(b"<tool_call>") and added not in tokens and len(tokens) > 1
     print(
         f"serial on Qwen2.5-Coder-0.5B Q4_0, first {len(cases)} simple_python cases: "

@@ -15,7 +15,6 @@ The options several commands share are written once, in :mod:`weavehost.cli_opti
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import sys
@@ -45,7 +44,6 @@ from weavehost.cli_options import (
 from weavehost.decode import DEFAULT_STRATEGY
 from weavehost.engine import DEFAULT_N_CTX
 from weavehost.engine.calibrate import (
-    CALIBRATION_N_CTX,
     DEFAULT_REPEATS,
     DEFAULT_ROWS,
     PROBE_PROMPT_TOKENS,
@@ -256,35 +254,16 @@ def calibrate(
 ) -> None:
     """Measure what a pass of 1..N rows costs here and store the plan `weave` decodes by."""
     from weavehost.bench.machine import cpu_flags
-    from weavehost.decode.padding import DEFAULT_ACCEPT, DecodePlan, save_plan
-    from weavehost.engine import DEFAULT_N_SEQ_MAX, Engine
-    from weavehost.engine.calibrate import (
-        cpu_model,
-        format_table,
-        measure_pass_costs,
-        probe_attention,
-    )
+    from weavehost.decode.calibration import calibrate as measure
+    from weavehost.decode.padding import DEFAULT_ACCEPT
+    from weavehost.engine.calibrate import format_table
     from weavehost.models import resolve_model
 
     choice = resolve_model(model)
-    flags = cpu_flags()
     rows = sorted({r for r in DEFAULT_ROWS if r <= max_rows} | {max_rows})
-    # Flash attention on or off, whichever this machine runs a turn faster with; the table is
-    # then measured with it, and the model opened with it from now on.
-    probe = probe_attention(choice.path, n_threads=threads)
-    with Engine.open(
-        choice.path,
-        n_ctx=CALIBRATION_N_CTX,
-        n_seq_max=DEFAULT_N_SEQ_MAX,
-        n_threads=threads,
-        flash_attn=probe.flash_attn,
-    ) as eng:
-        machine = f"{cpu_model()}, {eng.n_threads} threads ({', '.join(flags) or 'no AVX2'})"
-        calibration = measure_pass_costs(eng, rows=rows, repeats=repeats, machine=machine)
-        calibration = dataclasses.replace(calibration, attention=probe)
-        table = calibration.table
-        plan = DecodePlan.from_table(table, source="calibrated")
-        path = save_plan(eng, calibration, plan)
+    run = measure(choice.path, threads=threads, rows=rows, repeats=repeats, cpu_flags=cpu_flags())
+    probe, calibration, plan, path = run.probe, run.calibration, run.plan, run.path
+    machine, table = run.machine, run.calibration.table
     if as_json:
         click.echo(path.read_text(), nl=False)
         return

@@ -61,16 +61,16 @@ from weavehost.agent import DEFAULT_MAX_STEPS, AgentModel, EngineModel, Event, M
 from weavehost.agent.options import DEFAULT_MAX_ANSWER_TOKENS, check_tool_choice
 from weavehost.agent.runs import progress_event
 from weavehost.agent.sampling import SAMPLING_WAIT_S, ModelSampler
-from weavehost.agent.thermal import (
+from weavehost.config import HostConfig, RemoteModelConfig, merge_flags
+from weavehost.decode import DEFAULT_STRATEGY
+from weavehost.engine import DEFAULT_N_CTX
+from weavehost.engine.thermal import (
     Backoff,
     backoff_for,
     default_thread_count,
     performance_thread_count,
     read_thermal_status,
 )
-from weavehost.config import HostConfig, RemoteModelConfig, merge_flags
-from weavehost.decode import DEFAULT_STRATEGY
-from weavehost.engine import DEFAULT_N_CTX
 from weavehost.errors import ClientFeatureError, ConfigError
 from weavehost.formats import control_markers
 from weavehost.mcp.catalog import Catalog
@@ -365,15 +365,13 @@ class Host(AsyncContextManagerMixin):
         engine built (llguidance's view of the vocabulary; the script table where the answer's
         scripts are guarded), so the first call does not wait for it."""
         from weavehost.decode import get_strategy
-        from weavehost.decode.padding import calibrated_flash_attn
-        from weavehost.engine import Engine
+        from weavehost.decode.calibration import open_calibrated
         from weavehost.engine.scripts import script_table
         from weavehost.formats import detect_format
         from weavehost.gguf import read_metadata
         from weavehost.models import resolve_model
 
         choice = resolve_model(self.model_path)
-        strategy = get_strategy(self.strategy)
         threads = self.threads or default_thread_count()
         if self.on_loading:
             self.on_loading(f"loading {choice.path.name} ({threads} threads)")
@@ -381,15 +379,16 @@ class Host(AsyncContextManagerMixin):
         def open_local() -> _Opened:
             metadata = read_metadata(choice.path, full_arrays=("tokenizer.ggml.tokens",))
             detection = detect_format(metadata, self.format_name)
-            flash_attn = calibrated_flash_attn(choice.path, threads)
-            opened = Engine.open(
-                choice.path, n_ctx=self.n_ctx, n_threads=threads, flash_attn=flash_attn
+            # The engine with the kernel its calibration was measured with, and the model's
+            # decode state: the strategy is made for it, so what it learns stays with this model.
+            opened = native.enter_context(
+                open_calibrated(choice.path, n_ctx=self.n_ctx, n_threads=threads)
             )
-            engine = native.enter_context(opened)
-            strategy.prepare(engine)
+            strategy = get_strategy(self.strategy, opened.state)
+            strategy.prepare(opened.engine)
             if self.script_guard:  # built now (~1.5 s once per model file), read back later
-                script_table(engine)
-            return _Opened(choice, threads, metadata, detection, strategy, engine)
+                script_table(opened.engine)
+            return _Opened(choice, threads, metadata, detection, strategy, opened.engine)
 
         return _in_background(open_local)
 

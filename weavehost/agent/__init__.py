@@ -14,7 +14,6 @@ It joins the decoder (a strategy writes each call) and the MCP side (the executo
   streamed chunks and arguments);
 - :mod:`~weavehost.agent.sampling` — :class:`ModelSampler`, servers' sampling answered by the model;
 - :mod:`~weavehost.agent.context` — what of a long conversation the model is shown;
-- :mod:`~weavehost.agent.thermal` — threads and pacing on a hot phone.
 """
 
 from __future__ import annotations

@@ -71,10 +71,10 @@ from weavehost.agent.options import (
     check_tool_choice,
 )
 from weavehost.agent.runs import RUN_BOUND_SLACK_S, CallRuns, EarlyRuns, run_bound
-from weavehost.agent.thermal import Backoff
 from weavehost.agent.tools import DEFAULT_CATALOG_SHARE, select_tools, tool_schema
 from weavehost.config import HostConfig
 from weavehost.decode import CallResult, ToolSchema
+from weavehost.engine.thermal import Backoff
 from weavehost.errors import (
     AbortedError,
     DecodeFailedError,

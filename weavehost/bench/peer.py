@@ -63,7 +63,7 @@ from typing import Any
 
 from weavehost.decode import CaseOutcome
 from weavehost.decode.base import CallResult, ToolSchema, read_calls
-from weavehost.engine import EngineStats
+from weavehost.engine import Engine, EngineStats
 from weavehost.errors import (
     ConstraintError,
     ContextOverflowError,
@@ -212,6 +212,22 @@ class LlamaCppPythonPeer:
             yield cls(llama, n_batch, lookup=lookup)
         finally:
             llama.close()
+
+    @classmethod
+    def beside(
+        cls, engine: Engine, *, n_ctx: int, lookup: bool = False
+    ) -> contextlib.AbstractContextManager[LlamaCppPythonPeer]:
+        """A peer opened as ``engine`` (the calibrated engine it is compared with,
+        :func:`~weavehost.decode.calibration.open_calibrated`): the same model file, threads,
+        batch and attention kernel, so a peer never chooses a kernel of its own."""
+        return cls.open(
+            engine.path,
+            n_ctx=n_ctx,
+            n_threads=engine.n_threads,
+            n_batch=engine.n_batch,
+            lookup=lookup,
+            flash_attn=engine.flash_attn,
+        )
 
     @property
     def flash_attn(self) -> bool:

@@ -61,15 +61,24 @@ from weavehost.bench.machine import busy_warning, machine_info
 from weavehost.bench.peer import LOOKUP_PEER_NAME, PEER_NAME, PEER_NAMES, LlamaCppPythonPeer
 from weavehost.bench.report import summarize, write_summary
 from weavehost.bench.rss import PeakRss, kv_bytes_per_cell, max_rss_bytes
-from weavehost.decode import STRATEGIES, CallResult, CaseOutcome, DecodeStrategy, run_case
+from weavehost.decode import (
+    STRATEGIES,
+    CallResult,
+    CaseOutcome,
+    DecodeState,
+    DecodeStrategy,
+    get_strategy,
+    run_case,
+)
+from weavehost.decode.calibration import calibrated_flash_attn, open_calibrated
 from weavehost.decode.guided import JumpForwardStrategy
-from weavehost.decode.padding import DecodePlan, calibrated_flash_attn
+from weavehost.decode.padding import DecodePlan
 from weavehost.decode.weave import WeaveStrategy
 from weavehost.engine import DEFAULT_N_CTX, Engine, EngineStats, default_threads
 from weavehost.engine.calibrate import CostTable, load_cost_table, table_record
 from weavehost.errors import AbortedError, BenchError, WeavehostError
 from weavehost.formats import detect_format
-from weavehost.formats.base import ModelFormat, ToolCall
+from weavehost.formats.base import ToolCall
 from weavehost.gguf import read_metadata
 from weavehost.models import resolve_model
 
@@ -345,58 +354,20 @@ class _KvPeak:
 
 @contextlib.contextmanager
 def _maybe_peer(
-    wanted: Sequence[str],
-    path: Path,
-    *,
-    n_ctx: int,
-    n_threads: int,
-    n_batch: int,
-    flash_attn: bool,
+    wanted: Sequence[str], engine: Engine, *, n_ctx: int
 ) -> Iterator[dict[str, LlamaCppPythonPeer]]:
     """The stock peers named in ``wanted``, by name: each its own ``Llama``, loaded only when
-    asked for (the lookup peer keeps logits for every row, the plain one does not), with the
-    engine's attention kernel."""
+    asked for (the lookup peer keeps logits for every row, the plain one does not), opened as
+    the calibrated ``engine`` they are compared with (:meth:`LlamaCppPythonPeer.beside`)."""
     with contextlib.ExitStack() as stack:
         peers = {
             name: stack.enter_context(
-                LlamaCppPythonPeer.open(
-                    path,
-                    n_ctx=n_ctx,
-                    n_threads=n_threads,
-                    n_batch=n_batch,
-                    lookup=name == LOOKUP_PEER_NAME,
-                    flash_attn=flash_attn,
-                )
+                LlamaCppPythonPeer.beside(engine, n_ctx=n_ctx, lookup=name == LOOKUP_PEER_NAME)
             )
             for name in PEER_NAMES
             if name in wanted
         }
         yield peers
-
-
-def _run_one(
-    engine: Engine,
-    peers: Mapping[str, LlamaCppPythonPeer],
-    fmt: ModelFormat,
-    strategy: str,
-    case: BenchCase,
-    *,
-    chat_template: str | None,
-    max_tokens: int,
-) -> CaseOutcome:
-    if strategy in PEER_NAMES:
-        return peers[strategy].run_case(
-            fmt, case.messages, case.tools, chat_template=chat_template, max_tokens=max_tokens
-        )
-    return run_case(
-        engine,
-        fmt,
-        strategy,
-        case.messages,
-        case.tools,
-        chat_template=chat_template,
-        max_tokens=max_tokens,
-    )
 
 
 def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = None) -> BenchRun:
@@ -407,7 +378,6 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
     answers = _match_answers(cases, config.answers)
     cost_path = resolve_cost_model(config.cost_model) if config.cost_model is not None else None
     table = load_cost_table(cost_path) if cost_path is not None else None
-    decoders = _decoders(table)
     choice = resolve_model(config.model)
     model_metadata = read_metadata(choice.path, full_arrays=("tokenizer.ggml.tokens",))
     detection = detect_format(model_metadata, config.format)
@@ -455,22 +425,14 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
     records: list[dict[str, Any]] = []
     started = time.perf_counter()
     with (
-        Engine.open(
-            choice.path,
-            n_ctx=config.n_ctx,
-            n_threads=threads,
-            flash_attn=flash_attn,
-        ) as engine,
-        _maybe_peer(
-            strategies,
-            choice.path,
-            n_ctx=config.n_ctx,
-            n_threads=threads,
-            n_batch=engine.n_batch,
-            flash_attn=engine.flash_attn,
-        ) as peers,
+        open_calibrated(choice.path, n_ctx=config.n_ctx, n_threads=threads) as opened,
+        _maybe_peer(strategies, opened.engine, n_ctx=config.n_ctx) as peers,
         results_path.open("w", encoding="utf-8") as results,
     ):
+        engine = opened.engine
+        # One decoder per strategy for the whole run, on the model's one decode state: what
+        # each learns over the cases (acceptance rates, the model's splits) carries on.
+        decoders = _decoders(strategies, opened.state, table)
         for index, case in enumerate(cases):
             answer = answers.get(case.id) if answers is not None else None
             shift = index % len(strategies)
@@ -492,12 +454,10 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
                                 max_tokens=config.max_tokens,
                             )
                         else:
-                            outcome = _run_one(
-                                engine,
-                                peers,
+                            outcome = peers[strategy].run_case(
                                 fmt,
-                                strategy,
-                                case,
+                                case.messages,
+                                case.tools,
                                 chat_template=model_metadata.chat_template,
                                 max_tokens=config.max_tokens,
                             )
@@ -543,17 +503,21 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
     return BenchRun(results_path, summary_json, summary_svg, run_path, summary)
 
 
-def _decoders(table: CostTable | None) -> dict[str, DecodeStrategy]:
-    """The decoders this run uses instead of the shared ones in ``STRATEGIES``: with a cost
-    table, ``weave``, each of its ablations and ``jump_forward`` with the decode plan made from
-    that table (what shapes their passes)."""
+def _decoders(
+    strategies: Sequence[str], state: DecodeState, table: CostTable | None
+) -> dict[str, DecodeStrategy]:
+    """The decoders this run uses, by name (the stock peers aside), each made once for the
+    model's decode ``state``; with a cost table, ``weave``, each of its ablations and
+    ``jump_forward`` with the decode plan made from that table (what shapes their passes)."""
+    decoders = {name: get_strategy(name, state) for name in strategies if name in STRATEGIES}
     if table is None:
-        return {}
+        return decoders
     plan = DecodePlan.from_table(table, source=f"bench --cost-model {table.source}")
     return {
         name: strategy.with_plan(plan)
-        for name, strategy in STRATEGIES.items()
         if isinstance(strategy, WeaveStrategy | JumpForwardStrategy)
+        else strategy
+        for name, strategy in decoders.items()
     }
 
 

@@ -51,7 +51,7 @@ from weavehost.bench.runner import (
     run_bench,
 )
 from weavehost.bench.sensitivity_report import render_markdown
-from weavehost.decode.padding import plan_path
+from weavehost.decode.calibration import plan_path
 from weavehost.engine import DEFAULT_N_CTX
 from weavehost.engine.calibrate import load_cost_table
 from weavehost.errors import AbortedError, BenchError, WeavehostError

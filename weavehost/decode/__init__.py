@@ -1,16 +1,19 @@
 """Decoding strategies behind one interface, and :func:`run_case` to run one on one request.
 
-``STRATEGIES`` lists them in one literal dict: ``serial`` (no grammar), ``constrained``,
-``jump_forward`` and ``weave`` (SchemaWeaver), and ``weave``'s ablations (``weave:no_drafts``,
-…: :data:`~weavehost.decode.weave.ABLATIONS`). All run greedily on the same engine. Several
-calls in one reply are written by one driver, :func:`~weavehost.decode.several.write_calls`,
-for the agent and :func:`run_case` alike.
+``STRATEGIES`` lists them in one literal dict of factories: ``serial`` (no grammar),
+``constrained``, ``jump_forward`` and ``weave`` (SchemaWeaver), and ``weave``'s ablations
+(``weave:no_drafts``, …: :data:`~weavehost.decode.weave.ABLATIONS`). Each factory makes a
+strategy for one model's :class:`~weavehost.decode.state.DecodeState` (:func:`get_strategy`),
+so what a strategy learns about one model stays with it. All run greedily on the same engine.
+Several calls in one reply are written by one driver,
+:func:`~weavehost.decode.several.write_calls`, for the agent and :func:`run_case` alike.
 """
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +22,7 @@ from weavehost.decode.drafts import DraftSource
 from weavehost.decode.guided import ConstrainedStrategy, JumpForwardStrategy
 from weavehost.decode.serial import SerialStrategy
 from weavehost.decode.several import MAX_CALLS, Reply, write_calls
+from weavehost.decode.state import DecodeState
 from weavehost.decode.weave import ABLATIONS, WeaveStrategy
 from weavehost.engine import Engine
 from weavehost.errors import ConfigError
@@ -31,21 +35,27 @@ __all__ = [
     "CallRequest",
     "CallResult",
     "CaseOutcome",
+    "DecodeState",
     "DecodeStrategy",
     "Reply",
+    "StrategyFactory",
     "ToolSchema",
     "get_strategy",
     "run_case",
     "write_calls",
 ]
 
-STRATEGIES: dict[str, DecodeStrategy] = {
-    "serial": SerialStrategy(),
-    "constrained": ConstrainedStrategy(),
-    "jump_forward": JumpForwardStrategy(),
-    "weave": WeaveStrategy(),
+# Makes a strategy for a model's decode state (``None``: the strategy makes its own for the
+# first engine it serves).
+StrategyFactory = Callable[[DecodeState | None], DecodeStrategy]
+
+STRATEGIES: dict[str, StrategyFactory] = {
+    "serial": SerialStrategy,
+    "constrained": ConstrainedStrategy,
+    "jump_forward": JumpForwardStrategy,
+    "weave": WeaveStrategy,
     # weave with one component off each (weave:no_drafts, …), for measuring each one's share.
-    **{name: WeaveStrategy(options=options) for name, options in ABLATIONS.items()},
+    **{name: functools.partial(WeaveStrategy, options=o) for name, o in ABLATIONS.items()},
 }
 
 
@@ -53,12 +63,15 @@ STRATEGIES: dict[str, DecodeStrategy] = {
 DEFAULT_STRATEGY = "weave"
 
 
-def get_strategy(name: str) -> DecodeStrategy:
+def get_strategy(name: str, state: DecodeState | None = None) -> DecodeStrategy:
+    """A new ``name`` strategy for the model whose decode state is ``state`` (``None``: one of
+    its own, for the first engine it serves)."""
     try:
-        return STRATEGIES[name]
+        factory = STRATEGIES[name]
     except KeyError:
         known = ", ".join(STRATEGIES)
         raise ConfigError(f"unknown strategy {name!r}; known strategies: {known}") from None
+    return factory(state)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,11 +98,14 @@ def run_case(
     chat_template: str | None = None,
     max_tokens: int = 256,
     max_calls: int = MAX_CALLS,
+    state: DecodeState | None = None,
 ) -> CaseOutcome:
     """Render and prefill the prompt on an empty KV cache, then let ``strategy`` write the
     reply's calls (``max_tokens`` each, at most ``max_calls``): after each call the model's own
-    greedy choice says whether another follows, the same for every strategy."""
-    chosen = get_strategy(strategy) if isinstance(strategy, str) else strategy
+    greedy choice says whether another follows, the same for every strategy. A strategy named
+    is made for ``state`` (the model's decode state; ``None``: a new one, so nothing is learned
+    across cases)."""
+    chosen = get_strategy(strategy, state) if isinstance(strategy, str) else strategy
     engine.clear()
     offered = [tool_to_openai(t.name, t.description, t.parameters) for t in tools]
     segments = fmt.render_prompt(messages, offered, chat_template=chat_template)

@@ -33,18 +33,21 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from weavehost.decode.calibration import decode_state
 from weavehost.engine import Engine, EngineStats
 from weavehost.errors import FormatError
 from weavehost.formats.base import ModelFormat, ToolCall
 
 if TYPE_CHECKING:
     from weavehost.decode.drafts import DraftSource
+    from weavehost.decode.state import DecodeState
 
 __all__ = [
     "CallAttempt",
     "CallRequest",
     "CallResult",
     "DecodeStrategy",
+    "StatefulStrategy",
     "ToolSchema",
     "read_calls",
 ]
@@ -209,9 +212,15 @@ class CallAttempt:
 
 
 class DecodeStrategy(Protocol):
-    """``serial``, ``constrained``, ``jump_forward``, ``weave``: one call per :meth:`run`."""
+    """``serial``, ``constrained``, ``jump_forward``, ``weave``: one call per :meth:`run`,
+    each made for one model's :class:`~weavehost.decode.state.DecodeState`."""
 
     name: str
+
+    def state_for(self, engine: Engine) -> DecodeState:
+        """The decode state of the model ``engine`` runs (what this strategy and the reply
+        driver learn and cache about it)."""
+        ...
 
     def prepare(self, engine: Engine) -> None:
         """Builds now what this strategy's calls on ``engine`` read and build only once per
@@ -220,6 +229,27 @@ class DecodeStrategy(Protocol):
         ...
 
     def run(self, request: CallRequest) -> CallResult: ...
+
+
+class StatefulStrategy:
+    """What every strategy shares: the :class:`~weavehost.decode.state.DecodeState` of the
+    model it writes for. Given by whoever opened the model
+    (:func:`~weavehost.decode.calibration.open_calibrated`); a strategy made without one makes
+    its own for the first engine it serves (the stored calibration's plans for that model),
+    so two strategies made alone never share what they learn."""
+
+    def __init__(self, state: DecodeState | None = None) -> None:
+        self._state = state
+
+    def state_for(self, engine: Engine) -> DecodeState:
+        if self._state is None:
+            self._state = decode_state(engine)
+        return self._state.serve(engine)
+
+    def prepare(self, engine: Engine) -> None:
+        """Builds now what this strategy's calls read and build only once per model (the
+        constraint factory), so the first call does not pay it."""
+        self.state_for(engine).constraints(engine)
 
 
 def read_calls(

@@ -1,22 +1,57 @@
-"""Call text as tokens: how a call the host assembled is written into the KV cache.
+"""Call text as tokens: how a call's text is written into the KV cache, and how the model
+spells the text a format fixes.
 
-Stage: decoding (shared by the strategies and the reply driver). Two rules, both about where
-llama.cpp's tokenizer would otherwise put a token the model never writes:
+Stage: decoding (shared by the strategies and the reply driver). Every rule about where
+llama.cpp's tokenizer would put a token the model never writes lives here, once:
 
-- :func:`tokenize_call_text`: a format's special tokens (Qwen's ``<tool_call>``) are parsed only
-  inside the call's fixed parts; values are plain text, and the text is tokenized in runs as
-  long as possible, so no artificial boundary falls between a key and its value.
-- :func:`plain_tokens`: text written in ordinary tokens only, never an added token, where the
-  model spells a closer itself.
+- **The added-token rule.** llama.cpp matches a user-defined added token (Qwen's
+  ``<tool_call>``, ``</tool_call>``) wherever its text occurs, special parsing or not, and the
+  model never writes that token itself: after the BFCL prompt Qwen2.5-Coder-0.5B gives it a
+  logit of -3.4 against 17.0 for ``<``, and after the added token it ends the reply where after
+  its own spelling (``<`` ``tool`` ``_call`` ``>``) it goes on. So fixed call text is either
+  parsed with the model's special tokens where the format renders them
+  (:func:`tokenize_call_text`, a call assembled by ``weave``), or written in ordinary tokens
+  only (:func:`plain_tokens`), or spelled by the model itself, greedily among the tokens that
+  spell on (:func:`spells_on`): an opener a free call begins with (:func:`spell_opener`,
+  ``serial``) and a closer the reply driver writes again before it decides whether another call
+  follows (:func:`respell_closer`).
+- :func:`tokenize_call_text`: a format's special tokens are parsed only inside the call's fixed
+  parts; values are plain text, and the text is tokenized in runs as long as possible, so no
+  artificial boundary falls between a key and its value.
+
+What the model's spellings cost to find is kept in its
+:class:`~weavehost.decode.state.DecodeState` (an opener's table of the tokens that spell on at
+each offset, a closer's last spelling).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from weavehost.engine import Engine
+import numpy as np
 
-__all__ = ["plain_tokens", "tokenize_call_text"]
+from weavehost.engine import Engine, Row
+
+if TYPE_CHECKING:
+    from weavehost.decode.state import DecodeState
+
+__all__ = [
+    "SPELL_TOP_K",
+    "Respelled",
+    "opener_tables",
+    "plain_tokens",
+    "respell_closer",
+    "spell_opener",
+    "spells_on",
+    "tokenize_call_text",
+]
+
+# A spelling's choice scans the vocabulary from the best logit down; past this many it sorts
+# it all.
+SPELL_TOP_K = 64
 
 
 def tokenize_call_text(engine: Engine, parts: Sequence[tuple[str, bool]]) -> list[int]:
@@ -49,10 +84,9 @@ def tokenize_call_text(engine: Engine, parts: Sequence[tuple[str, bool]]) -> lis
 
 
 def plain_tokens(engine: Engine, text: str) -> list[int]:
-    """``text`` in ordinary tokens, never an added token: llama.cpp matches a user-defined added
-    token (Qwen's ``<tool_call>``) wherever its text occurs, special parsing or not, so the text
-    is cut before the last character of each such occurrence and each part tokenized alone (at
-    a ``>``, where the tokenizer's pre-split cuts anyway)."""
+    """``text`` in ordinary tokens, never an added token (the added-token rule of the module
+    docstring): the text is cut before the last character of each such occurrence and each
+    part tokenized alone (at a ``>``, where the tokenizer's pre-split cuts anyway)."""
     cuts = {0, len(text)}
     for special in engine.special_texts:
         at = text.find(special)
@@ -65,3 +99,172 @@ def plain_tokens(engine: Engine, text: str) -> list[int]:
         for start, end in zip(bounds, bounds[1:], strict=False)
         for token in engine.tokenize(text[start:end])
     ]
+
+
+def _opener_table(state: DecodeState, engine: Engine, opener: bytes) -> list[np.ndarray]:
+    """For each offset ``i`` of ``opener``, the tokens that spell on from there: their bytes
+    are a prefix of ``opener[i:]`` or begin with it. End-of-generation tokens and tokens
+    without bytes spell nothing. Built once per engine and opener (one vocabulary scan, about
+    0.3 s for Qwen's 152k tokens), kept in the model's ``state``."""
+    found = state.opener_spellings.get(opener)
+    if found is not None:
+        return found
+    candidates: list[list[int]] = [[] for _ in opener]
+    firsts = set(opener)
+    for token in range(engine.n_vocab):
+        piece = engine.token_bytes(token)
+        if not piece or piece[0] not in firsts or engine.is_end_of_generation(token):
+            continue
+        for i in range(len(opener)):
+            rest = opener[i:]
+            if rest.startswith(piece) or piece.startswith(rest):
+                candidates[i].append(token)
+    found = [np.array(c, dtype=np.int64) for c in candidates]
+    state.opener_spellings[opener] = found
+    return found
+
+
+def opener_tables(
+    state: DecodeState, engine: Engine, openers: Sequence[bytes]
+) -> dict[bytes, list[np.ndarray]]:
+    """The spelling tables of ``openers`` (see :func:`spell_opener`), built once per model."""
+    return {opener: _opener_table(state, engine, opener) for opener in openers if opener}
+
+
+def spell_opener(
+    engine: Engine, tables: Mapping[bytes, list[np.ndarray]]
+) -> tuple[list[int], bytes]:
+    """Write one of the openers of ``tables`` (:func:`opener_tables`) on sequence 0, the model
+    choosing greedily from sequence 0's next-token logits among the tokens that spell any
+    opener still possible; return the tokens and their bytes (a whole opener, and what the
+    last token wrote past it)."""
+    tokens: list[int] = []
+    text = b""
+    if not tables:
+        return tokens, text
+    logits = engine.last_logits(0)
+    while not any(text.startswith(opener) for opener in tables):
+        live = [opener for opener in tables if opener.startswith(text)]
+        allowed = np.unique(np.concatenate([tables[opener][len(text)] for opener in live]))
+        if not allowed.size:  # no token spells on (a vocabulary without bytes for it)
+            rest = engine.tokenize(live[0][len(text) :].decode(errors="replace"), special=True)
+            engine.prefill(0, rest)
+            return tokens + rest, text + b"".join(engine.token_bytes(t) for t in rest)
+        token = int(allowed[int(np.argmax(logits[allowed]))])
+        tokens.append(token)
+        text += engine.token_bytes(token)
+        logits = engine.decode_one(0, token)
+    return tokens, text
+
+
+@dataclass(frozen=True, slots=True)
+class Respelled:
+    """A call's closer written again in the model's tokens: how many of the strategy's tokens
+    it replaced at the end of sequence 0, the tokens now there, and what the last of them wrote
+    past the closer."""
+
+    replaced: int
+    tokens: list[int]
+    past: bytes
+
+
+def respell_closer(
+    state: DecodeState, engine: Engine, closer: str, call: list[int]
+) -> Respelled | None:
+    """The call's closer (the last tokens of ``call``, on sequence 0) written again in the
+    model's own tokens, so that the decision after the call reads the closer as the model
+    writes it. A strategy writes ``</tool_call>`` as llama.cpp tokenizes it, Qwen's added
+    token, which Qwen2.5-Coder-0.5B never writes itself: after that token it ends the reply;
+    after ``<`` ``/`` ``to`` ``ol`` ``_`` ``call`` ``>``, its own greedy spelling, it goes on
+    with another call (``docs/agent.md``; after the tokenizer's plain ``</`` ``tool`` ``_call``
+    ``>`` it ends too). The text is unchanged and the model's tokens stay (the conversation's
+    next prefill re-reads the closer where a chat template renders the added token).
+    ``None``: the call does not end with the closer (nothing done)."""
+    target = closer.encode("utf-8")
+    held, cut = b"", len(call)
+    while cut > 1 and len(held) < len(target):
+        cut -= 1
+        held = engine.token_bytes(call[cut]) + held
+    if not target or not held.endswith(target):
+        return None
+    engine.drop(0, engine.seq_len(0) - (len(call) - cut) - 1)
+    tokens, text = _spell(engine, held, call[cut - 1], state.closer_spellings.get(held) or [])
+    state.closer_spellings[held] = tokens
+    return Respelled(len(call) - cut, tokens, text[len(held) :])
+
+
+def _spell(engine: Engine, target: bytes, first: int, guess: list[int]) -> tuple[list[int], bytes]:
+    """``target`` written on sequence 0 after ``first`` (read again here) in the model's own
+    tokens: each the greedy choice among the tokens that spell on (a prefix of what is left, or
+    all of it and more), and the text they write. ``guess`` is drafted and verified: each
+    drafted token is kept only if it is that greedy choice, so the result is the same with any
+    guess, in fewer passes with a good one. Sequence 0 ends with the spelling, its last token
+    read with logits."""
+    tokens: list[int] = []
+    text = b""
+    pending = [first]
+    while pending:
+        draft = _spelling_draft(engine, target, text, tokens, guess)
+        rows = [Row(t, (0,), logits=i == len(pending) - 1) for i, t in enumerate(pending)]
+        rows += [Row(t, (0,), logits=True) for t in draft]
+        start = engine.seq_len(0)
+        outs = engine.run_pass(rows)
+        pending, kept = [], 0
+        for index, logits in enumerate(outs):
+            rest = target[len(text) :]
+            if not rest:
+                break
+            choice = _best(logits, functools.partial(spells_on, engine, rest))
+            if choice is None:  # no token spells on: the tokenizer's own tokens for the rest
+                engine.drop(0, start + len(rows) - len(draft) + kept, next_logits=logits)
+                rest_tokens = plain_tokens(engine, rest.decode("utf-8", errors="replace"))
+                engine.prefill(0, rest_tokens)
+                return tokens + rest_tokens, text + rest
+            tokens.append(choice)
+            text += engine.token_bytes(choice)
+            if index < len(draft) and choice == draft[index]:
+                kept += 1
+                continue
+            pending = [choice]
+            break
+        if kept < len(draft):
+            engine.drop(0, start + len(rows) - len(draft) + kept, next_logits=outs[kept])
+    return tokens, text
+
+
+def _spelling_draft(
+    engine: Engine, target: bytes, text: bytes, tokens: list[int], guess: list[int]
+) -> list[int]:
+    """What to draft while spelling ``target`` (``text`` spelled so far, in ``tokens``, the
+    last of them pending): the rest of the last spelling while this one follows it, else the
+    tokenizer's own tokens for the rest (a spelling that splits differently, ``_call`` where
+    the last had ``_`` ``call``, then still ends in one more pass)."""
+    rest = target[len(text) :]
+    if not rest:
+        return []
+    if guess[: len(tokens)] == tokens and len(guess) > len(tokens):
+        return guess[len(tokens) :]
+    try:
+        return plain_tokens(engine, rest.decode("utf-8"))
+    except UnicodeDecodeError:  # the rest begins inside a character the last token began
+        return []
+
+
+def spells_on(engine: Engine, rest: bytes, token: int) -> bool:
+    """Whether ``token`` spells on where ``rest`` is left to write: its bytes are a prefix of
+    ``rest`` or begin with it (an end-of-generation token, or one without bytes, never)."""
+    piece = engine.token_bytes(token)
+    if not piece or engine.is_end_of_generation(token):
+        return False
+    return rest.startswith(piece) or piece.startswith(rest)
+
+
+def _best(logits: np.ndarray, allowed: Callable[[int], bool]) -> int | None:
+    """The allowed token with the highest logit: the :data:`SPELL_TOP_K` best first, then
+    all."""
+    order = np.argpartition(-logits, SPELL_TOP_K)[:SPELL_TOP_K]
+    for pool in (order[np.argsort(-logits[order])], np.argsort(-logits)):
+        for token in pool:
+            if allowed(int(token)):
+                return int(token)
+    return None

@@ -7,9 +7,9 @@ a hand-written matcher. Grammars come from :mod:`weavehost.decode.grammar`.
 
 Guarantees:
 
-- :func:`constraints_for` builds one :class:`ConstraintFactory` per engine (reading the
-  vocabulary takes ~0.3 s); compiled grammars are cached and each :meth:`ConstraintFactory.new`
-  is a fresh copy.
+- One :class:`ConstraintFactory` per opened model (reading the vocabulary takes ~0.3 s), kept
+  in its :class:`~weavehost.decode.state.DecodeState`; compiled grammars are cached (at most
+  :data:`COMPILED_CAP`) and each :meth:`ConstraintFactory.new` is a fresh copy.
 - llguidance tokenizes through llama.cpp's own function, reached only through the engine
   (:meth:`~weavehost.engine.Engine.native_tokenizer`).
 - A grammar llguidance refuses, or one over :data:`~weavehost.decode.grammar.MAX_GRAMMAR_BYTES`,
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import time
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -43,9 +42,11 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "Constraint",
     "ConstraintFactory",
-    "constraints_for",
     "only_allowed",
 ]
+
+# Compiled grammars a factory keeps (the call grammar of each tool set, each value's).
+COMPILED_CAP = 512
 
 
 @dataclass(slots=True)
@@ -171,7 +172,7 @@ class ConstraintFactory:
         self.n_vocab = engine.n_vocab
         self.specials = engine.special_texts
         self._tokenizer = _lltokenizer(engine)
-        self._compiled = lru_cache(maxsize=512)(self._compile)
+        self._compiled = lru_cache(maxsize=COMPILED_CAP)(self._compile)
 
     def grammars(self, fmt: ModelFormat) -> GrammarBuilder:
         return GrammarBuilder(fmt, self.specials)
@@ -200,14 +201,3 @@ class ConstraintFactory:
     def new(self, lark: str) -> Constraint:
         """A fresh matcher at the start of ``lark`` (a copy of the cached compiled one)."""
         return Constraint(self._compiled(lark).deep_copy(), self.n_vocab)
-
-
-_FACTORIES: weakref.WeakKeyDictionary[Engine, ConstraintFactory] = weakref.WeakKeyDictionary()
-
-
-def constraints_for(engine: Engine) -> ConstraintFactory:
-    """The constraint factory of ``engine`` (built once: reading the vocabulary takes ~0.3 s)."""
-    factory = _FACTORIES.get(engine)
-    if factory is None:
-        factory = _FACTORIES[engine] = ConstraintFactory(engine)
-    return factory

@@ -14,7 +14,7 @@ A schema that cannot be constrained (llguidance refuses it, or its grammar passe
 validated against the schema before it is returned (:mod:`weavehost.decode.fallback`).
 
 :func:`guided_decode` is the plain loop both run. ``weave`` runs the same constraint through
-:func:`~weavehost.decode.verify.verified_decode`, which verifies forced runs instead of trusting
+:class:`~weavehost.decode.verify.Verifier`, which verifies forced runs instead of trusting
 their canonical tokens.
 """
 
@@ -25,10 +25,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from weavehost.decode.base import CallAttempt, CallRequest, CallResult, read_calls
-from weavehost.decode.constraint import Constraint, constraints_for
+from weavehost.decode.base import (
+    CallAttempt,
+    CallRequest,
+    CallResult,
+    StatefulStrategy,
+    read_calls,
+)
+from weavehost.decode.constraint import Constraint
 from weavehost.decode.fallback import invalid_reason, loosened
-from weavehost.decode.padding import DecodePlan, Shape, load_plan, run_shaped
+from weavehost.decode.padding import DecodePlan, Shape, run_shaped
+from weavehost.decode.state import DecodeState
 from weavehost.engine import Engine, Row
 from weavehost.errors import ConstraintError
 
@@ -126,23 +133,23 @@ def _text(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-class _WholeCallStrategy:
+class _WholeCallStrategy(StatefulStrategy):
     name = ""
     jump_forward = False
 
-    def __init__(self, plan: DecodePlan | None = None) -> None:
+    def __init__(self, state: DecodeState | None = None, plan: DecodePlan | None = None) -> None:
+        super().__init__(state)
         self._plan = plan
 
     def with_plan(self, plan: DecodePlan) -> _WholeCallStrategy:
-        """The same strategy with a fixed decode plan (``bench --cost-model``)."""
-        return type(self)(plan)
-
-    def prepare(self, engine: Engine) -> None:
-        constraints_for(engine)
+        """The same strategy on the same state with a fixed decode plan (``bench
+        --cost-model``)."""
+        return type(self)(self._state, plan)
 
     def run(self, request: CallRequest) -> CallResult:
         engine, fmt = request.engine, request.format
-        factory = constraints_for(engine)  # built once per engine, not part of a call's cost
+        state = self.state_for(engine)
+        factory = state.constraints(engine)  # built once per model, not part of a call's cost
         attempt = CallAttempt.start(self.name, engine)
         grammars = factory.grammars(fmt)
         loose = False
@@ -168,10 +175,10 @@ class _WholeCallStrategy:
                     exc,
                     loose_exc,
                 )
-                return _free_then_validated(attempt, request)
+                return _free_then_validated(state, attempt, request)
         shape = None
         if self.jump_forward:
-            shape = (self._plan if self._plan is not None else load_plan(engine)).shape_for
+            shape = (self._plan if self._plan is not None else state.plan(engine)).shape_for
         outcome = guided_decode(
             engine,
             constraint,
@@ -199,12 +206,14 @@ class _WholeCallStrategy:
         )
 
 
-def _free_then_validated(attempt: CallAttempt, request: CallRequest) -> CallResult:
+def _free_then_validated(
+    state: DecodeState, attempt: CallAttempt, request: CallRequest
+) -> CallResult:
     """The call written freely (``serial`` from the opener), passed on only if it validates;
     otherwise sequence 0 goes back to the prompt."""
     from weavehost.decode.serial import SerialStrategy
 
-    free = SerialStrategy().run(replace(request, forced=True))
+    free = SerialStrategy(state).run(replace(request, forced=True))
     calls, tokens, error = free.calls, free.tokens, free.error
     if error is None:
         error = invalid_reason(calls, request.tools)

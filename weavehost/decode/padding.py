@@ -13,24 +13,20 @@ memoised as asked (``shape_for``). It decides three things:
   by side (then written back to sequence 0) beat decoding them one after another;
 - **drafts** (:meth:`DecodePlan.draft_rows`): how many draft rows to add to a pass.
 
-``weavehost calibrate`` stores the table it measured per model file and thread count under
-:func:`weavehost.paths.cache_dir` (:func:`plan_path`), and :func:`load_plan` reads it back for an
-engine. Without one, :data:`NO_PLAN` is the default: no padding, values drafted on sequence 0
-(parallel values off until a calibration says they pay), a modest draft budget.
+``weavehost calibrate`` stores the table it measured per model file and thread count, and a
+model's decode state reads it back (:mod:`weavehost.decode.calibration` owns both). Without
+one, :data:`NO_PLAN` is the default: no padding, values drafted on sequence 0 (parallel values
+off until a calibration says they pay), a modest draft budget.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
-from weavehost.engine.calibrate import Calibration, CostTable, table_from_record
+from weavehost.engine.calibrate import CostTable
 from weavehost.engine.passes import Row
-from weavehost.errors import ConfigError
-from weavehost.paths import cache_dir
 
 if TYPE_CHECKING:
     import numpy as np
@@ -38,7 +34,6 @@ if TYPE_CHECKING:
     from weavehost.engine import Engine
 
 __all__ = [
-    "CALIBRATION_VERSION",
     "DEFAULT_ACCEPT",
     "DRAFT_MARGIN",
     "MAX_DRAFT_ROWS",
@@ -49,10 +44,7 @@ __all__ = [
     "WRITE_BACK_EXTRA_TOKENS",
     "DecodePlan",
     "Shape",
-    "load_plan",
-    "plan_path",
     "run_shaped",
-    "save_plan",
 ]
 
 # What shapes a pass: (rows, rows asking for logits) -> (width, rows computing logits); a
@@ -82,17 +74,6 @@ NEUTRAL_DRAFT_ACCEPT = 0.5
 NEUTRAL_DRAFT_ROWS = 4
 # Answers precomputed by from_table: value counts and base row counts up to this.
 _PRECOMPUTED = 32
-# The stored calibration's format; an older file is refused with "run `weavehost calibrate`".
-CALIBRATION_VERSION = 2
-
-
-class _Costed(Protocol):
-    """What :func:`load_plan` and :func:`save_plan` need of an engine."""
-
-    @property
-    def path(self) -> Path: ...
-    @property
-    def n_threads(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,78 +319,3 @@ def _gains(accept: Sequence[float]) -> list[float]:
 # bench-200 cases; docs/benchmarks.md, run 6). `weavehost calibrate` turns them on where
 # they pay (on the paper's phone tables they do).
 NO_PLAN = DecodePlan({}, "none", parallel_without_table=False)
-
-
-# Plans read by load_plan (once per call of weave), by stored file and its mtime and size.
-_LOADED: dict[tuple[Path, int, int], DecodePlan] = {}
-
-
-def plan_path(model: Path, threads: int) -> Path:
-    """Where the calibration of ``model`` at ``threads`` threads is stored."""
-    stat = model.stat()
-    key = f"{model.stem}-{stat.st_size}-t{threads}"
-    return cache_dir() / "calibration" / f"{key}.json"
-
-
-def save_plan(engine: _Costed, calibration: Calibration, plan: DecodePlan) -> Path:
-    """Store ``calibration`` (a cost file plus how it was made and the padding) for ``engine``."""
-    path = plan_path(engine.path, engine.n_threads)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    record: dict[str, Any] = {
-        "calibration": CALIBRATION_VERSION,
-        "model": engine.path.name,
-        **calibration.record(),
-        "padding": {str(n): w for n, w in sorted(plan.widths.items())},
-    }
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=2) + "\n")
-    tmp.replace(path)
-    return path
-
-
-def calibrated_flash_attn(model: Path, threads: int) -> bool:
-    """Whether to open ``model`` at ``threads`` threads with flash attention: as the stored
-    calibration was measured (``weavehost calibrate`` times both and keeps the faster; its
-    table holds for that setting only, and one stored before it chose was measured with the
-    kernel on), on without one (the engine's default). An unreadable calibration is
-    :func:`load_plan`'s to report: on here."""
-    try:
-        record = json.loads(plan_path(model, threads).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return True
-    if not isinstance(record, dict):
-        return True
-    return record.get("flash_attn") is not False
-
-
-def load_plan(engine: _Costed) -> DecodePlan:
-    """The plan stored for this model and thread count, or :data:`NO_PLAN` if none was made.
-
-    A stored file that is damaged, or written by an older weavehost, is a :class:`ConfigError`
-    that says to run ``weavehost calibrate``.
-    """
-    path = plan_path(engine.path, engine.n_threads)
-    try:
-        stat = path.stat()
-    except FileNotFoundError:
-        return NO_PLAN
-    except OSError as exc:
-        raise ConfigError(
-            f"{path}: the stored calibration is unreadable ({exc}); run `weavehost calibrate`"
-        ) from exc
-    key = (path, stat.st_mtime_ns, stat.st_size)
-    cached = _LOADED.get(key)
-    if cached is not None:
-        return cached
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(record, dict) or record.get("calibration") != CALIBRATION_VERSION:
-            raise ConfigError(f"not a version {CALIBRATION_VERSION} calibration")
-        table = table_from_record(record, source=str(path))
-    except (OSError, ValueError, ConfigError) as exc:
-        raise ConfigError(
-            f"{path}: the stored calibration is unreadable ({exc}); run `weavehost calibrate`"
-        ) from exc
-    plan = DecodePlan.from_table(table, source=f"calibrated ({path})")
-    _LOADED[key] = plan
-    return plan

@@ -32,21 +32,18 @@ no-grammar baseline at its strongest, constrained in nothing the format does not
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Mapping, Sequence
-
-import numpy as np
-
-from weavehost.decode.base import CallAttempt, CallRequest, CallResult, read_calls
+from weavehost.decode.base import (
+    CallAttempt,
+    CallRequest,
+    CallResult,
+    StatefulStrategy,
+    read_calls,
+)
+from weavehost.decode.call_tokens import opener_tables, spell_opener
 from weavehost.engine import Engine
 from weavehost.formats.base import ModelFormat
 
-__all__ = ["SerialStrategy", "call_openings", "opener_tables", "spell_opener"]
-
-# Per engine and opener: the tokens that may come next at each byte offset of the opener.
-_SPELLINGS: weakref.WeakKeyDictionary[Engine, dict[bytes, list[np.ndarray]]] = (
-    weakref.WeakKeyDictionary()
-)
+__all__ = ["SerialStrategy", "call_openings"]
 
 
 def call_openings(fmt: ModelFormat) -> dict[bytes, bytes]:
@@ -59,60 +56,6 @@ def call_openings(fmt: ModelFormat) -> dict[bytes, bytes]:
     return openings
 
 
-def _spellings(engine: Engine, opener: bytes) -> list[np.ndarray]:
-    """For each offset ``i`` of ``opener``, the tokens that spell on from there: their bytes
-    are a prefix of ``opener[i:]`` or begin with it. End-of-generation tokens and tokens
-    without bytes spell nothing. Built once per engine and opener (one vocabulary scan, about
-    0.3 s for Qwen's 152k tokens)."""
-    by_opener = _SPELLINGS.setdefault(engine, {})
-    found = by_opener.get(opener)
-    if found is not None:
-        return found
-    candidates: list[list[int]] = [[] for _ in opener]
-    firsts = set(opener)
-    for token in range(engine.n_vocab):
-        piece = engine.token_bytes(token)
-        if not piece or piece[0] not in firsts or engine.is_end_of_generation(token):
-            continue
-        for i in range(len(opener)):
-            rest = opener[i:]
-            if rest.startswith(piece) or piece.startswith(rest):
-                candidates[i].append(token)
-    found = by_opener[opener] = [np.array(c, dtype=np.int64) for c in candidates]
-    return found
-
-
-def opener_tables(engine: Engine, openers: Sequence[bytes]) -> dict[bytes, list[np.ndarray]]:
-    """The spelling tables of ``openers`` (see :func:`spell_opener`), built once per engine."""
-    return {opener: _spellings(engine, opener) for opener in openers if opener}
-
-
-def spell_opener(
-    engine: Engine, tables: Mapping[bytes, list[np.ndarray]]
-) -> tuple[list[int], bytes]:
-    """Write one of the openers of ``tables`` (:func:`opener_tables`) on sequence 0, the model
-    choosing greedily from sequence 0's next-token logits among the tokens that spell any
-    opener still possible; return the tokens and their bytes (a whole opener, and what the
-    last token wrote past it)."""
-    tokens: list[int] = []
-    text = b""
-    if not tables:
-        return tokens, text
-    logits = engine.last_logits(0)
-    while not any(text.startswith(opener) for opener in tables):
-        live = [opener for opener in tables if opener.startswith(text)]
-        allowed = np.unique(np.concatenate([tables[opener][len(text)] for opener in live]))
-        if not allowed.size:  # no token spells on (a vocabulary without bytes for it)
-            rest = engine.tokenize(live[0][len(text) :].decode(errors="replace"), special=True)
-            engine.prefill(0, rest)
-            return tokens + rest, text + b"".join(engine.token_bytes(t) for t in rest)
-        token = int(allowed[int(np.argmax(logits[allowed]))])
-        tokens.append(token)
-        text += engine.token_bytes(token)
-        logits = engine.decode_one(0, token)
-    return tokens, text
-
-
 def _closed(text: bytes, openings: dict[bytes, bytes]) -> bool:
     """Whether ``text`` holds an opener and, after it, that opener's closer."""
     for opener, closer in openings.items():
@@ -122,7 +65,7 @@ def _closed(text: bytes, openings: dict[bytes, bytes]) -> bool:
     return False
 
 
-class SerialStrategy:
+class SerialStrategy(StatefulStrategy):
     name = "serial"
 
     def prepare(self, engine: Engine) -> None:
@@ -132,7 +75,9 @@ class SerialStrategy:
         engine, fmt = request.engine, request.format
         openings = call_openings(fmt)
         # Built before the attempt starts: reading the vocabulary is not a call's cost.
-        tables = opener_tables(engine, list(openings)) if request.forced else {}
+        tables = (
+            opener_tables(self.state_for(engine), engine, list(openings)) if request.forced else {}
+        )
         attempt = CallAttempt.start(self.name, engine)
         tokens: list[int] = []
         text = b""

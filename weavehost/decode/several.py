@@ -34,7 +34,6 @@ Guarantees:
 
 from __future__ import annotations
 
-import functools
 import time
 from collections import Counter
 from collections.abc import Callable, Collection
@@ -43,8 +42,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from weavehost.decode.base import CallRequest, CallResult, DecodeStrategy
-from weavehost.decode.call_tokens import plain_tokens, tokenize_call_text
-from weavehost.engine import Engine, EngineStats, Row
+from weavehost.decode.call_tokens import respell_closer, tokenize_call_text
+from weavehost.engine import Engine, EngineStats
 from weavehost.formats.base import ModelFormat, ToolCall, Trigger, call_format, call_parts
 from weavehost.formats.several import SeveralCalls, first_call_format
 
@@ -218,7 +217,9 @@ def write_calls(
         room = budget - (good[0] - start) - len(close)
         if several is None or not layered or index + 1 >= max_calls or room <= DECISION_TOKENS:
             break
-        respelled = _respell(engine, call_fmt.layout.closer, result.tokens)
+        respelled = respell_closer(
+            strategy.state_for(engine), engine, call_fmt.layout.closer, result.tokens
+        )
         after = b""
         if respelled is not None:  # the reply holds the closer as the model spells it
             del tokens[len(tokens) - respelled.replaced :]
@@ -342,120 +343,6 @@ def decide_more(
         logits = engine.decode_one(0, token)
     engine.drop(0, start)
     return Decision(False, [], steps)
-
-
-@dataclass(frozen=True, slots=True)
-class _Respelled:
-    """A call's closer written again in the model's tokens: how many of the strategy's tokens
-    it replaced at the end of sequence 0, the tokens now there, and what the last of them wrote
-    past the closer."""
-
-    replaced: int
-    tokens: list[int]
-    past: bytes
-
-
-def _respell(engine: Engine, closer: str, call: list[int]) -> _Respelled | None:
-    """The call's closer (the last tokens of ``call``, on sequence 0) written again in the
-    model's own tokens, so that the decision after the call reads the closer as the model
-    writes it. A strategy writes ``</tool_call>`` as llama.cpp tokenizes it, Qwen's added
-    token, which Qwen2.5-Coder-0.5B never writes itself: after that token it ends the reply;
-    after ``<`` ``/`` ``to`` ``ol`` ``_`` ``call`` ``>``, its own greedy spelling, it goes on
-    with another call (``docs/agent.md``; after the tokenizer's plain ``</`` ``tool`` ``_call``
-    ``>`` it ends too). The text is unchanged and the model's tokens stay (the conversation's
-    next prefill re-reads the closer where a chat template renders the added token).
-    ``None``: the call does not end with the closer (nothing done)."""
-    target = closer.encode("utf-8")
-    held, cut = b"", len(call)
-    while cut > 1 and len(held) < len(target):
-        cut -= 1
-        held = engine.token_bytes(call[cut]) + held
-    if not target or not held.endswith(target):
-        return None
-    engine.drop(0, engine.seq_len(0) - (len(call) - cut) - 1)
-    key = (str(getattr(engine, "path", "")), held)
-    tokens, text = _spell(engine, held, call[cut - 1], _SPELLINGS.get(key, []))
-    _SPELLINGS[key] = tokens
-    return _Respelled(len(call) - cut, tokens, text[len(held) :])
-
-
-# The model's last spelling of a closer (by model file and closer bytes): the draft the next
-# spelling is verified against, so it takes one pass instead of one per token.
-_SPELLINGS: dict[tuple[str, bytes], list[int]] = {}
-
-
-def _spell(engine: Engine, target: bytes, first: int, guess: list[int]) -> tuple[list[int], bytes]:
-    """``target`` written on sequence 0 after ``first`` (read again here) in the model's own
-    tokens: each the greedy choice among the tokens that spell on (a prefix of what is left, or
-    all of it and more), and the text they write. ``guess`` is drafted and verified: each
-    drafted token is kept only if it is that greedy choice, so the result is the same with any
-    guess, in fewer passes with a good one. Sequence 0 ends with the spelling, its last token
-    read with logits."""
-    tokens: list[int] = []
-    text = b""
-    pending = [first]
-    while pending:
-        draft = _spelling_draft(engine, target, text, tokens, guess)
-        rows = [Row(t, (0,), logits=i == len(pending) - 1) for i, t in enumerate(pending)]
-        rows += [Row(t, (0,), logits=True) for t in draft]
-        start = engine.seq_len(0)
-        outs = engine.run_pass(rows)
-        pending, kept = [], 0
-        for index, logits in enumerate(outs):
-            rest = target[len(text) :]
-            if not rest:
-                break
-            choice = _best(logits, functools.partial(_spells_on, engine, rest))
-            if choice is None:  # no token spells on: the tokenizer's own tokens for the rest
-                engine.drop(0, start + len(rows) - len(draft) + kept, next_logits=logits)
-                rest_tokens = plain_tokens(engine, rest.decode("utf-8", errors="replace"))
-                engine.prefill(0, rest_tokens)
-                return tokens + rest_tokens, text + rest
-            tokens.append(choice)
-            text += engine.token_bytes(choice)
-            if index < len(draft) and choice == draft[index]:
-                kept += 1
-                continue
-            pending = [choice]
-            break
-        if kept < len(draft):
-            engine.drop(0, start + len(rows) - len(draft) + kept, next_logits=outs[kept])
-    return tokens, text
-
-
-def _spelling_draft(
-    engine: Engine, target: bytes, text: bytes, tokens: list[int], guess: list[int]
-) -> list[int]:
-    """What to draft while spelling ``target`` (``text`` spelled so far, in ``tokens``, the
-    last of them pending): the rest of the last spelling while this one follows it, else the
-    tokenizer's own tokens for the rest (a spelling that splits differently, ``_call`` where
-    the last had ``_`` ``call``, then still ends in one more pass)."""
-    rest = target[len(text) :]
-    if not rest:
-        return []
-    if guess[: len(tokens)] == tokens and len(guess) > len(tokens):
-        return guess[len(tokens) :]
-    try:
-        return plain_tokens(engine, rest.decode("utf-8"))
-    except UnicodeDecodeError:  # the rest begins inside a character the last token began
-        return []
-
-
-def _spells_on(engine: Engine, rest: bytes, token: int) -> bool:
-    piece = engine.token_bytes(token)
-    if not piece or engine.is_end_of_generation(token):
-        return False
-    return rest.startswith(piece) or piece.startswith(rest)
-
-
-def _best(logits: np.ndarray, allowed: Callable[[int], bool]) -> int | None:
-    """The allowed token with the highest logit: the :data:`_TOP_K` best first, then all."""
-    order = np.argpartition(-logits, _TOP_K)[:_TOP_K]
-    for pool in (order[np.argsort(-logits[order])], np.argsort(-logits)):
-        for token in pool:
-            if allowed(int(token)):
-                return int(token)
-    return None
 
 
 def _reread(engine: Engine, length: int, token: int) -> None:

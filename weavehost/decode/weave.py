@@ -3,7 +3,7 @@
 Stage: decoding, in the paper's order (sections 4-5), with every token verified:
 
 1. **Selector** — the whole-call constraint on sequence 0, verified decoding
-   (:func:`~weavehost.decode.verify.verified_decode`: the grammar's forced runs are drafts
+   (:class:`~weavehost.decode.verify.Verifier`: the grammar's forced runs are drafts
    checked in the same pass), until exactly one offered tool's head is consistent with the
    text (no passes at all when one tool is offered).
 2. **Skeleton prefill** — one pass: the rest of the head and every required argument's key,
@@ -46,22 +46,22 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
-from weavehost.decode.base import CallAttempt, CallRequest, CallResult, ToolSchema
-from weavehost.decode.call_tokens import tokenize_call_text
-from weavehost.decode.constraint import Constraint, constraints_for
-from weavehost.decode.guided import JumpForwardStrategy
-from weavehost.decode.padding import DecodePlan, Shape, load_plan
-from weavehost.decode.values import ValueTask, decode_values, prefill_skeleton
-from weavehost.decode.verify import (
-    CLOSE,
-    END,
-    GRAMMAR,
-    Drafter,
-    DraftRows,
-    DraftText,
-    VerifiedOutcome,
-    verified_decode,
+from weavehost.decode.base import (
+    CallAttempt,
+    CallRequest,
+    CallResult,
+    StatefulStrategy,
+    ToolSchema,
 )
+from weavehost.decode.calibration import decode_state
+from weavehost.decode.call_tokens import tokenize_call_text
+from weavehost.decode.constraint import Constraint
+from weavehost.decode.guided import JumpForwardStrategy
+from weavehost.decode.padding import DecodePlan, Shape
+from weavehost.decode.proposals import Drafter, DraftRows, Drafts, DraftText, no_rows
+from weavehost.decode.state import DecodeState
+from weavehost.decode.values import ValueTask, decode_values, prefill_skeleton
+from weavehost.decode.verify import VerifiedOutcome, Verifier
 from weavehost.engine import Engine
 from weavehost.errors import ConstraintError, FormatError
 from weavehost.formats.base import ModelFormat, ToolCall
@@ -69,9 +69,6 @@ from weavehost.formats.base import ModelFormat, ToolCall
 __all__ = [
     "VALUE_TOKEN_CAP",
     "ABLATIONS",
-    "DEFAULT_PRIOR",
-    "DRAFT_PRIORS",
-    "DraftAcceptance",
     "WeaveCall",
     "WeaveOptions",
     "WeaveStrategy",
@@ -81,62 +78,6 @@ logger = logging.getLogger(__name__)
 
 # The most tokens one value may take in parallel before it is decoded serially instead.
 VALUE_TOKEN_CAP = 96
-# The acceptance assumed for each kind of guessed token before any was seen (rate, and how
-# many reached tokens it weighs; see DraftAcceptance): measured on the first 40 BFCL
-# simple_python cases with Qwen2.5-Coder-0.5B Q4_0 and SmolLM2-135M (docs/decoder.md, "Guesses
-# and their rates"): the grammar's text 50/51 and 171/178, a value's start from the request
-# 83/92 and 187/210; a number's rest 18/18, held at 0.9 for so few. A string's rest, drafted to
-# the end of its name (drafts.py): 31/33 and 125/144 on the first 40 simple_python and 40
-# multiple cases and multiple_89. Each rate is the lower of the two models'. A loop's next turn
-# ("repeat"): 370 of 371 on the two calls of those cases that looped (Qwen), held at 0.95 (a
-# loop that ends costs one rejected token).
-DRAFT_PRIORS: dict[str, tuple[float, int]] = {
-    GRAMMAR: (0.96, 50),
-    # A value's closing text where the grammar allows one (117/143 Qwen, 190/258 SmolLM2, with
-    # the model's own split of Qwen's fused `}}\n` learned), and the next member's comma where
-    # optional arguments may follow (48/77, 46/116): 81 tuning cases, every guess sent.
-    END: (0.74, 50),
-    CLOSE: (0.40, 50),
-    # A string not begun guessed as the request's first name not yet written, per reached
-    # token: 50/66 (Qwen), 73/116 (SmolLM2).
-    "name": (0.63, 50),
-    "start": (0.89, 50),
-    "string": (0.87, 50),
-    "number": (0.90, 50),
-    "repeat": (0.95, 50),
-}
-# Of a kind with no prior (none today).
-DEFAULT_PRIOR = (0.5, 50)
-
-
-class DraftAcceptance:
-    """How often each kind of guessed token was accepted when a pass reached it, with a prior
-    per kind (:data:`DRAFT_PRIORS`) so a few calls do not swing it. The plan sizes each pass's
-    guesses from these rates (:meth:`DecodePlan.draft_length`)."""
-
-    def __init__(self, priors: dict[str, tuple[float, int]] | None = None) -> None:
-        self._priors = DRAFT_PRIORS if priors is None else priors
-        self._counts: dict[str, list[float]] = {}
-
-    def rate(self, kind: str) -> float:
-        reached, accepted = self._counts.get(kind) or self._prior(kind)
-        return accepted / reached
-
-    def reached(self, kind: str) -> int:
-        """Tokens of ``kind`` that passes reached (the prior not counted)."""
-        counts = self._counts.get(kind)
-        return 0 if counts is None else round(counts[0] - self._prior(kind)[0])
-
-    def add(self, by_kind: dict[str, tuple[int, int]]) -> None:
-        """Add a run's (reached, accepted) per kind."""
-        for kind, (reached, accepted) in by_kind.items():
-            counts = self._counts.setdefault(kind, self._prior(kind))
-            counts[0] += reached
-            counts[1] += accepted
-
-    def _prior(self, kind: str) -> list[float]:
-        rate, weight = self._priors.get(kind, DEFAULT_PRIOR)
-        return [float(weight), rate * weight]
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,38 +138,43 @@ ABLATIONS: dict[str, WeaveOptions] = {
 }
 
 
-class WeaveStrategy:
-    """``weave`` with its :class:`WeaveOptions` (all on by default) and, optionally, a fixed
-    decode plan (``None``: the engine's calibrated plan, read per call)."""
+class WeaveStrategy(StatefulStrategy):
+    """``weave`` with its :class:`WeaveOptions` (all on by default) for one model's
+    :class:`~weavehost.decode.state.DecodeState` (its acceptance rates, splits, constraint
+    factory and plan), and, optionally, a fixed decode plan (``None``: the state's plan for
+    the engine's thread count)."""
 
-    def __init__(self, plan: DecodePlan | None = None, options: WeaveOptions | None = None) -> None:
+    def __init__(
+        self,
+        state: DecodeState | None = None,
+        plan: DecodePlan | None = None,
+        options: WeaveOptions | None = None,
+    ) -> None:
+        super().__init__(state)
         self._plan = plan
         self.options = options if options is not None else WeaveOptions()
         self.name = self.options.name
-        self.acceptance = DraftAcceptance()
-        self._unpadded: dict[int, tuple[DecodePlan, DecodePlan]] = {}
+        self._unpadded: DecodePlan | None = None  # the fixed plan without padding, made once
 
     def with_plan(self, plan: DecodePlan) -> WeaveStrategy:
-        """The same variant with a fixed decode plan (``bench --cost-model``)."""
-        return WeaveStrategy(plan=plan, options=self.options)
-
-    def prepare(self, engine: Engine) -> None:
-        constraints_for(engine)
+        """The same variant on the same state with a fixed decode plan (``bench
+        --cost-model``)."""
+        return WeaveStrategy(self._state, plan=plan, options=self.options)
 
     def run(self, request: CallRequest) -> CallResult:
-        plan = self._plan if self._plan is not None else load_plan(request.engine)
-        if not self.options.padding:
-            plan = self._without_padding(plan)
-        call = WeaveCall(request, plan=plan, acceptance=self.acceptance, options=self.options)
-        return call.run()
+        state = self.state_for(request.engine)
+        plan = self._plan_for(state, request.engine)
+        return WeaveCall(request, state=state, plan=plan, options=self.options).run()
 
-    def _without_padding(self, plan: DecodePlan) -> DecodePlan:
-        """``plan`` with no padding, made once per plan."""
-        cached = self._unpadded.get(id(plan))
-        if cached is None or cached[0] is not plan:
-            cached = (plan, plan.without_padding())
-            self._unpadded[id(plan)] = cached
-        return cached[1]
+    def _plan_for(self, state: DecodeState, engine: Engine) -> DecodePlan:
+        padding = self.options.padding
+        if self._plan is None:
+            return state.plan(engine, padding=padding)
+        if padding:
+            return self._plan
+        if self._unpadded is None:
+            self._unpadded = self._plan.without_padding()
+        return self._unpadded
 
 
 class WeaveCall:
@@ -244,17 +190,19 @@ class WeaveCall:
         self,
         request: CallRequest,
         *,
+        state: DecodeState | None = None,
         plan: DecodePlan | None = None,
-        acceptance: DraftAcceptance | None = None,
         options: WeaveOptions | None = None,
     ) -> None:
         self.request = request
         self.options = options if options is not None else WeaveOptions()
-        self.acceptance = acceptance if acceptance is not None else DraftAcceptance()
         self.engine, self.fmt = request.engine, request.format
-        # ``None``: the engine's calibrated plan (or the neutral one).
-        self.plan = plan if plan is not None else load_plan(self.engine)
-        self.factory = constraints_for(self.engine)  # once per engine, not a call's cost
+        # ``None``: a state of its own, as a strategy without one makes.
+        self.state = (state if state is not None else decode_state(self.engine)).serve(self.engine)
+        self.acceptance = self.state.acceptance(self.options.name)
+        # ``None``: the state's plan (the engine's calibrated plan, or the neutral one).
+        self.plan = plan if plan is not None else self.state.plan(self.engine)
+        self.factory = self.state.constraints(self.engine)  # once per model, not a call's cost
         self.attempt = CallAttempt.start(self.options.name, self.engine)
         self.grammars = self.factory.grammars(self.fmt)
         # Set by select: the tool, its head, the part of the head sequence 0 holds, and the
@@ -304,6 +252,7 @@ class WeaveCall:
         except ConstraintError as exc:
             return self.fall_back(str(exc))
         selected = _select(
+            self.state,
             self.engine,
             self.fmt,
             self.request,
@@ -425,17 +374,16 @@ class WeaveCall:
             if not self._tool().optional:
                 parts.append((fmt.layout.tail, True))
             draft = tokenize_call_text(engine, parts)
-        outcome = verified_decode(
+        verifier = Verifier(
             engine,
             whole,
-            pending=pending,
-            draft=draft,
-            drafter=self._drafter(),
-            draft_rows=self._draft_rows,
-            max_tokens=max(1, self.request.max_tokens - len(self.head_tokens)),
-            watch=self._watch if self._watches() else None,
-            forced=self.options.forced,
+            self.state,
             shape=self.plan.shape_for,
+            watch=self._watch if self._watches() else None,
+        )
+        drafts = Drafts(draft, self._drafter(), self._draft_rows, self.options.forced)
+        outcome = verifier.run(
+            max(1, self.request.max_tokens - len(self.head_tokens)), pending=pending, drafts=drafts
         )
         self.verified = outcome
         self.acceptance.add(outcome.by_kind)
@@ -475,7 +423,7 @@ class WeaveCall:
         counts what weave spent before."""
         logger.info("weave falls back to jump_forward: %s", reason)
         self.attempt.roll_back()
-        fallback = JumpForwardStrategy().run(self.request)
+        fallback = JumpForwardStrategy(self.state).run(self.request)
         self.attempt.phases["fallback"] = fallback.final_latency_s
         return self.attempt.finish(
             calls=fallback.calls, text=fallback.text, tokens=fallback.tokens, error=fallback.error
@@ -555,6 +503,7 @@ class WeaveCall:
 
 
 def _select(
+    state: DecodeState,
     engine: Engine,
     fmt: ModelFormat,
     request: CallRequest,
@@ -587,17 +536,9 @@ def _select(
             return len(names) <= 1
         return len(text) >= len(heads[names[0]])
 
-    outcome = verified_decode(
-        engine,
-        whole,
-        max_tokens=request.max_tokens,
-        drafter=drafter,
-        draft_rows=draft_rows or (lambda _base, _kinds: 0),
-        stop=settled,
-        forced=forced,
-        read_last=False,
-        shape=shape,
-    )
+    verifier = Verifier(engine, whole, state, shape=shape, stop=settled, read_last=False)
+    drafts = Drafts(drafter=drafter, rows=draft_rows or no_rows, forced=forced)
+    outcome = verifier.run(request.max_tokens, drafts=drafts)
     text = outcome.text
     names = consistent(text)
     if len(names) != 1:  # the call fails; its attempt takes sequence 0 back to the prompt

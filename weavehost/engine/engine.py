@@ -165,7 +165,7 @@ class Engine:
         ``flash_attn``: llama.cpp's flash-attention kernel, on unless asked (what llama.cpp
         chooses for the CPU). Which is faster depends on the CPU (``docs/engine.md``, "Flash
         attention"): ``weavehost calibrate`` times both, and the openers above the engine open
-        the model as it was calibrated (``decode.padding.calibrated_flash_attn``)."""
+        the model as it was calibrated (``decode.calibration.open_calibrated``)."""
         threads = n_threads or default_threads()
         abort = threading.Event()
         with open_native(

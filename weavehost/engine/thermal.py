@@ -1,7 +1,9 @@
 """Threads and pacing for phones: performance cores, and backing off when the device is hot.
 
-Stage: agent (how hard the model may run). Pure functions decide; readers only read files and
-return ``None`` where nothing is readable, so on a desktop nothing changes.
+Stage: engine (how hard the model may run on this device; the agent's session applies it
+between steps through :meth:`~weavehost.engine.Engine.set_threads`). Pure functions decide;
+readers only read files and return ``None`` where nothing is readable, so on a desktop nothing
+changes.
 
 The back-off table follows seed 003 (on-device agent loops on Android)::
 

@@ -1,0 +1,85 @@
+"""One decode state per opened model: what the decoder learns on one model stays with it.
+
+Two engines are opened on the real embedded SmolLM2 in one process, each as the host opens a
+model (:func:`~weavehost.decode.calibration.open_calibrated`, with its own
+:class:`~weavehost.decode.state.DecodeState`); what ``weave`` learns writing a call on one
+(acceptance rates, the model's token splits, its constraint factory) is not seen by the other.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.schemas import FORECAST
+from weavehost.decode import DecodeState, get_strategy, run_case
+from weavehost.decode.calibration import open_calibrated
+from weavehost.decode.proposals import learn_split, model_split
+from weavehost.decode.state import Bounded
+from weavehost.errors import ConfigError
+from weavehost.formats import FORMATS
+
+SMOLLM2 = FORMATS["smollm2"]
+PARIS = [{"role": "user", "content": "What's the weather in Paris for the next 3 days?"}]
+KINDS = ("grammar", "end", "close", "name", "start", "string", "number", "repeat")
+
+
+def test_what_one_opened_model_learns_does_not_reach_another(embedded_model_path):
+    with (
+        open_calibrated(embedded_model_path, n_ctx=1024, n_threads=1) as first,
+        open_calibrated(embedded_model_path, n_ctx=1024, n_threads=1) as second,
+    ):
+        weave = get_strategy("weave", first.state)
+        outcome = run_case(first.engine, SMOLLM2, weave, PARIS, [FORECAST], max_calls=1)
+        assert outcome.result.calls
+        learned = first.state.acceptance("weave")
+        assert sum(learned.reached(kind) for kind in KINDS) > 0
+        # The other model's weave starts from the priors.
+        assert all(second.state.acceptance("weave").reached(kind) == 0 for kind in KINDS)
+
+        [paris] = first.engine.tokenize(" Paris")
+        [start] = first.engine.tokenize(" P")
+        learn_split(first.state, first.engine, paris, start)
+        assert model_split(first.state, first.engine, [paris])[0] == start
+        assert model_split(second.state, second.engine, [paris]) == [paris]
+
+        assert first.state.constraints(first.engine) is not second.state.constraints(
+            second.engine
+        )
+
+
+def test_a_strategy_made_for_one_model_refuses_another(embedded_model_path):
+    with (
+        open_calibrated(embedded_model_path, n_ctx=1024, n_threads=1) as first,
+        open_calibrated(embedded_model_path, n_ctx=512, n_threads=1) as other,
+    ):
+        weave = get_strategy("weave", first.state)
+        with pytest.raises(ConfigError, match="open each model with its own state"):
+            run_case(other.engine, SMOLLM2, weave, PARIS, [FORECAST], max_calls=1)
+
+
+def test_strategies_made_alone_learn_apart(fresh_engine):
+    one, two = get_strategy("weave"), get_strategy("weave")
+    run_case(fresh_engine, SMOLLM2, one, PARIS, [FORECAST], max_calls=1)
+    assert one.state_for(fresh_engine) is not two.state_for(fresh_engine)
+    learned = one.state_for(fresh_engine).acceptance("weave")
+    assert sum(learned.reached(kind) for kind in KINDS) > 0
+    assert all(two.state_for(fresh_engine).acceptance("weave").reached(k) == 0 for k in KINDS)
+
+
+def test_a_bounded_cache_drops_the_entry_used_least_recently():
+    cache: Bounded[str, int] = Bounded(2)
+    cache["a"], cache["b"] = 1, 2
+    assert cache.get("a") == 1  # "b" is now the least recently used
+    cache["c"] = 3
+    assert "b" not in cache and cache.get("a") == 1 and cache.get("c") == 3
+    assert len(cache) == 2
+    with pytest.raises(ValueError, match="at least one"):
+        Bounded(0)
+
+
+def test_a_state_without_a_plan_source_decodes_with_the_neutral_plan(fresh_engine):
+    from weavehost.decode.padding import NO_PLAN
+
+    state = DecodeState()
+    assert state.plan(fresh_engine) is NO_PLAN
+    assert state.plan(fresh_engine, padding=False) is state.plan(fresh_engine, padding=False)

@@ -1,0 +1,227 @@
+"""Calibration, whole: measuring a machine, storing what it measured, and opening a model as it
+was calibrated.
+
+Stage: setup (before decoding). The one owner of calibration; nothing else reads or writes a
+stored calibration or chooses the attention kernel:
+
+- **Measuring** (:func:`calibrate`, what ``weavehost calibrate`` runs): flash attention timed
+  on and off (the faster is kept), then the cost of a pass of each width with that kernel
+  (:mod:`weavehost.engine.calibrate`, the engine's measuring instruments), and the
+  :class:`~weavehost.decode.padding.DecodePlan` made from that table.
+- **Storing** it per model file and thread count under :func:`weavehost.paths.cache_dir`
+  (:func:`plan_path`, :func:`save_plan`) and reading it back (:func:`load_plan`,
+  :func:`calibrated_flash_attn`). Without one a model gets :data:`~weavehost.decode.padding.NO_PLAN`
+  and flash attention on (the engine's default).
+- **Opening** a model as calibrated (:func:`open_calibrated`): the engine with the kernel its
+  calibration was measured with, and its :class:`~weavehost.decode.state.DecodeState`, whose
+  plan is the stored one. The host, the bench runner (and through it the stock peers, opened
+  with the engine's kernel) and so a server's sampling request all open models here.
+
+Invariant: a plan is used only with the kernel it was measured with. An engine's kernel is
+fixed when it opens; a thermal back-off that changes its thread count
+(:meth:`~weavehost.engine.Engine.set_threads`) reads that thread count's stored plan only if it
+was measured with the same kernel, and decodes with :data:`~weavehost.decode.padding.NO_PLAN`
+otherwise (:func:`stored_plans`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from weavehost.decode.padding import NO_PLAN, DecodePlan
+from weavehost.decode.state import DecodeState, PlanSource
+from weavehost.engine import DEFAULT_N_CTX, DEFAULT_N_SEQ_MAX, Engine
+from weavehost.engine.calibrate import (
+    CALIBRATION_N_CTX,
+    AttentionProbe,
+    Calibration,
+    cpu_model,
+    measure_pass_costs,
+    probe_attention,
+    table_from_record,
+)
+from weavehost.errors import ConfigError
+from weavehost.paths import cache_dir
+
+__all__ = [
+    "CALIBRATION_VERSION",
+    "CalibrationRun",
+    "OpenedModel",
+    "calibrate",
+    "calibrated_flash_attn",
+    "decode_state",
+    "load_plan",
+    "open_calibrated",
+    "plan_path",
+    "save_plan",
+    "stored_plans",
+]
+
+logger = logging.getLogger(__name__)
+
+# The stored calibration's format; an older file is refused with "run `weavehost calibrate`".
+CALIBRATION_VERSION = 2
+
+
+def plan_path(model: Path, threads: int) -> Path:
+    """Where the calibration of ``model`` at ``threads`` threads is stored."""
+    stat = model.stat()
+    key = f"{model.stem}-{stat.st_size}-t{threads}"
+    return cache_dir() / "calibration" / f"{key}.json"
+
+
+def save_plan(model: Path, threads: int, calibration: Calibration, plan: DecodePlan) -> Path:
+    """Store ``calibration`` (a cost file plus how it was made and the padding) for ``model``
+    at ``threads`` threads."""
+    path = plan_path(model, threads)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record: dict[str, Any] = {
+        "calibration": CALIBRATION_VERSION,
+        "model": model.name,
+        **calibration.record(),
+        "padding": {str(n): w for n, w in sorted(plan.widths.items())},
+    }
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=2) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def _record_kernel(record: Any) -> bool:
+    """The kernel a stored record was measured with: one stored before ``calibrate`` chose
+    was measured with flash attention on."""
+    return not isinstance(record, dict) or record.get("flash_attn") is not False
+
+
+def calibrated_flash_attn(model: Path, threads: int) -> bool:
+    """Whether to open ``model`` at ``threads`` threads with flash attention: as the stored
+    calibration was measured (``weavehost calibrate`` times both and keeps the faster; its
+    table holds for that setting only), on without one (the engine's default). An unreadable
+    calibration is :func:`load_plan`'s to report: on here."""
+    try:
+        record = json.loads(plan_path(model, threads).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True
+    return _record_kernel(record)
+
+
+def load_plan(model: Path, threads: int, *, flash_attn: bool | None = None) -> DecodePlan:
+    """The plan stored for ``model`` at ``threads`` threads, or :data:`NO_PLAN` if none was
+    made, or (``flash_attn`` given) if it was measured with the other kernel.
+
+    A stored file that is damaged, or written by an older weavehost, is a :class:`ConfigError`
+    that says to run ``weavehost calibrate``.
+    """
+    path = plan_path(model, threads)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return NO_PLAN
+    except OSError as exc:
+        raise ConfigError(
+            f"{path}: the stored calibration is unreadable ({exc}); run `weavehost calibrate`"
+        ) from exc
+    try:
+        record = json.loads(text)
+        if not isinstance(record, dict) or record.get("calibration") != CALIBRATION_VERSION:
+            raise ConfigError(f"not a version {CALIBRATION_VERSION} calibration")
+        table = table_from_record(record, source=str(path))
+    except (ValueError, ConfigError) as exc:
+        raise ConfigError(
+            f"{path}: the stored calibration is unreadable ({exc}); run `weavehost calibrate`"
+        ) from exc
+    if flash_attn is not None and _record_kernel(record) != flash_attn:
+        logger.info(
+            "%s was measured with flash attention %s, the model runs with it %s: no plan",
+            path,
+            "on" if _record_kernel(record) else "off",
+            "on" if flash_attn else "off",
+        )
+        return NO_PLAN
+    return DecodePlan.from_table(table, source=f"calibrated ({path})")
+
+
+def stored_plans(model: Path, flash_attn: bool) -> PlanSource:
+    """The plan for each thread count of ``model`` opened with the ``flash_attn`` kernel: the
+    stored one when it was measured with that kernel, :data:`NO_PLAN` otherwise."""
+    return lambda threads: load_plan(model, threads, flash_attn=flash_attn)
+
+
+def decode_state(engine: Engine) -> DecodeState:
+    """A new decode state for ``engine``'s model, its plans the stored calibration's for the
+    kernel the engine was opened with."""
+    return DecodeState(engine.identity, plans=stored_plans(engine.path, engine.flash_attn))
+
+
+@dataclass(frozen=True, slots=True)
+class OpenedModel:
+    """An engine opened as calibrated, and the decode state that goes with it."""
+
+    engine: Engine
+    state: DecodeState
+
+
+@contextlib.contextmanager
+def open_calibrated(
+    model: Path,
+    *,
+    n_threads: int,
+    n_ctx: int = DEFAULT_N_CTX,
+    n_seq_max: int = DEFAULT_N_SEQ_MAX,
+) -> Iterator[OpenedModel]:
+    """Open ``model`` with the kernel its calibration at the thread count was measured with
+    (flash attention on without one), with its decode state; both end with the block. The
+    plan at the opening thread count is read now, so a damaged calibration fails here."""
+    flash_attn = calibrated_flash_attn(model, n_threads)
+    with Engine.open(
+        model, n_ctx=n_ctx, n_threads=n_threads, n_seq_max=n_seq_max, flash_attn=flash_attn
+    ) as engine:
+        state = decode_state(engine)
+        state.plan(engine)
+        yield OpenedModel(engine, state)
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationRun:
+    """What :func:`calibrate` measured and stored: the attention probe, the calibration (its
+    table), the plan made from it, the machine it describes and the file it went to."""
+
+    probe: AttentionProbe
+    calibration: Calibration
+    plan: DecodePlan
+    machine: str
+    path: Path
+
+
+def calibrate(
+    model: Path,
+    *,
+    threads: int | None,
+    rows: Sequence[int],
+    repeats: int,
+    cpu_flags: Sequence[str] = (),
+) -> CalibrationRun:
+    """Measure ``model`` on this machine and store its calibration: flash attention on or off,
+    whichever runs a turn faster here; then the cost of a pass of each of ``rows`` rows (the
+    median of ``repeats``) with that kernel, and the plan made from it."""
+    probe = probe_attention(model, n_threads=threads)
+    with Engine.open(
+        model,
+        n_ctx=CALIBRATION_N_CTX,
+        n_seq_max=DEFAULT_N_SEQ_MAX,
+        n_threads=threads,
+        flash_attn=probe.flash_attn,
+    ) as engine:
+        machine = f"{cpu_model()}, {engine.n_threads} threads ({', '.join(cpu_flags) or 'no AVX2'})"
+        calibration = measure_pass_costs(engine, rows=rows, repeats=repeats, machine=machine)
+        calibration = dataclasses.replace(calibration, attention=probe)
+        plan = DecodePlan.from_table(calibration.table, source="calibrated")
+        path = save_plan(engine.path, engine.n_threads, calibration, plan)
+    return CalibrationRun(probe, calibration, plan, machine, path)
