@@ -27,7 +27,7 @@ from weavehost.bench.runner import (
     known_strategies,
     parse_strategies,
 )
-from weavehost.decode import STRATEGIES
+from weavehost.decode import STRATEGIES, DecodeState
 from weavehost.decode.base import ToolSchema
 from weavehost.engine.calibrate import load_cost_table
 from weavehost.errors import BenchError, ConfigError, FormatError
@@ -440,7 +440,11 @@ def test_a_cost_model_gives_its_plan_to_every_decoder_whose_passes_it_shapes():
     from weavehost.bench.runner import _decoders
     from weavehost.engine.calibrate import load_cost_table
 
-    decoders = _decoders(load_cost_table(COSTS))
-    assert {"weave", "jump_forward"} <= set(decoders)
-    assert "constrained" not in decoders  # one row a pass: nothing to shape
-    assert all(d._plan.source == f"bench --cost-model {COSTS}" for d in decoders.values())
+    names = ("constrained", "jump_forward", "weave", "weave:no_drafts")
+    state = DecodeState()
+    decoders = _decoders(names, state, load_cost_table(COSTS))
+    assert list(decoders) == list(names)  # each made once for the run, on the model's state
+    assert all(d._state is state for d in decoders.values())
+    shaped = [decoders[name] for name in names[1:]]
+    assert all(d._plan.source == f"bench --cost-model {COSTS}" for d in shaped)
+    assert decoders["constrained"]._plan is None  # one row a pass: nothing to shape

@@ -151,8 +151,7 @@ def test_a_reply_never_takes_more_than_its_budget_where_the_decision_and_close_w
 def test_the_closer_is_spelled_in_the_models_own_tokens_in_one_pass_once_the_spelling_is_known(
     qwen_gguf,
 ):
-    from weavehost.decode.call_tokens import plain_tokens
-    from weavehost.decode.several import _spell
+    from weavehost.decode.call_tokens import _spell, plain_tokens
     from weavehost.engine import Engine
 
     closer = b"</tool_call>"

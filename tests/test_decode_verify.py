@@ -17,8 +17,16 @@ from weavehost.decode import CallRequest, DecodeState, ToolSchema, get_strategy
 from weavehost.decode.constraint import ConstraintFactory
 from weavehost.decode.drafts import DraftSource
 from weavehost.decode.padding import DecodePlan
-from weavehost.decode.proposals import learn_split, model_split
-from weavehost.decode.verify import END, GRAMMAR, Drafts, DraftText, Verifier, no_rows
+from weavehost.decode.proposals import (
+    END,
+    GRAMMAR,
+    Drafts,
+    DraftText,
+    learn_split,
+    model_split,
+    no_rows,
+)
+from weavehost.decode.verify import Verifier
 from weavehost.decode.weave import WeaveCall
 from weavehost.formats import FORMATS, ToolCall, tool_to_openai
 

@@ -295,7 +295,7 @@ def test_the_request_is_the_last_user_message() -> None:
 
 
 def test_forced_text_that_ends_inside_a_character_is_guessed_up_to_its_last_whole_one() -> None:
-    from weavehost.decode.verify import _whole_characters
+    from weavehost.decode.proposals import _whole_characters
 
     assert _whole_characters(' "é'.encode()) == ' "é'.encode()
     assert _whole_characters(' "é'.encode()[:-1]) == b' "'

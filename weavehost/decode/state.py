@@ -13,7 +13,7 @@ It holds:
 - the constraint factory (llguidance's view of the vocabulary, built once);
 - each strategy's acceptance rates of guessed tokens (:class:`DraftAcceptance`, by strategy);
 - the model's own splits of drafted tokens and the value closings as it tokenizes them
-  (:mod:`~weavehost.decode.verify`);
+  (:mod:`~weavehost.decode.proposals`);
 - how it spells a call's opener and closer (:mod:`~weavehost.decode.serial`,
   :mod:`~weavehost.decode.several`).
 
@@ -202,7 +202,7 @@ class DecodeState:
                 self.identity = engine.identity
         if engine.identity != self.identity:
             raise ConfigError(
-                f"this decode state belongs to {self.identity.model}, not to "
+                f"this decode state belongs to another opened model than the engine of "
                 f"{engine.identity.model}: open each model with its own state"
             )
         return self

@@ -56,39 +56,13 @@ import numpy as np
 
 from weavehost.decode.constraint import Constraint, only_allowed
 from weavehost.decode.padding import Shape, run_shaped
-from weavehost.decode.proposals import (
-    CHAIN_TOKENS,
-    CLOSE,
-    END,
-    GRAMMAR,
-    Drafter,
-    DraftRows,
-    Drafts,
-    DraftText,
-    learn_split,
-    no_rows,
-    propose,
-    split_where_allowed,
-)
+from weavehost.decode.proposals import Drafts, learn_split, propose, split_where_allowed
 from weavehost.engine import Engine, Row
 
 if TYPE_CHECKING:
     from weavehost.decode.state import DecodeState
 
-__all__ = [
-    "CHAIN_TOKENS",
-    "CLOSE",
-    "END",
-    "GRAMMAR",
-    "DraftMismatch",
-    "DraftRows",
-    "DraftText",
-    "Drafter",
-    "Drafts",
-    "VerifiedOutcome",
-    "Verifier",
-    "no_rows",
-]
+__all__ = ["DraftMismatch", "VerifiedOutcome", "Verifier"]
 
 
 @dataclass(frozen=True, slots=True)
