@@ -87,6 +87,20 @@ def test_the_peer_runs_the_attention_kernel_of_the_engine_it_is_compared_with(
         assert peer.flash_attn is flash_attn
 
 
+@pytest.mark.model
+def test_a_peer_opened_beside_a_calibrated_engine_takes_its_kernel_and_batch(
+    embedded_model_path: Path,
+):
+    from weavehost.engine import Engine
+
+    with (
+        Engine.open(embedded_model_path, n_ctx=512, n_threads=1, flash_attn=False) as engine,
+        LlamaCppPythonPeer.beside(engine, n_ctx=512) as peer,
+    ):
+        assert peer.flash_attn is False
+        assert peer.n_batch == engine.n_batch
+
+
 def test_kept_drafts_are_the_leading_drafts_equal_to_the_tokens_sampled_there():
     counted = _CountedCompletion(llama=None)
     # Pass 1: sampled 1, drafts 2 3 9 (2 and 3 kept); pass 2: sampled 4, draft 5 (kept); pass 3:

@@ -428,6 +428,26 @@ def test_a_thermal_thread_change_keeps_the_kernel_the_model_was_opened_with(
 
 
 @pytest.mark.model
+def test_the_calibrate_command_stores_what_the_next_opening_of_the_model_runs_with(
+    embedded_model_path, tmp_path, monkeypatch
+):
+    from click.testing import CliRunner
+
+    from weavehost.cli import main
+
+    monkeypatch.setenv("WEAVEHOST_CACHE", str(tmp_path))  # this model's plans, this test's alone
+    model = str(embedded_model_path)
+    args = ["calibrate", "--model", model, "--threads", "1", "--repeats", "1", "--max-rows", "2"]
+    result = CliRunner().invoke(main, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    stored = json.loads(result.output)
+    assert stored == json.loads(plan_path(embedded_model_path, 1).read_text())
+    with open_calibrated(embedded_model_path, n_ctx=512, n_threads=1) as opened:
+        assert opened.engine.flash_attn is stored["flash_attn"]
+        assert opened.state.plan(opened.engine).table is not None
+
+
+@pytest.mark.model
 def test_the_attention_probe_opens_the_real_model_with_each_kernel_and_times_both(
     embedded_model_path, monkeypatch
 ):

@@ -42,9 +42,7 @@ def test_what_one_opened_model_learns_does_not_reach_another(embedded_model_path
         assert model_split(first.state, first.engine, [paris])[0] == start
         assert model_split(second.state, second.engine, [paris]) == [paris]
 
-        assert first.state.constraints(first.engine) is not second.state.constraints(
-            second.engine
-        )
+        assert first.state.constraints(first.engine) is not second.state.constraints(second.engine)
 
 
 def test_a_strategy_made_for_one_model_refuses_another(embedded_model_path):
