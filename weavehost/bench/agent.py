@@ -70,7 +70,6 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from weavehost.agent import DEFAULT_MAX_STEPS
-from weavehost.agent.thermal import default_thread_count
 from weavehost.bench.agent_peer import (
     Launch,
     PeerCommand,
@@ -94,6 +93,7 @@ from weavehost.bench.runner import parse_strategies, write_line
 from weavehost.config import HostConfig, RemoteModelConfig
 from weavehost.decode import STRATEGIES
 from weavehost.engine import DEFAULT_N_CTX, default_threads
+from weavehost.engine.thermal import default_thread_count
 from weavehost.errors import AbortedError, BenchError, ModelError, WeavehostError
 
 if TYPE_CHECKING:

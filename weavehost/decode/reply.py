@@ -51,8 +51,9 @@ import numpy as np
 
 from weavehost.decode.answer_drafts import AnswerDrafts, DraftPricing
 from weavehost.decode.base import CallRequest, DecodeStrategy, ToolSchema
+from weavehost.decode.calibration import load_plan
 from weavehost.decode.call_text import CallText
-from weavehost.decode.padding import DecodePlan, load_plan, run_shaped
+from weavehost.decode.padding import DecodePlan, run_shaped
 from weavehost.decode.several import MAX_CALLS, IndexedProvisional, Reply
 from weavehost.decode.several import write_calls as write_reply
 from weavehost.engine import Engine, Row
@@ -127,7 +128,8 @@ class ReplyWriter:
     vocabulary, built once, the trigger the last reply stopped at, whose layout
     :meth:`write_calls` writes the calls in, and how many drafted tokens of free text a pass
     carries (:attr:`pricing`: the plan's costs and this model's measured acceptance). ``plan``:
-    the cost plan (default: the one calibrated for the engine, :func:`load_plan`)."""
+    the cost plan (default: the one calibrated for the engine's model, threads and kernel,
+    :func:`~weavehost.decode.calibration.load_plan`)."""
 
     def __init__(self, engine: Engine, fmt: ModelFormat, *, plan: DecodePlan | None = None) -> None:
         self.engine, self.format = engine, fmt
@@ -160,7 +162,10 @@ class ReplyWriter:
     def pricing(self) -> DraftPricing:
         """How many drafted tokens a pass of free text carries, for this model (its acceptance
         measured over its replies)."""
-        return DraftPricing(self._plan if self._plan is not None else load_plan(self.engine))
+        engine = self.engine
+        if self._plan is not None:
+            return DraftPricing(self._plan)
+        return DraftPricing(load_plan(engine.path, engine.n_threads, flash_attn=engine.flash_attn))
 
     def continue_reply(
         self,
