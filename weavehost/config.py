@@ -21,7 +21,8 @@ Invariants:
 * Records are frozen; nothing here spawns a process or touches the network.
 * Trust is by server name and only by config: nothing a server says can make it trusted.
 * Three modules beside this one own a part each: :mod:`weavehost.config_servers` the
-  :class:`ServerConfig` record and the ``--server`` flag that makes one,
+  :class:`ServerConfig` record, a server's entry of a file read into one, and the ``--server`` flag
+  that makes one,
   :mod:`weavehost.config_model` the ``weavehost.model`` section (a remote server's settings, and
   which server a ``--model`` means), :mod:`weavehost.config_check` the key checks and
   ``${NAME}`` expansion they use. Their public names are re-exported here.
@@ -96,18 +97,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from weavehost.config_check import (
     Checker,
-    expand,
-    expand_map,
     join_key,
     kind_of,
     parse_numbers,
 )
 from weavehost.config_model import RemoteModelConfig, is_model_url, parse_model, resolve_remote
-from weavehost.config_servers import ServerConfig, resolve_command, server_from_flag
+from weavehost.config_servers import ServerConfig, parse_server, resolve_command, server_from_flag
 from weavehost.errors import ConfigError
 
 __all__ = [
@@ -222,23 +220,12 @@ class HostConfig:
 # --------------------------------------------------------------------------- parsing
 
 
-_SERVER_KEYS = (
-    "command", "args", "env", "url", "cwd", "headers", "type", "disabled", "protocol", "oauth",
-    "tools",
-)  # fmt: skip
-_SERVER_TYPES: dict[str, Literal["stdio", "http", "sse"]] = {
-    "stdio": "stdio",
-    "http": "http",
-    "streamable-http": "http",
-    "sse": "sse",
-}
 _HOST_KEYS = (
     "model", "threads", "trustedServers", "approval", "toolChoice", "timeouts", "limits",
     "promptCache", "roots", "approved", "answerDrafts", "guidance", "scriptGuard",
 )  # fmt: skip
 # A switch in the config: on or off (true and false mean the same).
 SWITCHES = ("on", "off")
-_OAUTH_KEYS = ("scopes", "clientName", "redirectPort")
 _HASH = re.compile(r"[0-9a-fA-F]{16,64}")
 _MIN_HASH_DIGITS = 16
 _TIMEOUT_KEYS = {
@@ -259,119 +246,6 @@ _LIMIT_KEYS = {
 }
 
 
-def _parse_server(check: Checker, section: str, name: str, raw: Any) -> ServerConfig | None:
-    key = f"{section}.{name}"  # any name is accepted; tool prefixes sanitise it later
-    entry = check.obj(raw, key)
-    check.known_keys(entry, key, _SERVER_KEYS)
-    if "disabled" in entry and check.boolean(entry["disabled"], f"{key}.disabled"):
-        return None
-    command, url = entry.get("command"), entry.get("url")
-    kind = None
-    if "type" in entry:
-        kind = _SERVER_TYPES.get(entry["type"]) if isinstance(entry["type"], str) else None
-        if kind is None:
-            raise check.fail(
-                f"{key}.type",
-                f"expected one of {', '.join(_SERVER_TYPES)}, got {kind_of(entry['type'])}",
-            )
-    if command is None and url is None:
-        raise check.fail(key, 'needs "command" (a program to spawn) or "url" (an HTTP server)')
-    if command is not None and url is not None:
-        raise check.fail(key, 'has both "command" and "url"; keep one')
-    if kind == "stdio" and url is not None:
-        raise check.fail(f"{key}.type", '"stdio" needs "command", not "url"')
-    if kind in ("http", "sse") and command is not None:
-        raise check.fail(f"{key}.type", f'"{entry["type"]}" needs "url", not "command"')
-    protocol = _parse_protocol(check, entry["protocol"], key) if "protocol" in entry else "auto"
-    include: tuple[str, ...] | None = None
-    exclude: tuple[str, ...] = ()
-    if "tools" in entry:
-        include, exclude = _parse_tool_filter(check, entry["tools"], key)
-    if url is not None:
-        url = expand(check, check.string(url, f"{key}.url"), f"{key}.url")
-        if urlsplit(url).scheme not in ("http", "https"):
-            shown = entry["url"]  # as written: the expanded text may hold a secret
-            raise check.fail(f"{key}.url", f"expected an http:// or https:// URL, got {shown!r}")
-        server = ServerConfig(
-            name=name,
-            url=url,
-            headers=expand_map(check, entry.get("headers", {}), f"{key}.headers"),
-            protocol=protocol,
-            http_transport="sse" if kind == "sse" else "http",
-            tools_include=include,
-            tools_exclude=exclude,
-        )
-        if "oauth" in entry:
-            server = _parse_oauth(check, entry["oauth"], f"{key}.oauth", server)
-        return server
-    for http_only in ("headers", "oauth"):
-        if http_only in entry:
-            raise check.fail(f"{key}.{http_only}", 'only an HTTP server (one with "url") has it')
-    return ServerConfig(
-        name=name,
-        command=check.string(command, f"{key}.command"),
-        args=tuple(
-            expand(check, arg, f"{key}.args[{i}]")
-            for i, arg in enumerate(check.strings(entry.get("args", []), f"{key}.args"))
-        ),
-        env=expand_map(check, entry.get("env", {}), f"{key}.env"),
-        cwd=check.string(entry["cwd"], f"{key}.cwd") if "cwd" in entry else None,
-        protocol=protocol,
-        tools_include=include,
-        tools_exclude=exclude,
-    )
-
-
-def _parse_protocol(check: Checker, raw: Any, key: str) -> str:
-    """``auto``, ``legacy`` or a modern version as is; a handshake-era version means legacy."""
-    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
-
-    if raw in ("auto", "legacy") or raw in MODERN_PROTOCOL_VERSIONS:
-        return str(raw)
-    if raw in HANDSHAKE_PROTOCOL_VERSIONS:
-        return "legacy"
-    known = ", ".join(["auto", "legacy", *MODERN_PROTOCOL_VERSIONS, *HANDSHAKE_PROTOCOL_VERSIONS])
-    raise check.fail(f"{key}.protocol", f"expected one of {known}, got {kind_of(raw)}")
-
-
-def _parse_tool_filter(
-    check: Checker, raw: Any, key: str
-) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
-    key = f"{key}.tools"
-    raw = check.obj(raw, key)
-    check.known_keys(raw, key, ("include", "exclude"))
-    lists = {}
-    for which in ("include", "exclude"):
-        if which in raw:
-            names = check.strings(raw[which], f"{key}.{which}")
-            for i, item in enumerate(names):
-                if not item:
-                    raise check.fail(f"{key}.{which}[{i}]", "expected a tool name, got ''")
-            lists[which] = names
-    return lists.get("include"), lists.get("exclude", ())
-
-
-def _parse_oauth(check: Checker, raw: Any, key: str, server: ServerConfig) -> ServerConfig:
-    if isinstance(raw, bool):
-        return replace(server, oauth=raw)
-    if not isinstance(raw, dict):
-        raise check.fail(key, f"expected true, false or an object, got {kind_of(raw)}")
-    check.known_keys(raw, key, _OAUTH_KEYS)
-    server = replace(server, oauth=True)
-    if "scopes" in raw:
-        server = replace(server, oauth_scopes=check.strings(raw["scopes"], f"{key}.scopes"))
-    if "clientName" in raw:
-        server = replace(
-            server, oauth_client_name=check.string(raw["clientName"], f"{key}.clientName")
-        )
-    if "redirectPort" in raw:
-        port = check.number(raw["redirectPort"], f"{key}.redirectPort", integer=True)
-        if port > 65535:
-            raise check.fail(f"{key}.redirectPort", f"expected a TCP port (1-65535), got {port}")
-        server = replace(server, oauth_redirect_port=port)
-    return server
-
-
 def parse_config(document: Any, source: str = "<config>") -> HostConfig:
     """Validate a decoded config document; ``source`` names it in error messages."""
     check = Checker(source)
@@ -385,7 +259,7 @@ def parse_config(document: Any, source: str = "<config>") -> HostConfig:
     servers = tuple(
         s
         for name, raw in servers_raw.items()
-        if (s := _parse_server(check, section, name, raw)) is not None
+        if (s := parse_server(check, section, name, raw)) is not None
     )
     host = check.obj(doc.get("weavehost", {}), "weavehost")
     check.known_keys(host, "weavehost", _HOST_KEYS)

@@ -19,16 +19,16 @@ import shlex
 import shutil
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from weavehost.config_check import mask_url
+from weavehost.config_check import Checker, expand, expand_map, kind_of, mask_url
 from weavehost.errors import ConfigError
 
-__all__ = ["ServerConfig", "resolve_command", "server_from_flag"]
+__all__ = ["ServerConfig", "parse_server", "resolve_command", "server_from_flag"]
 
 # Commands that mean "a Python interpreter": run them with the host's own interpreter, so an
 # example server finds the `mcp` package the host was installed with.
@@ -138,3 +138,133 @@ def resolve_command(server: ServerConfig) -> str:
     if server.command in _PYTHON_COMMANDS:
         return sys.executable
     return server.command
+
+
+# --------------------------------------------------------------------------- parsing
+
+_SERVER_KEYS = (
+    "command", "args", "env", "url", "cwd", "headers", "type", "disabled", "protocol", "oauth",
+    "tools",
+)  # fmt: skip
+_SERVER_TYPES: dict[str, Literal["stdio", "http", "sse"]] = {
+    "stdio": "stdio",
+    "http": "http",
+    "streamable-http": "http",
+    "sse": "sse",
+}
+_OAUTH_KEYS = ("scopes", "clientName", "redirectPort")
+
+
+def parse_server(check: Checker, section: str, name: str, raw: Any) -> ServerConfig | None:
+    """One server's entry of a config file (``section.name``) as its record; ``None`` for a
+    disabled one. Every problem is a ConfigError naming the key."""
+    key = f"{section}.{name}"  # any name is accepted; tool prefixes sanitise it later
+    entry = check.obj(raw, key)
+    check.known_keys(entry, key, _SERVER_KEYS)
+    if "disabled" in entry and check.boolean(entry["disabled"], f"{key}.disabled"):
+        return None
+    command, url = entry.get("command"), entry.get("url")
+    kind = None
+    if "type" in entry:
+        kind = _SERVER_TYPES.get(entry["type"]) if isinstance(entry["type"], str) else None
+        if kind is None:
+            raise check.fail(
+                f"{key}.type",
+                f"expected one of {', '.join(_SERVER_TYPES)}, got {kind_of(entry['type'])}",
+            )
+    if command is None and url is None:
+        raise check.fail(key, 'needs "command" (a program to spawn) or "url" (an HTTP server)')
+    if command is not None and url is not None:
+        raise check.fail(key, 'has both "command" and "url"; keep one')
+    if kind == "stdio" and url is not None:
+        raise check.fail(f"{key}.type", '"stdio" needs "command", not "url"')
+    if kind in ("http", "sse") and command is not None:
+        raise check.fail(f"{key}.type", f'"{entry["type"]}" needs "url", not "command"')
+    protocol = _parse_protocol(check, entry["protocol"], key) if "protocol" in entry else "auto"
+    include: tuple[str, ...] | None = None
+    exclude: tuple[str, ...] = ()
+    if "tools" in entry:
+        include, exclude = _parse_tool_filter(check, entry["tools"], key)
+    if url is not None:
+        url = expand(check, check.string(url, f"{key}.url"), f"{key}.url")
+        if urlsplit(url).scheme not in ("http", "https"):
+            shown = entry["url"]  # as written: the expanded text may hold a secret
+            raise check.fail(f"{key}.url", f"expected an http:// or https:// URL, got {shown!r}")
+        server = ServerConfig(
+            name=name,
+            url=url,
+            headers=expand_map(check, entry.get("headers", {}), f"{key}.headers"),
+            protocol=protocol,
+            http_transport="sse" if kind == "sse" else "http",
+            tools_include=include,
+            tools_exclude=exclude,
+        )
+        if "oauth" in entry:
+            server = _parse_oauth(check, entry["oauth"], f"{key}.oauth", server)
+        return server
+    for http_only in ("headers", "oauth"):
+        if http_only in entry:
+            raise check.fail(f"{key}.{http_only}", 'only an HTTP server (one with "url") has it')
+    return ServerConfig(
+        name=name,
+        command=check.string(command, f"{key}.command"),
+        args=tuple(
+            expand(check, arg, f"{key}.args[{i}]")
+            for i, arg in enumerate(check.strings(entry.get("args", []), f"{key}.args"))
+        ),
+        env=expand_map(check, entry.get("env", {}), f"{key}.env"),
+        cwd=check.string(entry["cwd"], f"{key}.cwd") if "cwd" in entry else None,
+        protocol=protocol,
+        tools_include=include,
+        tools_exclude=exclude,
+    )
+
+
+def _parse_protocol(check: Checker, raw: Any, key: str) -> str:
+    """``auto``, ``legacy`` or a modern version as is; a handshake-era version means legacy."""
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+
+    if raw in ("auto", "legacy") or raw in MODERN_PROTOCOL_VERSIONS:
+        return str(raw)
+    if raw in HANDSHAKE_PROTOCOL_VERSIONS:
+        return "legacy"
+    known = ", ".join(["auto", "legacy", *MODERN_PROTOCOL_VERSIONS, *HANDSHAKE_PROTOCOL_VERSIONS])
+    raise check.fail(f"{key}.protocol", f"expected one of {known}, got {kind_of(raw)}")
+
+
+def _parse_tool_filter(
+    check: Checker, raw: Any, key: str
+) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
+    key = f"{key}.tools"
+    raw = check.obj(raw, key)
+    check.known_keys(raw, key, ("include", "exclude"))
+    lists = {}
+    for which in ("include", "exclude"):
+        if which in raw:
+            names = check.strings(raw[which], f"{key}.{which}")
+            for i, item in enumerate(names):
+                if not item:
+                    raise check.fail(f"{key}.{which}[{i}]", "expected a tool name, got ''")
+            lists[which] = names
+    return lists.get("include"), lists.get("exclude", ())
+
+
+def _parse_oauth(check: Checker, raw: Any, key: str, server: ServerConfig) -> ServerConfig:
+    if isinstance(raw, bool):
+        return replace(server, oauth=raw)
+    if not isinstance(raw, dict):
+        raise check.fail(key, f"expected true, false or an object, got {kind_of(raw)}")
+    check.known_keys(raw, key, _OAUTH_KEYS)
+    server = replace(server, oauth=True)
+    if "scopes" in raw:
+        server = replace(server, oauth_scopes=check.strings(raw["scopes"], f"{key}.scopes"))
+    if "clientName" in raw:
+        server = replace(
+            server, oauth_client_name=check.string(raw["clientName"], f"{key}.clientName")
+        )
+    if "redirectPort" in raw:
+        port = check.number(raw["redirectPort"], f"{key}.redirectPort", integer=True)
+        if port > 65535:
+            raise check.fail(f"{key}.redirectPort", f"expected a TCP port (1-65535), got {port}")
+        server = replace(server, oauth_redirect_port=port)
+    return server

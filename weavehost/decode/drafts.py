@@ -115,7 +115,7 @@ _END = "\x00"
 # absent while it runs to the end of the text) or a structural character. Text between tokens
 # is numbers, literals, spaces, bare keys or the format's own words (``<tool_call>``), none of
 # which holds a quote.
-_STRUCTURE = r"[\[\]{}:,]"
+_STRUCTURE = r"[{\[\]:,}]"
 # A number value being written, at the end of the text: a sign and/or digits so far.
 _NUMBER_TAIL = re.compile(r"(?<![\w.+-])(?:-|-?\d[\d.eE+-]*)\Z")
 # A number in a text, not glued to a word or another number (``v2``, ``2024-05``): as JSON
@@ -128,7 +128,7 @@ _WRITTEN_NUMBER = re.compile(r"[:,\[]\s*(-?\d[\d.eE+-]*)")
 # A name's rest: the rest of its word (a full stop only inside it: ``notes.txt``, ``D.C``), then
 # any words that follow it capitalised or numbered ("New York City"). A word ends at a space, a
 # quote or bracket, or a clause's punctuation: where a span copied from prose mostly ends.
-_WORD_CHAR = r"[^\s'`()\[\]{}?!;,.\x00\"]"
+_WORD_CHAR = r"[^\s'`(){\[\]}?!;,.\x00\"]"
 _NAME_WORD = rf"(?:{_WORD_CHAR}|\.(?={_WORD_CHAR}))*"
 _NAME = re.compile(rf"{_NAME_WORD}(?: (?=[A-Z0-9]){_NAME_WORD})*")
 # The source goes on with the name's word where the draft stopped (cut at ``max_chars``): the
