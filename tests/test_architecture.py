@@ -35,7 +35,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "config_model": {"config_check", "errors"},
     "config": {"config_check", "config_model", "config_servers", "errors"},
     "cli_options": {"config", "errors"},
-    "models": {"formats", "gguf", "lineup", "packages", "errors", "paths"},
+    "models": {"decode", "engine", "formats", "gguf", "lineup", "packages", "errors", "paths"},
     "lineup": {"packages"},
     "packages": {"engine", "errors"},
 }

@@ -50,7 +50,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.abc
@@ -80,13 +80,8 @@ from weavehost.mcp.features import ClientFeatures, Elicitor, LogMessage, Roots
 from weavehost.mcp.servers import ServerPool
 
 if TYPE_CHECKING:
-    from weavehost.decode import DecodeStrategy
-    from weavehost.engine import Engine
-    from weavehost.formats import Detection
-    from weavehost.gguf import GGUFMetadata
-    from weavehost.models import ModelChoice
+    from weavehost.models import OpenedModel
 
-_T = TypeVar("_T")
 
 __all__ = ["Host", "HostSession", "LoadModel"]
 
@@ -193,7 +188,7 @@ class Host(AsyncContextManagerMixin):
         self._tg: anyio.abc.TaskGroup | None = None
         self._native: contextlib.ExitStack | None = None
         # The local model file being opened while the servers start (see the module docstring).
-        self._opening: concurrent.futures.Future[_Opened] | None = None
+        self._opening: concurrent.futures.Future[OpenedModel] | None = None
         self._loading = anyio.Lock()  # one model load at a time (a lazy load may race a turn)
         self._model_ready = anyio.Event()
         self._sinks: set[Callable[[Event], None]] = set()  # running turns' and calls' streams
@@ -358,39 +353,27 @@ class Host(AsyncContextManagerMixin):
             script_guard=self.script_guard,
         )
 
-    def _begin_opening(self, native: contextlib.ExitStack) -> concurrent.futures.Future[_Opened]:
+    def _begin_opening(
+        self, native: contextlib.ExitStack
+    ) -> concurrent.futures.Future[OpenedModel]:
         """The local model resolved now (a missing file fails here, before anything waits on
-        it) and opened in a thread of its own, owned by ``native``: its metadata read, its
-        format detected, llama.cpp's engine opened, and what the strategy builds once per
-        engine built (llguidance's view of the vocabulary; the script table where the answer's
-        scripts are guarded), so the first call does not wait for it."""
-        from weavehost.decode import get_strategy
-        from weavehost.decode.calibration import open_calibrated
-        from weavehost.engine.scripts import script_table
-        from weavehost.formats import detect_format
-        from weavehost.gguf import read_metadata
-        from weavehost.models import resolve_model
+        it) and opened in a thread of its own, owned by ``native``
+        (:func:`weavehost.models.open_local_model`)."""
+        from weavehost.models import open_local_model, resolve_model
 
         choice = resolve_model(self.model_path)
         threads = self.threads or default_thread_count()
         if self.on_loading:
             self.on_loading(f"loading {choice.path.name} ({threads} threads)")
-
-        def open_local() -> _Opened:
-            metadata = read_metadata(choice.path, full_arrays=("tokenizer.ggml.tokens",))
-            detection = detect_format(metadata, self.format_name)
-            # The engine with the kernel its calibration was measured with, and the model's
-            # decode state: the strategy is made for it, so what it learns stays with this model.
-            opened = native.enter_context(
-                open_calibrated(choice.path, n_ctx=self.n_ctx, n_threads=threads)
-            )
-            strategy = get_strategy(self.strategy, opened.state)
-            strategy.prepare(opened.engine)
-            if self.script_guard:  # built now (~1.5 s once per model file), read back later
-                script_table(opened.engine)
-            return _Opened(choice, threads, metadata, detection, strategy, opened.engine)
-
-        return _in_background(open_local)
+        return open_local_model(
+            choice,
+            native,
+            n_ctx=self.n_ctx,
+            threads=threads,
+            format_name=self.format_name,
+            strategy=self.strategy,
+            script_guard=self.script_guard,
+        )
 
     # ------------------------------------------------------------------ conversations
 
@@ -517,23 +500,3 @@ def _thermal_pacing(max_tokens: int, *, threads: int) -> Backoff | None:
     ``threads`` is what the model was loaded with, what a cool phone gets back."""
     status = read_thermal_status()
     return None if status is None else backoff_for(status, threads, max_tokens)
-
-
-class _Opened(NamedTuple):
-    """A local model opened by :meth:`Host._begin_opening`."""
-
-    choice: ModelChoice
-    threads: int
-    metadata: GGUFMetadata
-    detection: Detection
-    strategy: DecodeStrategy  # prepared for the engine
-    engine: Engine
-
-
-def _in_background(work: Callable[[], _T]) -> concurrent.futures.Future[_T]:
-    """``work`` started now in a thread of its own; its result (or error) is the future's."""
-    runner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="weavehost-load")
-    try:
-        return runner.submit(work)
-    finally:
-        runner.shutdown(wait=False)

