@@ -14,6 +14,7 @@ from tests.schemas import FORECAST
 from weavehost.decode import DecodeState, get_strategy, run_case
 from weavehost.decode.calibration import open_calibrated
 from weavehost.decode.proposals import learn_split, model_split
+from weavehost.decode.reply import ReplyWriter
 from weavehost.decode.state import Bounded
 from weavehost.errors import ConfigError
 from weavehost.formats import FORMATS
@@ -81,3 +82,13 @@ def test_a_state_without_a_plan_source_decodes_with_the_neutral_plan(fresh_engin
     state = DecodeState()
     assert state.plan(fresh_engine) is NO_PLAN
     assert state.plan(fresh_engine, padding=False) is state.plan(fresh_engine, padding=False)
+
+
+def test_what_the_reply_writer_learns_of_drafted_answers_is_the_model_s_state_s(fresh_engine):
+    state, other = DecodeState(), DecodeState()
+    mine = ReplyWriter(fresh_engine, SMOLLM2, state=state)
+    mine.pricing.count(10, 0)  # ten drafted tokens reached, none accepted
+    again = ReplyWriter(fresh_engine, SMOLLM2, state=state)  # the same model, a new writer
+    assert again.pricing is mine.pricing and again.pricing.rate < 0.5
+    elsewhere = ReplyWriter(fresh_engine, SMOLLM2, state=other)  # another opened model
+    assert elsewhere.pricing is not mine.pricing and elsewhere.pricing.rate == 0.8

@@ -80,7 +80,7 @@ from weavehost.mcp.features import ClientFeatures, Elicitor, LogMessage, Roots
 from weavehost.mcp.servers import ServerPool
 
 if TYPE_CHECKING:
-    from weavehost.models import OpenedModel
+    from weavehost.models import LocalModel
 
 
 __all__ = ["Host", "HostSession", "LoadModel"]
@@ -188,7 +188,7 @@ class Host(AsyncContextManagerMixin):
         self._tg: anyio.abc.TaskGroup | None = None
         self._native: contextlib.ExitStack | None = None
         # The local model file being opened while the servers start (see the module docstring).
-        self._opening: concurrent.futures.Future[OpenedModel] | None = None
+        self._opening: concurrent.futures.Future[LocalModel] | None = None
         self._loading = anyio.Lock()  # one model load at a time (a lazy load may race a turn)
         self._model_ready = anyio.Event()
         self._sinks: set[Callable[[Event], None]] = set()  # running turns' and calls' streams
@@ -353,9 +353,7 @@ class Host(AsyncContextManagerMixin):
             script_guard=self.script_guard,
         )
 
-    def _begin_opening(
-        self, native: contextlib.ExitStack
-    ) -> concurrent.futures.Future[OpenedModel]:
+    def _begin_opening(self, native: contextlib.ExitStack) -> concurrent.futures.Future[LocalModel]:
         """The local model resolved now (a missing file fails here, before anything waits on
         it) and opened in a thread of its own, owned by ``native``
         (:func:`weavehost.models.open_local_model`)."""

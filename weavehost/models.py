@@ -54,7 +54,7 @@ __all__ = [
     "EMBEDDED_DISTRIBUTION",
     "MODEL_ENV_VAR",
     "ModelChoice",
-    "OpenedModel",
+    "LocalModel",
     "describe_model_choice",
     "embedded_model_path",
     "install_model",
@@ -237,7 +237,7 @@ def install_model(
     return path
 
 
-class OpenedModel(NamedTuple):
+class LocalModel(NamedTuple):
     """A local model opened by :func:`open_local_model`."""
 
     choice: ModelChoice
@@ -257,18 +257,18 @@ def open_local_model(
     format_name: str | None,
     strategy: str,
     script_guard: bool,
-) -> concurrent.futures.Future[OpenedModel]:
+) -> concurrent.futures.Future[LocalModel]:
     """``choice`` opened in a thread of its own, its native resources owned by ``native``: the
     metadata read, the format detected (``format_name`` overrides), llama.cpp's engine opened
     with the kernel its calibration was measured with and the model's decode state, the
     ``strategy`` made for that state and prepared (llguidance's view of the vocabulary), and
     the script table built where the answer's scripts are guarded, so the first call waits for
-    none of it. The future holds the :class:`OpenedModel`, or the error that stopped it."""
+    none of it. The future holds the :class:`LocalModel`, or the error that stopped it."""
     from weavehost.decode import get_strategy
     from weavehost.decode.calibration import open_calibrated
     from weavehost.engine.scripts import script_table
 
-    def work() -> OpenedModel:
+    def work() -> LocalModel:
         meta = read_metadata(choice.path, full_arrays=("tokenizer.ggml.tokens",))
         detection = detect_format(meta, format_name)
         opened = native.enter_context(open_calibrated(choice.path, n_ctx=n_ctx, n_threads=threads))
@@ -276,7 +276,7 @@ def open_local_model(
         decoder.prepare(opened.engine)
         if script_guard:  # built now (~1.5 s once per model file), read back later
             script_table(opened.engine)
-        return OpenedModel(choice, threads, meta, detection, decoder, opened.engine)
+        return LocalModel(choice, threads, meta, detection, decoder, opened.engine)
 
     runner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="weavehost-load")
     try:

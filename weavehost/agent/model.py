@@ -194,7 +194,8 @@ class EngineModel:
         self._replies: OrderedDict[str, list[int]] = OrderedDict()
         self._reply_start = 0
         self._rendered: tuple[str, list[int]] | None = None  # the last render: key, tokens
-        self._writer = ReplyWriter(engine, fmt)  # writes each reply: free text, then its calls
+        # Writes each reply: free text, then its calls; what it learns is the model's state's.
+        self._writer = ReplyWriter(engine, fmt, state=strategy.state_for(engine))
         self._offered: tuple[str, ...] = ()  # tool names of the last render: those on offer
 
     @property

@@ -51,7 +51,7 @@ import numpy as np
 
 from weavehost.decode.answer_drafts import AnswerDrafts, DraftPricing
 from weavehost.decode.base import CallRequest, DecodeStrategy, ToolSchema
-from weavehost.decode.calibration import load_plan
+from weavehost.decode.calibration import decode_state
 from weavehost.decode.call_text import CallText
 from weavehost.decode.padding import DecodePlan, run_shaped
 from weavehost.decode.several import MAX_CALLS, IndexedProvisional, Reply
@@ -63,6 +63,7 @@ from weavehost.formats.base import ModelFormat, Trigger
 
 if TYPE_CHECKING:
     from weavehost.decode.drafts import DraftSource
+    from weavehost.decode.state import DecodeState
 
 __all__ = [
     "CALL_TEXT_RETRIES",
@@ -127,13 +128,21 @@ class ReplyWriter:
     One per opened model (its engine and format); it keeps the word-start mask of the
     vocabulary, built once, the trigger the last reply stopped at, whose layout
     :meth:`write_calls` writes the calls in, and how many drafted tokens of free text a pass
-    carries (:attr:`pricing`: the plan's costs and this model's measured acceptance). ``plan``:
-    the cost plan (default: the one calibrated for the engine's model, threads and kernel,
-    :func:`~weavehost.decode.calibration.load_plan`)."""
+    carries (:attr:`pricing`: the plan's costs and this model's measured acceptance, kept in the
+    model's ``state``, :meth:`~weavehost.decode.state.DecodeState.answer_pricing`). ``plan``: a
+    cost plan to price with instead (its acceptance kept by this writer)."""
 
-    def __init__(self, engine: Engine, fmt: ModelFormat, *, plan: DecodePlan | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        fmt: ModelFormat,
+        *,
+        state: DecodeState | None = None,
+        plan: DecodePlan | None = None,
+    ) -> None:
         self.engine, self.format = engine, fmt
-        self._plan = plan
+        self._own_pricing = DraftPricing(plan) if plan is not None else None
+        self._state = state
         # The format's call triggers (data: ``<tool_call>``, Qwen's bare ``{"name"`` …).
         self.triggers = [(trigger, trigger.text.encode("utf-8")) for trigger in fmt.triggers]
         self.trigger: Trigger | None = None  # where the last reply's call began (None: no call)
@@ -158,14 +167,15 @@ class ReplyWriter:
         disk beside the vocabulary table)."""
         return script_table(self.engine)
 
-    @functools.cached_property
+    @property
     def pricing(self) -> DraftPricing:
-        """How many drafted tokens a pass of free text carries, for this model (its acceptance
-        measured over its replies)."""
-        engine = self.engine
-        if self._plan is not None:
-            return DraftPricing(self._plan)
-        return DraftPricing(load_plan(engine.path, engine.n_threads, flash_attn=engine.flash_attn))
+        """How many drafted tokens a pass of free text carries, for this model at its current
+        thread count (its acceptance measured over its replies)."""
+        if self._own_pricing is not None:
+            return self._own_pricing
+        if self._state is None:
+            self._state = decode_state(self.engine)
+        return self._state.serve(self.engine).answer_pricing(self.engine)
 
     def continue_reply(
         self,

@@ -11,7 +11,9 @@ It holds:
 - the decode plan per thread count (:meth:`plan`: read once per count, from the stored
   calibration for the kernel the engine was opened with), and each plan without padding;
 - the constraint factory (llguidance's view of the vocabulary, built once);
-- each strategy's acceptance rates of guessed tokens (:class:`DraftAcceptance`, by strategy);
+- each strategy's acceptance rates of guessed tokens (:class:`DraftAcceptance`, by strategy),
+  and the pricing of drafted free text with its acceptance over the model's replies
+  (:class:`~weavehost.decode.answer_drafts.DraftPricing`, per thread count);
 - the model's own splits of drafted tokens and the value closings as it tokenizes them
   (:mod:`~weavehost.decode.proposals`);
 - how it spells a call's opener and closer (:mod:`~weavehost.decode.serial`,
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 import numpy as np
 
+from weavehost.decode.answer_drafts import DraftPricing
 from weavehost.decode.constraint import ConstraintFactory
 from weavehost.decode.padding import NO_PLAN, DecodePlan
 from weavehost.decode.proposals import CLOSE, END, GRAMMAR
@@ -189,6 +192,7 @@ class DecodeState:
         self._plans: Bounded[tuple[int, bool], DecodePlan] = Bounded(2 * PLANS_CAP)
         self._constraints: ConstraintFactory | None = None
         self._acceptance: Bounded[str, DraftAcceptance] = Bounded(ACCEPTANCE_CAP)
+        self._answer_pricing: Bounded[int, DraftPricing] = Bounded(PLANS_CAP)
         self.splits: Bounded[int, int] = Bounded(SPLITS_CAP)
         self.closings: Bounded[str, list[int]] = Bounded(CLOSINGS_CAP)
         self.closer_spellings: Bounded[bytes, list[int]] = Bounded(SPELLINGS_CAP)
@@ -231,6 +235,14 @@ class DecodeState:
             if self._constraints is None:
                 self._constraints = ConstraintFactory(engine)
             return self._constraints
+
+    def answer_pricing(self, engine: Engine) -> DraftPricing:
+        """How many drafted tokens a pass of free text carries on this model at the engine's
+        thread count: that count's plan, and the acceptance measured over its replies."""
+        found = self._answer_pricing.get(engine.n_threads)
+        if found is None:
+            found = self._answer_pricing[engine.n_threads] = DraftPricing(self.plan(engine))
+        return found
 
     def acceptance(self, strategy: str) -> DraftAcceptance:
         """The acceptance rates ``strategy`` (by name) has seen on this model."""
