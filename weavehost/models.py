@@ -264,12 +264,13 @@ def open_local_model(
     ``strategy`` made for that state and prepared (llguidance's view of the vocabulary), and
     the script table built where the answer's scripts are guarded, so the first call waits for
     none of it. The future holds the :class:`LocalModel`, or the error that stopped it."""
+    from weavehost import gguf  # looked up at the call: a test may watch the opening's first step
     from weavehost.decode import get_strategy
     from weavehost.decode.calibration import open_calibrated
     from weavehost.engine.scripts import script_table
 
     def work() -> LocalModel:
-        meta = read_metadata(choice.path, full_arrays=("tokenizer.ggml.tokens",))
+        meta = gguf.read_metadata(choice.path, full_arrays=("tokenizer.ggml.tokens",))
         detection = detect_format(meta, format_name)
         opened = native.enter_context(open_calibrated(choice.path, n_ctx=n_ctx, n_threads=threads))
         decoder = get_strategy(strategy, opened.state)
