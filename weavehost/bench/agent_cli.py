@@ -8,6 +8,7 @@ the CLI group turns into one ``Error:`` line.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -27,6 +28,18 @@ from weavehost.cli_options import config_option
 from weavehost.config import load_config, resolve_remote
 
 __all__ = ["bench_agent"]
+
+
+def _ab_option(flag: str, modes: tuple[str, ...], default: str, text: str) -> Any:
+    """A setting run on, off, or both in one run (an A/B): ``--flag on|off|both``."""
+    return click.option(
+        flag,
+        flag.lstrip("-").replace("-", "_"),
+        type=click.Choice(modes),
+        default=default,
+        show_default=True,
+        help=text,
+    )
 
 
 @click.command("bench-agent")
@@ -50,30 +63,24 @@ __all__ = ["bench_agent"]
     show_default=True,
     help="Folder for results.jsonl and summary.json.",
 )
-@click.option(
+@_ab_option(
     "--prompt-cache",
-    "prompt_cache",
-    type=click.Choice(PROMPT_CACHE_MODES),
-    default="both",
-    show_default=True,
-    help="Run with the prompt-prefix cache on, off, or both (where the host has one).",
+    PROMPT_CACHE_MODES,
+    "both",
+    "Run with the prompt-prefix cache on, off, or both (where the host has one).",
 )
-@click.option(
+@_ab_option(
     "--answer-drafts",
-    "answer_drafts",
-    type=click.Choice(ANSWER_DRAFT_MODES),
-    default="on",
-    show_default=True,
-    help="Greedy answers drafted from the conversation and verified many tokens a pass (the "
+    ANSWER_DRAFT_MODES,
+    "on",
+    "Greedy answers drafted from the conversation and verified many tokens a pass (the "
     "same text), off, or both, in one run (a local model only).",
 )
-@click.option(
+@_ab_option(
     "--guidance",
-    type=click.Choice(GUIDANCE_MODES),
-    default="off",
-    show_default=True,
-    help="The host's guidance in the prompt on, off, or both: an A/B in one run (a local "
-    "model only).",
+    GUIDANCE_MODES,
+    "off",
+    "The host's guidance in the prompt on, off, or both: an A/B in one run (a local model only).",
 )
 @config_option(
     'A host config whose remote "model" settings (stream, headers, timeouts) apply to an '
