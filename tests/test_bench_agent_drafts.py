@@ -88,7 +88,6 @@ def test_a_run_with_answer_drafts_both_reports_both_variants_and_their_answers(
     assert sorted(r["answer_drafts"] for r in records) == ["off", "on"]
     numbers = json.loads(run.summary_json.read_text())["variants"]
     assert set(numbers) == {"weave cache=off drafts=off", "weave cache=off drafts=on"}
-    assert numbers["weave cache=off drafts=on"]["answer_same_text"] == 1.0  # scripted: same text
     assert numbers["weave cache=off drafts=on"]["geo_after_result_s"] > 0
     assert PARIS.name in json.dumps(records[0]["turns"][0]["calls"])
 
@@ -96,3 +95,17 @@ def test_a_run_with_answer_drafts_both_reports_both_variants_and_their_answers(
 def test_an_unknown_answer_drafts_setting_is_refused_on_the_command_line() -> None:
     result = CliRunner().invoke(main, ["bench-agent", "--answer-drafts", "maybe"])
     assert result.exit_code == 2 and "--answer-drafts" in result.output
+
+
+def test_a_drafted_answer_is_compared_only_with_the_undrafted_one_of_the_same_guidance() -> None:
+    answers = {"on": "It is -2.9 C.", "off": "Paris: -2.9 C."}  # guidance changes the answer
+    records, labels = [], []
+    for guidance in ("on", "off"):
+        for drafts in ("off", "on"):
+            label = f"weave cache=on drafts={drafts} guidance={guidance}"
+            labels.append(label)
+            record = _record(label, drafts, "a", answers[guidance], 1.0)
+            records.append({**record, "guidance": guidance})
+    numbers = summarize_agent(records, labels)["variants"]
+    assert numbers["weave cache=on drafts=on guidance=on"]["answer_same_text"] == 1.0
+    assert numbers["weave cache=on drafts=on guidance=off"]["answer_same_text"] == 1.0

@@ -374,5 +374,7 @@ def test_answer_drafts_are_on_by_default_and_a_config_or_a_flag_turns_them_off()
     assert off.answer_drafts is False
     assert merge_flags(off, answer_drafts=True).answer_drafts is True
     assert merge_flags(off).answer_drafts is False  # no flag: as configured
+    said_off = parse_config({"mcpServers": {}, "weavehost": {"answerDrafts": "off"}})
+    assert said_off.answer_drafts is False  # "on"/"off" as for every other switch
     with pytest.raises(ConfigError, match=r"weavehost\.answerDrafts"):
         parse_config({"mcpServers": {}, "weavehost": {"answerDrafts": "yes"}})

@@ -99,6 +99,8 @@ class WeavehostCommand(ErrorPath, click.Command):
         try:
             self.main(args=list(argv) if argv is not None else None, prog_name=self.name)
         except SystemExit as exit_:
+            if exit_.code is None:  # sys.exit() with no argument: success
+                return 0
             return exit_.code if isinstance(exit_.code, int) else 1
         return 0
 

@@ -313,7 +313,7 @@ def parse_config(document: Any, source: str = "<config>") -> HostConfig:
         guard = _switch(check, host["scriptGuard"], "weavehost.scriptGuard")
         config = replace(config, script_guard=guard)
     if "answerDrafts" in host:
-        drafts = check.boolean(host["answerDrafts"], "weavehost.answerDrafts")
+        drafts = _switch(check, host["answerDrafts"], "weavehost.answerDrafts")
         config = replace(config, answer_drafts=drafts)
     if "roots" in host:
         roots = check.strings(host["roots"], "weavehost.roots")

@@ -84,7 +84,7 @@ def pip_download(spec: str, dest: Path) -> Path:
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
         raise PackageError(f"pip download {spec} failed: {' / '.join(tail)}")
     name = spec.split("==")[0].replace("-", "_").lower()
-    wheels = [p for p in dest.glob("*.whl") if p.name.lower().startswith(name)]
+    wheels = [p for p in dest.glob("*.whl") if p.name.lower().startswith(name + "-")]
     if len(wheels) != 1:
         raise PackageError(f"pip download {spec} left {len(wheels)} wheels in {dest}, expected one")
     return wheels[0]

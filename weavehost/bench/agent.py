@@ -240,7 +240,7 @@ def run_agent_bench(
     cache_mode = "off" if config.remote is not None else config.prompt_cache
     drafts_mode = None if config.remote is not None else config.answer_drafts
     # A remote server writes its own prompt: the host's guidance does not reach it. Guidance
-    # on is the host's default, named in the labels only where a run asks for off or both.
+    # off is the host's default, named in the labels only where a run asks for on or both.
     local_guidance = config.guidance if config.guidance != "off" else None
     guidance_mode = None if config.remote is not None else local_guidance
     variants = plan_variants(strategies, cache_mode, drafts_mode, guidance_mode)

@@ -240,9 +240,10 @@ def summarize_agent(
         by_variant.setdefault(record["variant"], []).append(record)
     numbers: dict[str, dict[str, Any]] = {}
     by_tag: dict[str, dict[str, dict[str, int]]] = {}
-    # Each drafts-off variant's answers, by strategy and cache, then task: what drafts must equal.
+    # Each drafts-off variant's answers, by strategy, cache and guidance, then task: what drafts
+    # must equal (guidance changes the prompt, so only the same setting compares).
     undrafted = {
-        (r.get("strategy"), r.get("prompt_cache"), r["id"]): _answers(r)
+        (r.get("strategy"), r.get("prompt_cache"), r.get("guidance"), r["id"]): _answers(r)
         for r in records
         if r.get("answer_drafts") == "off"
     }
@@ -283,7 +284,7 @@ def _answers(record: Mapping[str, Any]) -> list[str]:
 
 
 def _same_text(
-    records: Sequence[Mapping[str, Any]], undrafted: Mapping[tuple[Any, Any, str], list[str]]
+    records: Sequence[Mapping[str, Any]], undrafted: Mapping[tuple[Any, Any, Any, str], list[str]]
 ) -> float | None:
     """The share of ``records``' turns (drafts on) whose answer equals the same task's turn
     without drafts; ``None`` for a drafts-off variant or one with nothing to compare."""
@@ -291,7 +292,8 @@ def _same_text(
     for record in records:
         if record.get("answer_drafts") != "on":
             return None
-        base = undrafted.get((record.get("strategy"), record.get("prompt_cache"), record["id"]))
+        key = (record.get("strategy"), record.get("prompt_cache"), record.get("guidance"))
+        base = undrafted.get((*key, record["id"]))
         if base is None:
             continue
         for answer, other in zip(_answers(record), base, strict=False):

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from weavehost.decode.answer_drafts import AnswerDrafts, DraftPricing
+from weavehost.decode.answer_drafts import MAX_MATCH, AnswerDrafts, DraftPricing
 from weavehost.decode.base import CallRequest, DecodeStrategy, ToolSchema
 from weavehost.decode.calibration import decode_state
 from weavehost.decode.call_text import CallText
@@ -300,6 +300,7 @@ class Continuation:
         while self.steps < bound:
             self.steps += 1
             token = self.choose()
+            self.count_draft(token)
             if self.engine.is_end_of_generation(token):
                 stop = "end"
                 break
@@ -442,10 +443,7 @@ class Continuation:
         where one pays (:meth:`draft_after`)."""
         pricing = self.writer.pricing if self.drafts is not None else None
         if self.ahead:
-            kept = self.ahead[0][0] == token
-            if pricing is not None:
-                pricing.count(1, int(kept))
-            if kept:
+            if self.ahead[0][0] == token:
                 self.logits = self.ahead.pop(0)[1]
                 self.held.append(token)
                 self.engine.count_accepted(1)
@@ -465,6 +463,12 @@ class Continuation:
         self.logits = out[0]
         self.ahead = list(zip(draft, out[1:], strict=True))
 
+    def count_draft(self, token: int) -> None:
+        """A drafted token ahead was reached by this choice: kept if ``token`` is it. Counted at
+        the choice, so a reply that ends, stops or is taken back there counts it too."""
+        if self.ahead and self.drafts is not None:
+            self.writer.pricing.count(1, int(self.ahead[0][0] == token))
+
     def draft_after(self, pricing: DraftPricing) -> list[int]:
         """The drafted tokens to read after the text so far (its last token being read now):
         the draft's (:meth:`AnswerDrafts.propose`), as many as ``pricing`` says pay, within
@@ -478,8 +482,11 @@ class Continuation:
         )
         if pricing.plan.table is None or room <= 0:
             return []  # no table: nothing says a row pays, so nothing is looked up
+        # Only the text's end can match (MAX_MATCH characters at most): decoding the whole reply
+        # on every token would cost its length squared. Continuation bytes a cut left are dropped.
+        tail = self.data[-4 * MAX_MATCH :].lstrip(bytes(range(0x80, 0xC0)))
         try:
-            written = self.data.decode("utf-8")
+            written = tail.decode("utf-8")
         except UnicodeDecodeError:
             return []
         text = self.drafts.propose(written)
