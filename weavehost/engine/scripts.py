@@ -216,6 +216,9 @@ class ScriptTable:
     # The masks of the last few allowed sets, before any unfinished character (an answer asks
     # for the same one at every token).
     _masks: dict[int, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+    _begun_masks: dict[tuple[int, bytes], np.ndarray] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def banned(self, allowed: int, before: bytes = b"") -> np.ndarray:
         """Per token: whether it would write a script outside ``allowed`` after the text
@@ -229,12 +232,21 @@ class ScriptTable:
                 self._masks.clear()
             self._masks[allowed] = out
         begun = unfinished(before)
-        if begun:
-            out = out.copy()
+        if not begun:
+            return out
+        # After an unfinished character (at most 3 bytes): kept too, since a reply asks again at
+        # every token until the character is finished.
+        found = self._begun_masks.get((allowed, begun))
+        if found is None:
+            found = out.copy()
             for token, head in self.heads.items():
                 if not _prefix_bits(begun + head) & (allowed | COMMON):
-                    out[token] = True
-        return out
+                    found[token] = True
+            found.flags.writeable = False
+            if len(self._begun_masks) >= _KEPT_MASKS:
+                self._begun_masks.clear()
+            self._begun_masks[(allowed, begun)] = found
+        return found
 
 
 def script_table(engine: Engine) -> ScriptTable:
