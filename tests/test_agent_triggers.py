@@ -21,7 +21,7 @@ from tests.schemas import CURRENT_WEATHER
 from weavehost import Host
 from weavehost.agent.model import EngineModel
 from weavehost.decode import STRATEGIES, get_strategy
-from weavehost.decode.reply import CALL_TEXT_RETRIES
+from weavehost.decode.reply import CALL_TEXT_RETRIES, Continuation
 from weavehost.engine import Engine
 from weavehost.formats import FORMATS, ToolCall
 from weavehost.testing import Events
@@ -81,6 +81,13 @@ PARIS_ANSWERED = [
 ]  # fmt: skip
 
 
+# The same, asked "right now": Qwen then opens the call again after its first line.
+PARIS_ANSWERED_ASKED_NOW = [
+    {**PARIS_ANSWERED[0], "content": "What is the weather in Paris right now?"},
+    *PARIS_ANSWERED[1:],
+]
+
+
 @pytest.fixture(scope="module")
 def qwen_model(qwen_gguf: Path) -> Iterator[EngineModel]:
     with Engine.open(qwen_gguf, n_ctx=2048, n_seq_max=4, n_threads=2) as engine:
@@ -92,6 +99,9 @@ def test_qwen_s_call_text_in_an_answer_is_taken_back_for_words_until_the_retries
     qwen_model: EngineModel, retries: int, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.setattr("weavehost.decode.reply.CALL_TEXT_RETRIES", retries)
+    # With the opening mark banned where it was taken back only (not for the rest of the
+    # answer), Qwen writes the call again another way: what the retries are for.
+    monkeypatch.setattr(Continuation, "bans_everywhere", lambda _self, _opener: False)
     qwen_model.reset()
     qwen_model.sync(PARIS_ANSWERED, [CURRENT_WEATHER])
     shown: list[str] = []
@@ -102,6 +112,26 @@ def test_qwen_s_call_text_in_an_answer_is_taken_back_for_words_until_the_retries
         assert free.stop == "end" and "-2.9 C" in free.text
     else:  # cut where the call text began: what was shown stays the answer
         assert free.stop == "call_text" and "-2.9" not in free.text
+
+
+def test_a_mark_that_began_call_text_taken_back_is_not_written_again_in_the_same_answer(
+    qwen_model: EngineModel, monkeypatch: pytest.MonkeyPatch
+):
+    # Unbanned, Qwen opens the same call again on the answer's next line, costing the passes
+    # to write it before it is taken back a second time.
+    openers: list[int] = []
+    take_back = Continuation.take_back
+
+    def recorded(self: Continuation, first: int) -> None:
+        openers.append(self.tokens[first])
+        take_back(self, first)
+
+    monkeypatch.setattr(Continuation, "take_back", recorded)
+    qwen_model.reset()
+    qwen_model.sync(PARIS_ANSWERED_ASKED_NOW, [CURRENT_WEATHER])
+    free = qwen_model.free_decode(lambda _text: None, 120, allow_call=False)
+    assert openers and len(openers) == len(set(openers))
+    assert free.stop == "end" and "-2.9 C" in free.text
 
 
 def weather_server() -> MCPServer:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from tests.schemas import CURRENT_WEATHER
 from tests.test_decode_reply import BARE_LIST_HISTORY, SMOLLM2, prefilled
-from weavehost.decode.answer_drafts import ACCEPT_PRIOR, AnswerDrafts, DraftPricing
+from weavehost.decode.answer_drafts import ACCEPT_PRIORS, MATCH_BUCKETS, AnswerDrafts, DraftPricing
 from weavehost.decode.padding import NO_PLAN, DecodePlan
 from weavehost.decode.reply import Continued, ReplyWriter, Sampling
 from weavehost.engine import Engine
@@ -98,19 +98,48 @@ def test_without_a_cost_table_nothing_is_drafted() -> None:
 
 def test_where_every_row_costs_a_pass_nothing_is_drafted_at_any_rate_short_of_certain() -> None:
     pricing = DraftPricing(DEAR_ROWS)
-    pricing.count(1000, 990)  # 99%
+    for _ in range(1000):
+        pricing.count(0, False, True)
+        pricing.count(0, True, True)
+    pricing.count(0, False, False)
     assert pricing.rows(16) == 0
 
 
 def test_cheap_rows_are_drafted_at_a_good_rate_and_not_at_a_poor_one_which_fades_back() -> None:
     pricing = DraftPricing(CHEAP_ROWS)
-    assert pricing.rate == ACCEPT_PRIOR[1] / ACCEPT_PRIOR[0]
+    (first, later) = ACCEPT_PRIORS[0]
+    assert pricing.rates(0) == (first[1] / first[0], later[1] / later[0])
     assert 1 < pricing.rows(32) <= 32 and pricing.rows(3) == 3  # the room bounds it
-    pricing.count(200, 2)
+    for _ in range(200):
+        pricing.count(0, False, False)
     assert pricing.rows(32) == 0  # a poor rate: nothing pays
     for _ in range(400):  # drafts not sent: the measured rate fades towards the prior
-        pricing.fade()
+        pricing.fade(0)
     assert pricing.rows(32) > 0
+
+
+def test_a_draft_s_first_token_and_the_tokens_after_an_accepted_one_are_priced_apart() -> None:
+    # A machine where a second row costs nearly a first and eight cost three (x86 repacked
+    # kernels): a draft pays only where, once its first token is kept, the rest mostly are.
+    table = CostTable({1: 0.012, 2: 0.022, 4: 0.028, 8: 0.037, 16: 0.048}, 0.0015, machine="x86")
+    copying = DraftPricing(DecodePlan.from_table(table))
+    guessing = DraftPricing(DecodePlan.from_table(table))
+    for n in range(100):  # the same first-token rate (60%) in both
+        for pricing in (copying, guessing):
+            pricing.count(0, False, n % 5 < 3)
+        copying.count(0, True, True)  # after a kept token, the next is kept: copying
+        guessing.count(0, True, n % 5 < 3)  # or each token a fresh guess at the same 60%
+    assert copying.rows(32) >= 7
+    assert guessing.rows(32) == 0
+
+
+def test_a_longer_match_is_its_own_kind_of_draft() -> None:
+    pricing = DraftPricing(CHEAP_ROWS)
+    long_match = MATCH_BUCKETS[-1]
+    for _ in range(200):
+        pricing.count(pricing.bucket(MATCH_BUCKETS[0] - 1), False, False)
+    assert pricing.rows(32, matched=MATCH_BUCKETS[0] - 1) == 0  # short matches: poor
+    assert pricing.rows(32, matched=long_match) > 1  # long ones keep their own rate
 
 
 # ----------------------------------------------------------------------- on the real model

@@ -22,10 +22,11 @@ Guarantees:
   and, for a tool result that is JSON, each scalar member restated as answers restate it
   (``humidity: 53``, ``humidity is 53``, with ``_`` read as a space): the answer that writes a
   key is drafted the value.
-* :class:`DraftPricing` belongs to one writer (one opened model): its acceptance counts are
-  that model's. Without a cost table, nothing is drafted (nothing says a row pays); with one,
+* :class:`DraftPricing` belongs to one opened model: its acceptance counts are that model's,
+  kept by the length of the match a draft came from and apart for a draft's first token and the
+  tokens after it. Without a cost table, nothing is drafted (nothing says a row pays); with one,
   :meth:`DecodePlan.draft_length <weavehost.decode.padding.DecodePlan.draft_length>` decides,
-  rows asking for logits priced as such, at the measured rate.
+  rows asking for logits priced as such, at the measured rates.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ from weavehost.decode.drafts import content_texts, longest_suffix_in
 from weavehost.decode.padding import MAX_DRAFT_ROWS, DecodePlan
 
 __all__ = [
-    "ACCEPT_PRIOR",
+    "ACCEPT_PRIORS",
+    "MATCH_BUCKETS",
     "MAX_MATCH",
     "MIN_MATCH",
     "AnswerDrafts",
@@ -59,11 +61,22 @@ _END = "\x00"
 _RESTATED = ("{key}: {value}", "{key} is {value}", "{key} of {value}")
 # The most members of one result restated (a large listing is looked up as text anyway).
 MAX_RESTATED_MEMBERS = 64
-# The acceptance assumed before any draft was checked, as a number of drafted tokens reached
-# and accepted: a restated result is mostly accepted, and a prior of four tokens gives way to
-# what is measured after a few passes.
-ACCEPT_PRIOR = (4.0, 3.2)
-# Each read token without a draft lets the evidence fade this much towards the prior, so a rate
+# Drafts are priced by the length of the match they came from, in characters: shorter than 8,
+# 8-15, 16-31, 32 or more (DraftPricing.bucket).
+MATCH_BUCKETS = (8, 16, 32)
+# The acceptance assumed per bucket before any draft was checked, as (reached, accepted) counts
+# for a draft's first token and for a token after an accepted one: a weight of a few tokens,
+# which gives way to what is measured after a few passes. See DraftPricing.
+ACCEPT_PRIORS = (
+    ((2.0, 1.0), (4.0, 3.4)),
+    ((2.0, 1.2), (4.0, 3.6)),
+    ((2.0, 1.4), (4.0, 3.7)),
+    ((2.0, 1.6), (4.0, 3.8)),
+)
+# How many rows answers DraftPricing keeps (by rates in hundredths and room) before it starts
+# again.
+ROWS_MEMO_CAP = 4096
+# Each draft not sent lets its bucket's evidence fade this much towards the prior, so a rate
 # measured low once is tried again later (a few rows, now and then), never shut off for good.
 FADE = 0.98
 
@@ -97,13 +110,17 @@ class AnswerDrafts:
     def propose(self, written: str, *, max_chars: int = MAX_DRAFT_CHARS) -> str:
         """The text that followed the longest suffix of ``written`` in the texts (its most
         recent occurrence), up to that text's end and ``max_chars``; ``""`` if none matches."""
+        return self.match(written, max_chars=max_chars)[0]
+
+    def match(self, written: str, *, max_chars: int = MAX_DRAFT_CHARS) -> tuple[str, int]:
+        """:meth:`propose`'s draft and the length of the suffix it followed (0: none)."""
         text = self._text
         if len(written) < MIN_MATCH or max_chars <= 0 or written[-MIN_MATCH:] not in text:
-            return ""
+            return "", 0
         length = longest_suffix_in(written, text, MIN_MATCH, min(len(written), MAX_MATCH))
         at = text.rfind(written[-length:]) + length
         end = text.find(_END, at)
-        return text[at : min(end, at + max_chars)]
+        return text[at : min(end, at + max_chars)], length
 
 
 def restated_members(result: str) -> list[str]:
@@ -140,42 +157,67 @@ def _scalar_members(value: Any) -> Iterator[tuple[str, str]]:
 
 class DraftPricing:
     """How many drafted tokens a pass of free text carries, for one model: from the plan's cost
-    table and the rate at which drafted tokens were accepted (each one reached, i.e. every
-    drafted token before it accepted, and then kept or not).
+    table and the acceptance measured so far.
 
-    ``rows(room)`` is 0 without a table, and where the table says no draft pays at the measured
-    rate (a pass of one chosen token and ``d`` drafted ones, each asking for logits, must cost
-    less than the tokens it keeps in expectation are worth: ``DecodePlan.draft_length``)."""
+    Drafted text is accepted in runs: a draft's first token is a guess (does the answer copy
+    here at all?), and once the answer copies, it mostly goes on copying; and a long match of
+    what was written says more than a short one. So the rate is kept per kind of draft, by the
+    length of the match it came from (:data:`MATCH_BUCKETS`), and apart for a draft's first
+    token and for a token after an accepted one: a draft of ``n`` tokens is priced at ``[first,
+    later, later, ...]`` (:meth:`DecodePlan.draft_length
+    <weavehost.decode.padding.DecodePlan.draft_length>`, rows asking for logits priced as
+    such). ``rows(room, matched)`` is 0 without a table, and where the table says no draft pays
+    at those rates: nothing is drafted that the machine's costs do not pay for."""
 
-    __slots__ = ("_rows", "accepted", "plan", "reached")
+    __slots__ = ("_counts", "_rows", "plan")
 
     def __init__(self, plan: DecodePlan) -> None:
         self.plan = plan
-        self.reached, self.accepted = ACCEPT_PRIOR
-        self._rows: dict[int, int] = {}  # by rate in hundredths (at most 101 entries)
+        # Per bucket: [[first reached, first accepted], [later reached, later accepted]].
+        self._counts = [[list(first), list(later)] for first, later in ACCEPT_PRIORS]
+        self._rows: dict[tuple[int, int, int], int] = {}  # by rates in hundredths and room
 
-    @property
-    def rate(self) -> float:
-        """The measured acceptance of a reached drafted token, with the prior."""
-        return min(1.0, max(0.0, self.accepted / self.reached))
+    @staticmethod
+    def bucket(matched: int) -> int:
+        """The kind of a draft that came from a match of ``matched`` characters."""
+        return sum(1 for bound in MATCH_BUCKETS if matched >= bound)
 
-    def rows(self, room: int) -> int:
-        """Drafted tokens for the next pass (at most ``room``)."""
+    def rates(self, bucket: int) -> tuple[float, float]:
+        """The measured acceptance of a draft's first token and of a token after an accepted
+        one, for drafts of ``bucket``, with the prior."""
+        first, later = self._counts[bucket]
+        return _rate(first), _rate(later)
+
+    def rows(self, room: int, matched: int = MIN_MATCH) -> int:
+        """Drafted tokens for the next pass (at most ``room``: the bound and the draft's own
+        tokens), for a draft from a match of ``matched`` characters."""
+        room = min(room, MAX_DRAFT_ROWS)
         if self.plan.table is None or room <= 0:
             return 0
-        key = round(self.rate * 100)
+        first, later = self.rates(self.bucket(matched))
+        key = (round(first * 100), round(later * 100), room)
         rows = self._rows.get(key)
         if rows is None:
-            rows = self._rows[key] = self.plan.draft_length(1, [key / 100] * MAX_DRAFT_ROWS)
-        return min(rows, room)
+            if len(self._rows) >= ROWS_MEMO_CAP:
+                self._rows.clear()
+            accept = [key[0] / 100] + [key[1] / 100] * (room - 1)
+            rows = self._rows[key] = self.plan.draft_length(1, accept)
+        return rows
 
-    def count(self, reached: int, accepted: int) -> None:
-        """Drafted tokens reached and accepted by one read."""
-        self.reached += reached
-        self.accepted += accepted
+    def count(self, bucket: int, later: bool, accepted: bool) -> None:
+        """One drafted token of ``bucket`` reached (the first of its draft, or ``later``: every
+        one before it accepted), and whether it was kept."""
+        counts = self._counts[bucket][int(later)]
+        counts[0] += 1
+        counts[1] += int(accepted)
 
-    def fade(self) -> None:
-        """One token read without a draft: the evidence fades towards the prior."""
-        prior_reached, prior_accepted = ACCEPT_PRIOR
-        self.reached = prior_reached + (self.reached - prior_reached) * FADE
-        self.accepted = prior_accepted + (self.accepted - prior_accepted) * FADE
+    def fade(self, bucket: int) -> None:
+        """A draft of ``bucket`` there, not sent: its evidence fades towards the prior, so a
+        rate measured low once is tried again later (a few rows, now and then)."""
+        for counts, prior in zip(self._counts[bucket], ACCEPT_PRIORS[bucket], strict=True):
+            counts[0] = prior[0] + (counts[0] - prior[0]) * FADE
+            counts[1] = prior[1] + (counts[1] - prior[1]) * FADE
+
+
+def _rate(counts: Sequence[float]) -> float:
+    return min(1.0, max(0.0, counts[1] / counts[0]))

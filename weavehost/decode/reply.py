@@ -27,8 +27,9 @@ Guarantees:
   text written another way (:class:`~weavehost.decode.call_text.CallText`) is taken back the
   same way up to :data:`CALL_TEXT_RETRIES` times, then cuts the reply where it began (what was
   shown stays). Where either was taken back the next token must begin a word (after any spaces,
-  a letter, a digit or a non-ASCII character: no mark, no special token, no end of turn), and
-  an answer's opening marks are not shown before its first word.
+  a letter, a digit or a non-ASCII character: no mark, no special token, no end of turn), a
+  token of marks that began it is banned for the rest of the reply, and an answer's opening
+  marks are not shown before its first word.
 * Where the caller names the scripts allowed (those of the user's messages and the tool
   results), no token that writes another script is chosen
   (:class:`~weavehost.engine.scripts.ScriptTable`), drafted or not: every mask on the next
@@ -276,6 +277,10 @@ class Continuation:
         self.skip = 0  # bytes before this are prose: a trigger there named no tool on offer
         self.retries = 0  # call-shaped texts taken back so far
         self.words: set[int] = set()  # where a call was taken back: a word must come
+        # Marks (no letter, no digit) that began call text taken back: banned at every later
+        # place too, since a reply that may not call has no use for the same opening again
+        # (each new try would cost the passes to write it before it is taken back).
+        self.openers: set[int] = set()
         self.worded = False  # the answer has written a letter or a digit
         self.scripts = scripts  # the scripts the text may use besides Latin (None: any)
         # Drafts are verified against the greedy choice only: a sampled token is not an argmax.
@@ -283,6 +288,10 @@ class Continuation:
         # Drafted tokens read into sequence 0 after ``held`` and not chosen yet, each with the
         # logits after it (see the class docstring).
         self.ahead: list[tuple[int, np.ndarray]] = []
+        # The kind of the draft ahead (DraftPricing.bucket) and whether ahead[0] follows an
+        # accepted drafted token (not the draft's first).
+        self.ahead_bucket = 0
+        self.ahead_later = False
         self.steps = 0  # tokens chosen so far (what the bound counts)
         self.bound = 0
 
@@ -344,9 +353,10 @@ class Continuation:
         far, whose last character may be unfinished). The one place a mask is applied, drafted
         or not."""
         place = len(self.tokens)
-        if place in self.banned:
+        if place in self.banned or self.openers:
             logits = logits.copy()
-            logits[list(self.banned[place])] = -np.inf
+            logits[list(self.banned.get(place, ()))] = -np.inf
+            logits[list(self.openers)] = -np.inf
         if place in self.words:  # call text was taken back here: a word comes instead
             logits = np.where(self.writer.no_word_start, -np.inf, logits)
         if self.scripts is not None:  # no switch to a script the user and the tools did not use
@@ -416,14 +426,22 @@ class Continuation:
         """The text and sequence 0 cut back to before token ``first``, which is banned at its
         place, where a word must now begin."""
         self.roll_back(self.start + first)
-        self.banned.setdefault(first, set()).add(self.tokens[first])
+        opener = self.tokens[first]
+        self.banned.setdefault(first, set()).add(opener)
         self.words.add(first)
+        if self.bans_everywhere(opener):
+            self.openers.add(opener)
         self.data = self.data[: self.offsets[first]]
         del self.tokens[first:], self.offsets[first:]
         if self.call_text is not None:
             self.call_text.cut(len(self.data))
         self.worded = self.worded and _WORD.search(self.data) is not None
         self.logits = self.engine.last_logits(0)
+
+    def bans_everywhere(self, opener: int) -> bool:
+        """Whether ``opener``, which began call text taken back, is banned at every later place
+        of the reply: a token of marks (no letter, no digit), which prose can do without."""
+        return _WORD.search(self.engine.token_bytes(opener)) is None
 
     def roll_back(self, position: int) -> None:
         """Sequence 0 cut back to ``position``, with next-token logits there: its last token
@@ -445,11 +463,13 @@ class Continuation:
         if self.ahead:
             if self.ahead[0][0] == token:
                 self.logits = self.ahead.pop(0)[1]
+                self.ahead_later = True
                 self.held.append(token)
                 self.engine.count_accepted(1)
                 return
             self.drop_ahead()
         draft = self.draft_after(pricing) if pricing is not None else []
+        self.ahead_later = False
         if not draft:
             self.logits = self.engine.decode_one(0, token)
             self.held.append(token)
@@ -467,7 +487,8 @@ class Continuation:
         """A drafted token ahead was reached by this choice: kept if ``token`` is it. Counted at
         the choice, so a reply that ends, stops or is taken back there counts it too."""
         if self.ahead and self.drafts is not None:
-            self.writer.pricing.count(1, int(self.ahead[0][0] == token))
+            kept = self.ahead[0][0] == token
+            self.writer.pricing.count(self.ahead_bucket, self.ahead_later, kept)
 
     def draft_after(self, pricing: DraftPricing) -> list[int]:
         """The drafted tokens to read after the text so far (its last token being read now):
@@ -489,14 +510,16 @@ class Continuation:
             written = tail.decode("utf-8")
         except UnicodeDecodeError:
             return []
-        text = self.drafts.propose(written)
+        text, matched = self.drafts.match(written)
         if not text:
             return []
-        rows = pricing.rows(room)
+        draft = engine.tokenize(text)
+        self.ahead_bucket = pricing.bucket(matched)
+        rows = pricing.rows(min(room, len(draft)), matched)
         if rows <= 0:
-            pricing.fade()  # a draft there, not worth a row at this rate: try again later
+            pricing.fade(self.ahead_bucket)  # not worth a row at this rate: try again later
             return []
-        return engine.tokenize(text)[:rows]
+        return draft[:rows]
 
     def drop_ahead(self) -> None:
         """The drafted tokens ahead (not chosen) out of sequence 0, which then ends with the
