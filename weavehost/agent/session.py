@@ -330,6 +330,11 @@ class Session:
             # The step's free text: its tokens and the passes they took (drafted: fewer).
             "free_tokens": free.tokens,
             "free_passes": free.passes,
+            # Every pass of the step (the sync's prefill too) as "ROWSxOUTPUTS": count, what a
+            # cost table re-prices (weavehost bench-agent --cost-model).
+            "pass_shapes": {
+                f"{rows}x{outputs}": n for (rows, outputs), n in sorted(spent.pass_shapes.items())
+            },
             "model_s": round(time.perf_counter() - started, 4),
         }
         if results:

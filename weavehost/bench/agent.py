@@ -53,6 +53,14 @@ Guarantees:
   model that cannot be found. Expected failures are data: a :class:`WeavehostError` met while
   running one task (a server that will not start, an engine fault) is that task's ``error`` and
   the run goes on; a model that does not load stops the run.
+- **A cost model** (``--cost-model TABLE``: a cost file, or a shipped table by name as
+  ``weavehost bench`` takes it, :func:`weavehost.bench.costs.resolve_cost_model`) re-prices
+  each turn's passes after its last tool result with that machine's table: each turn's
+  ``projected_after_result_s``, and per variant its geometric mean and ratio to drafts off
+  (:func:`weavehost.bench.agent_report.answer_projection` says what is in it). A projection,
+  never a measurement, and labelled so: the passes are the ones this machine's own plan chose
+  (unlike ``weavehost bench``, no plan is made from the table). A local model only: a remote
+  model's passes are the server's. An unknown table fails before anything runs.
 - ``DIR/results.jsonl`` gets one line per task and variant, written and flushed as soon as it is
   known; ``DIR/summary.json`` the setup and the summary.
 """
@@ -82,17 +90,20 @@ from weavehost.bench.agent_report import (
     TurnTrace,
     format_tables,
     judge_turn,
+    project_turns,
     setup_info,
     summarize_agent,
     trace_turn,
 )
 from weavehost.bench.agent_tasks import AgentTask, bind_task, load_tasks, task_set_of
 from weavehost.bench.agent_third_party import fixtures
+from weavehost.bench.costs import resolve_cost_model
 from weavehost.bench.machine import busy_warning, load_average
 from weavehost.bench.runner import parse_strategies, write_line
 from weavehost.config import HostConfig, RemoteModelConfig
 from weavehost.decode import STRATEGIES
 from weavehost.engine import DEFAULT_N_CTX, default_threads
+from weavehost.engine.calibrate import CostTable, load_cost_table, table_record
 from weavehost.engine.thermal import default_thread_count
 from weavehost.errors import AbortedError, BenchError, ModelError, WeavehostError
 
@@ -146,6 +157,7 @@ class AgentBenchConfig:
     max_steps: int = DEFAULT_MAX_STEPS
     remote: RemoteModelConfig | None = None  # a remote server instead of ``model``
     peers: tuple[str, ...] = ()  # stock stacks run beside (``--peer``), each a variant
+    cost_model: str | None = None  # a cost file or shipped table's name (``--cost-model``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +260,7 @@ def run_agent_bench(
     if peers and config.remote is not None:
         raise BenchError("--peer starts a server over a local GGUF; it does not go with a remote "
                          "--model")  # fmt: skip
+    costs = _cost_model(config)  # an unknown or malformed table fails here
     model_path: str | None = None
     if config.remote is not None:
         model_path = config.remote.describe()
@@ -262,7 +275,7 @@ def run_agent_bench(
         config.out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BenchError(f"cannot create --out folder {config.out}: {exc.strerror}") from exc
-    plan = _Plan(config, tuple(tasks), tuple(variants), model_path, tuple(commands))
+    plan = _Plan(config, tuple(tasks), tuple(variants), model_path, tuple(commands), costs)
     return anyio.run(_run, plan, progress, make_model)
 
 
@@ -275,6 +288,36 @@ class _Plan:
     variants: tuple[Variant, ...]
     model_path: str | None  # the GGUF (or the remote server) weavehost's variants run
     commands: tuple[PeerCommand, ...]  # the peers to start
+    costs: _CostModel | None = None  # the table answers are re-priced with (``--cost-model``)
+
+
+@dataclass(frozen=True, slots=True)
+class _CostModel:
+    """The cost table a run re-prices its answers with, and the file it came from."""
+
+    path: Path
+    table: CostTable
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "file": str(self.path),
+            "machine": self.table.machine,
+            "table": table_record(self.table),
+            "projection": "the passes after each turn's last tool result re-priced by this "
+            "table; the drafts were planned on the benchmarked machine's own calibration",
+        }
+
+
+def _cost_model(config: AgentBenchConfig) -> _CostModel | None:
+    """The table ``--cost-model`` names (:class:`ConfigError` if none is found or it is
+    malformed; :class:`BenchError` with a remote model, whose passes are not seen here)."""
+    if config.cost_model is None:
+        return None
+    if config.remote is not None:
+        raise BenchError("--cost-model re-prices the local model's passes; a remote --model's "
+                         "passes are the server's and are not seen here")  # fmt: skip
+    path = resolve_cost_model(config.cost_model)
+    return _CostModel(path, load_cost_table(path))
 
 
 async def _run(
@@ -318,6 +361,8 @@ async def _run_tasks(
                 record.update(
                     await _run_task(task, variant, config, make_model, described, servers)
                 )
+                if plan.costs is not None:
+                    record = project_turns(record, plan.costs.table)
                 records.append(record)
                 write_line(sink, record)
                 done += 1
@@ -337,6 +382,8 @@ async def _run_tasks(
     }
     if servers:
         summary["setup"]["peers"] = {name: s.describe() for name, s in servers.items()}
+    if plan.costs is not None:
+        summary["setup"]["cost_model"] = plan.costs.describe()
     summary_json = config.out / "summary.json"
     summary_json.write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
     return AgentBenchRun(

@@ -24,6 +24,7 @@ from weavehost.bench.agent import (
 from weavehost.bench.agent_peer import LLAMA_SERVER_ENV, LLAMA_SERVER_INSTALL
 from weavehost.bench.agent_tasks import TASK_SETS
 from weavehost.bench.cli import run_options
+from weavehost.bench.costs import shipped_cost_models
 from weavehost.cli_options import config_option
 from weavehost.config import load_config, resolve_remote
 
@@ -105,6 +106,15 @@ def _ab_option(flag: str, modes: tuple[str, ...], default: str, text: str) -> An
     f"llama-server --jinja, a bench-only install ({LLAMA_SERVER_INSTALL}, it compiles llama.cpp; "
     f"or {LLAMA_SERVER_ENV}=PATH). Repeat it, or give a comma list.",
 )
+@click.option(
+    "--cost-model",
+    default=None,
+    metavar="FILE|NAME",
+    help="Cost table of another machine (pass_ms by rows, as `weavehost calibrate` writes), or a "
+    f"shipped one by name ({', '.join(shipped_cost_models())}): re-price each answer's passes "
+    "(those after the last tool result) with it, reported as a projection beside the measured "
+    "times; the drafts stay planned on this machine's calibration (a local model only).",
+)
 def bench_agent(
     tasks: Path | None,
     task_set: str | None,
@@ -120,6 +130,7 @@ def bench_agent(
     max_steps: int,
     config_path: str | None,
     peers: tuple[str, ...],
+    cost_model: str | None,
 ) -> None:
     """Run agent TASKS (default: --set examples, the 51 shipped tasks) end to end through the
     host and report success, time to first tool start and time to the answer, per strategy
@@ -141,6 +152,7 @@ def bench_agent(
         n_ctx=n_ctx,
         max_steps=max_steps,
         peers=peers,  # checked once, by run_agent_bench
+        cost_model=cost_model,  # resolved once, by run_agent_bench
     )
     run = run_agent_bench(config, progress=lambda line: click.echo(line, err=True))
     click.echo(run.table)

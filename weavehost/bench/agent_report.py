@@ -19,11 +19,14 @@ feed them events by hand:
   they took, from the ``timings`` after the turn's last result) and ``answer_same_text`` (the
   share of turns whose answer equals the same task's turn under the drafts-off variant of the
   same strategy and cache; ``None`` without one).
+- With a cost table (``--cost-model``), :func:`project_turns` re-prices each turn's answer
+  passes and :func:`summarize_agent` adds ``projected_after_result_s`` and its ratio to the
+  drafts-off variant (:func:`answer_projection` says what is and is not in it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,7 +35,8 @@ from weavehost.bench.agent_tasks import RECOVERABLE, AgentTurn
 from weavehost.bench.answers import check_calls
 from weavehost.bench.cases import AnswerSet
 from weavehost.bench.machine import machine_info
-from weavehost.bench.report import geomean
+from weavehost.bench.report import geomean, ratio
+from weavehost.engine.calibrate import CostTable
 from weavehost.formats import ToolCall
 
 if TYPE_CHECKING:
@@ -40,8 +44,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TurnTrace",
+    "answer_projection",
     "format_tables",
     "judge_turn",
+    "project_turns",
     "setup_info",
     "summarize_agent",
     "trace_turn",
@@ -61,6 +67,8 @@ class TurnTrace:
     last_result_s: float | None = None  # the turn's last tool result
     answer_tokens: int = 0  # the answer's free-text tokens (the steps after the last result)
     answer_passes: int = 0  # and the passes they took
+    # Every pass of those steps by shape, ``{"ROWSxOUTPUTS": passes}`` (their prefill too).
+    answer_pass_shapes: Mapping[str, int] = field(default_factory=dict)
     stop: str | None = None
     error: str | None = None
     prompt_cache: str | None = None
@@ -137,11 +145,20 @@ def trace_turn(events: Sequence[tuple[float, Event]]) -> TurnTrace:
         last_result_s=last_result,
         answer_tokens=sum(t.get("free_tokens") or 0 for t in after),
         answer_passes=sum(t.get("free_passes") or 0 for t in after),
+        answer_pass_shapes=_added(t.get("pass_shapes") or {} for t in after),
         stop=stop,
         error=error,
         prompt_cache=cache,
         timings=tuple(timings),
     )
+
+
+def _added(counters: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for counter in counters:
+        for key, n in counter.items():
+            total[key] = total.get(key, 0) + n
+    return total
 
 
 def _judged_parts(
@@ -218,6 +235,7 @@ def judge_turn(
         ),
         "answer_tokens": trace.answer_tokens,
         "answer_passes": trace.answer_passes,
+        "answer_pass_shapes": dict(sorted(trace.answer_pass_shapes.items(), key=_shape_order)),
         "tool_results": len(trace.sources),
         "provisional_results": trace.sources.count("provisional"),
         "stop": trace.stop,
@@ -229,6 +247,53 @@ def judge_turn(
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
+
+
+def _shape(key: str) -> tuple[int, int]:
+    rows, outputs = key.split("x")
+    return int(rows), int(outputs)
+
+
+def _shape_order(item: tuple[str, int]) -> tuple[int, int]:
+    return _shape(item[0])
+
+
+def answer_projection(turn: Mapping[str, Any], table: CostTable) -> float | None:
+    """What ``table``'s machine would take, in seconds, for the passes a judged turn took after
+    its last tool result: a projection, never a measurement. ``None`` for a turn without a
+    result, one that did not end (no ``after_result_s``), or one whose passes are not known (a
+    remote model or a stock stack: the server's own).
+
+    What it is: the sum, over every pass of the steps after the last result (their
+    ``timings``' ``pass_shapes``), of ``table.cost(rows, outputs)``. That covers the prefill
+    of the result (the tool message and the template around it, one pass of that many rows per
+    ``n_batch`` chunk, priced by the table's fill rule: beyond its widest measured pass each
+    row adds its prefill cost per token), the answer's decode passes at the widths they had
+    (a drafted pass with its draft rows) and the passes of any call written and dropped in
+    those steps. A table without output costs (the shipped phone tables) prices every row as
+    asking for logits, as ``weavehost bench --cost-model`` re-costs a call's passes
+    (``CostTable.recost``); one with them prices the rows that asked as such.
+
+    What it is not: the drafts were planned on this machine's own calibration (how many draft
+    rows a pass carries), so the projection re-prices the passes taken, it does not re-plan
+    them for the other machine; and nothing but passes is in it (no Python between passes, no
+    masks or sampling, no restore from the prompt cache, no event delivery).
+    """
+    if turn.get("after_result_s") is None:
+        return None
+    shapes = turn.get("answer_pass_shapes") or {}
+    if not shapes:
+        return None
+    return sum(n * table.cost(*_shape(key)) for key, n in shapes.items() if n)
+
+
+def project_turns(record: Mapping[str, Any], table: CostTable) -> dict[str, Any]:
+    """``record`` with each turn's ``projected_after_result_s`` (:func:`answer_projection`)."""
+    turns = [
+        {**turn, "projected_after_result_s": _round(answer_projection(turn, table))}
+        for turn in record.get("turns") or []
+    ]
+    return {**record, "turns": turns}
 
 
 def summarize_agent(
@@ -270,13 +335,40 @@ def summarize_agent(
                 else None
             ),
             "answer_same_text": _same_text(ran, undrafted),
+            "projected_after_result_s": geomean(t.get("projected_after_result_s") for t in turns),
         }
         for record in ran:
             for tag in record.get("tags") or []:
                 cell = by_tag.setdefault(tag, {}).setdefault(label, {"n": 0, "success": 0})
                 cell["n"] += 1
                 cell["success"] += 1 if record.get("success") else 0
+    _projection_ratios(numbers, by_variant)
     return {"variants": numbers, "by_tag": dict(sorted(by_tag.items()))}
+
+
+def _setting(rows: Sequence[Mapping[str, Any]]) -> tuple[Any, Any, Any] | None:
+    """A variant's strategy, cache and guidance (what a drafts-off variant is matched by)."""
+    if not rows:
+        return None
+    first = rows[0]
+    return first.get("strategy"), first.get("prompt_cache"), first.get("guidance")
+
+
+def _projection_ratios(
+    numbers: dict[str, dict[str, Any]], by_variant: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> None:
+    """Each variant's ``projected_after_result_vs_drafts_off``: its projected time after the
+    result over the drafts-off variant's of the same strategy, cache and guidance (a ratio of
+    the two geometric means); ``None`` without a projection on both sides."""
+    undrafted = {
+        _setting(rows): numbers[label]["projected_after_result_s"]
+        for label, rows in by_variant.items()
+        if rows and rows[0].get("answer_drafts") == "off"
+    }
+    for label, rows in by_variant.items():
+        mine = numbers[label]["projected_after_result_s"]
+        base = undrafted.get(_setting(rows))
+        numbers[label]["projected_after_result_vs_drafts_off"] = ratio(mine, base)
 
 
 def _answers(record: Mapping[str, Any]) -> list[str]:
@@ -344,7 +436,7 @@ def format_tables(summary: Mapping[str, Any]) -> str:
     lines.append("(times: geometric means over tasks, seconds; provisional: results served by")
     lines.append(" provisional calls / all tool results; cache hits: turns whose prompt came")
     lines.append(" from the prompt cache / all turns)")
-    lines += _answer_table(variants)
+    lines += _answer_table(variants, (summary.get("setup") or {}).get("cost_model"))
     tags: Mapping[str, Mapping[str, Mapping[str, int]]] = summary["by_tag"]
     if tags:
         labels = list(variants)
@@ -363,26 +455,44 @@ def format_tables(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _answer_table(variants: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def _answer_table(
+    variants: Mapping[str, Mapping[str, Any]], cost_model: Mapping[str, Any] | None
+) -> list[str]:
     """The answer's figures per variant (time after the last result, tokens a pass, the same
-    text as without drafts), where any variant has them."""
+    text as without drafts; with a cost model, the projected time after the result and its
+    ratio to drafts off), where any variant has them."""
     if all(n.get("answer_tokens_per_pass") is None for n in variants.values()):
         return []
-    rows: list[Sequence[str]] = [("variant", "after result s", "answer tokens/pass", "same text")]
+    header = ["variant", "after result s", "answer tokens/pass", "same text"]
+    if cost_model:
+        header += ["projected after result s", "vs drafts off"]
+    rows: list[Sequence[str]] = [header]
     for label, n in variants.items():
         per_pass, same = n.get("answer_tokens_per_pass"), n.get("answer_same_text")
-        rows.append(
-            (
-                label,
-                _s(n.get("geo_after_result_s")),
-                "-" if per_pass is None else f"{per_pass:.2f}",
-                "-" if same is None else f"{same:.0%}",
-            )
-        )
+        row = [
+            label,
+            _s(n.get("geo_after_result_s")),
+            "-" if per_pass is None else f"{per_pass:.2f}",
+            "-" if same is None else f"{same:.0%}",
+        ]
+        if cost_model:
+            ratio = n.get("projected_after_result_vs_drafts_off")
+            row += [
+                _s(n.get("projected_after_result_s")),
+                "-" if ratio is None else f"{ratio:.2f}x",
+            ]
+        rows.append(row)
     notes = [
         "(after result: from the last tool result to the answer's end, a geometric mean over",
         " turns; same text: the share of answers equal to the drafts-off variant's)",
     ]
+    if cost_model:
+        notes += [
+            f"(projected: a projection, not a measurement: the passes after the last result "
+            f"re-priced by {cost_model.get('file')}",
+            f" ({cost_model.get('machine')}); the drafts were planned on this machine's own "
+            "calibration)",
+        ]
     return ["", *_grid(rows), *notes]
 
 

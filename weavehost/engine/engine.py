@@ -524,6 +524,8 @@ class Engine:
         decoded = len(rows) - padding - forced
         stats.passes += 1
         stats.pass_rows[len(rows)] = stats.pass_rows.get(len(rows), 0) + 1
+        shape = (len(rows), outputs)
+        stats.pass_shapes[shape] = stats.pass_shapes.get(shape, 0) + 1
         stats.drafted_tokens += sum(1 for row in rows if row.draft and not row.padding)
         stats.padded_tokens += padding
         stats.prefilled_tokens += forced

@@ -9,8 +9,11 @@ kept by the engine alone and read through snapshots.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 __all__ = ["EngineStats", "KvCells", "Row"]
+
+_Key = TypeVar("_Key")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +44,9 @@ class EngineStats:
     what a pass-by-pass cost table re-costs. ``drafted_tokens`` are rows sent as a draft (a
     token proposed before the pass, kept only if it equals the constrained argmax there);
     ``accepted_tokens`` are the drafted tokens that were kept. Drafted rows count as decoded.
-    ``outputs`` counts rows llama.cpp computed logits for (asked or spare, ``run_pass``).
+    ``outputs`` counts rows llama.cpp computed logits for (asked or spare, ``run_pass``);
+    ``pass_shapes`` counts every pass by ``(rows, outputs)``: what a table with output costs
+    re-costs (``CostTable.cost``).
     """
 
     passes: int = 0
@@ -57,9 +62,15 @@ class EngineStats:
     drafted_tokens: int = 0
     accepted_tokens: int = 0
     outputs: int = 0
+    pass_shapes: dict[tuple[int, int], int] = field(default_factory=dict)
 
     def snapshot(self) -> EngineStats:
-        return replace(self, width_counts=dict(self.width_counts), pass_rows=dict(self.pass_rows))
+        return replace(
+            self,
+            width_counts=dict(self.width_counts),
+            pass_rows=dict(self.pass_rows),
+            pass_shapes=dict(self.pass_shapes),
+        )
 
     def since(self, earlier: EngineStats) -> EngineStats:
         return EngineStats(
@@ -76,10 +87,11 @@ class EngineStats:
             drafted_tokens=self.drafted_tokens - earlier.drafted_tokens,
             accepted_tokens=self.accepted_tokens - earlier.accepted_tokens,
             outputs=self.outputs - earlier.outputs,
+            pass_shapes=_minus(self.pass_shapes, earlier.pass_shapes),
         )
 
 
-def _minus(later: dict[int, int], earlier: dict[int, int]) -> dict[int, int]:
+def _minus(later: dict[_Key, int], earlier: dict[_Key, int]) -> dict[_Key, int]:
     """Per-key difference of two counters, keeping only keys that changed."""
     return {k: n - earlier.get(k, 0) for k, n in later.items() if n - earlier.get(k, 0)}
 
