@@ -13,15 +13,29 @@ import pytest
 from tests.schemas import FORECAST
 from weavehost.decode import DecodeState, get_strategy, run_case
 from weavehost.decode.calibration import open_calibrated
+from weavehost.decode.padding import DecodePlan
 from weavehost.decode.proposals import learn_split, model_split
 from weavehost.decode.reply import ReplyWriter
 from weavehost.decode.state import Bounded
+from weavehost.engine.calibrate import CostTable
 from weavehost.errors import ConfigError
 from weavehost.formats import FORMATS
 
 SMOLLM2 = FORMATS["smollm2"]
 PARIS = [{"role": "user", "content": "What's the weather in Paris for the next 3 days?"}]
 KINDS = ("grammar", "end", "close", "name", "start", "string", "number", "repeat")
+
+
+def test_a_model_opened_with_another_machine_s_plan_decodes_by_it_at_every_thread_count(
+    embedded_model_path,
+):
+    table = CostTable({1: 0.050, 4: 0.060, 8: 0.070}, 0.002, machine="phone-like")
+    plan = DecodePlan.from_table(table)
+    with open_calibrated(embedded_model_path, n_ctx=512, n_threads=1, plan=plan) as opened:
+        assert opened.state.plan(opened.engine) is plan
+        opened.engine.set_threads(2)
+        assert opened.state.plan(opened.engine) is plan
+        assert opened.state.answer_pricing(opened.engine).plan is plan
 
 
 def test_what_one_opened_model_learns_does_not_reach_another(embedded_model_path):
@@ -87,8 +101,10 @@ def test_a_state_without_a_plan_source_decodes_with_the_neutral_plan(fresh_engin
 def test_what_the_reply_writer_learns_of_drafted_answers_is_the_model_s_state_s(fresh_engine):
     state, other = DecodeState(), DecodeState()
     mine = ReplyWriter(fresh_engine, SMOLLM2, state=state)
-    mine.pricing.count(10, 0)  # ten drafted tokens reached, none accepted
+    prior = mine.pricing.rates(0)
+    for _ in range(10):  # ten drafts reached, their first tokens not accepted
+        mine.pricing.count(0, False, False)
     again = ReplyWriter(fresh_engine, SMOLLM2, state=state)  # the same model, a new writer
-    assert again.pricing is mine.pricing and again.pricing.rate < 0.5
+    assert again.pricing is mine.pricing and again.pricing.rates(0)[0] < 0.2
     elsewhere = ReplyWriter(fresh_engine, SMOLLM2, state=other)  # another opened model
-    assert elsewhere.pricing is not mine.pricing and elsewhere.pricing.rate == 0.8
+    assert elsewhere.pricing is not mine.pricing and elsewhere.pricing.rates(0) == prior

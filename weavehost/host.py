@@ -80,6 +80,7 @@ from weavehost.mcp.features import ClientFeatures, Elicitor, LogMessage, Roots
 from weavehost.mcp.servers import ServerPool
 
 if TYPE_CHECKING:
+    from weavehost.decode.padding import DecodePlan
     from weavehost.models import LocalModel
 
 
@@ -138,6 +139,7 @@ class Host(AsyncContextManagerMixin):
         elicitor: Elicitor | None = None,
         roots: Sequence[str | os.PathLike[str]] | None = None,
         load_model: LoadModel = True,
+        decode_plan: DecodePlan | None = None,
     ) -> None:
         # The flags over the config, in one place (weavehost.config.merge_flags).
         base = merge_flags(
@@ -168,6 +170,10 @@ class Host(AsyncContextManagerMixin):
         # never opens a call by itself), "auto" on any other model.
         self.tool_choice = base.tool_choice
         self.max_answer_tokens = max_answer_tokens
+        # Decode (calls, and how many drafted tokens an answer's pass carries) by this plan
+        # instead of this machine's calibration: another machine's costs, what `bench-agent
+        # --cost-model` projects with. None: the calibration.
+        self.decode_plan = decode_plan
         # The persistent prompt-prefix cache: None follows the config (on by default), False is
         # --no-prompt-cache. Only a model the host loads uses it (not ``agent_model``).
         self.prompt_cache = base.prompt_cache.enabled
@@ -371,6 +377,7 @@ class Host(AsyncContextManagerMixin):
             format_name=self.format_name,
             strategy=self.strategy,
             script_guard=self.script_guard,
+            plan=self.decode_plan,
         )
 
     # ------------------------------------------------------------------ conversations

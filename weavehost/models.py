@@ -46,6 +46,7 @@ from weavehost.paths import cache_dir
 
 if TYPE_CHECKING:
     from weavehost.decode import DecodeStrategy
+    from weavehost.decode.padding import DecodePlan
     from weavehost.engine import Engine
     from weavehost.formats import Detection
     from weavehost.gguf import GGUFMetadata
@@ -257,13 +258,16 @@ def open_local_model(
     format_name: str | None,
     strategy: str,
     script_guard: bool,
+    plan: DecodePlan | None = None,
 ) -> concurrent.futures.Future[LocalModel]:
     """``choice`` opened in a thread of its own, its native resources owned by ``native``: the
     metadata read, the format detected (``format_name`` overrides), llama.cpp's engine opened
     with the kernel its calibration was measured with and the model's decode state, the
     ``strategy`` made for that state and prepared (llguidance's view of the vocabulary), and
     the script table built where the answer's scripts are guarded, so the first call waits for
-    none of it. The future holds the :class:`LocalModel`, or the error that stopped it."""
+    none of it. ``plan``: decode by it instead of the calibration (:func:`open_calibrated
+    <weavehost.decode.calibration.open_calibrated>`). The future holds the
+    :class:`LocalModel`, or the error that stopped it."""
     from weavehost import gguf  # looked up at the call: a test may watch the opening's first step
     from weavehost.decode import get_strategy
     from weavehost.decode.calibration import open_calibrated
@@ -272,7 +276,9 @@ def open_local_model(
     def work() -> LocalModel:
         meta = gguf.read_metadata(choice.path, full_arrays=("tokenizer.ggml.tokens",))
         detection = detect_format(meta, format_name)
-        opened = native.enter_context(open_calibrated(choice.path, n_ctx=n_ctx, n_threads=threads))
+        opened = native.enter_context(
+            open_calibrated(choice.path, n_ctx=n_ctx, n_threads=threads, plan=plan)
+        )
         decoder = get_strategy(strategy, opened.state)
         decoder.prepare(opened.engine)
         if script_guard:  # built now (~1.5 s once per model file), read back later

@@ -58,8 +58,10 @@ Guarantees:
   each turn's passes after its last tool result with that machine's table: each turn's
   ``projected_after_result_s``, and per variant its geometric mean and ratio to drafts off
   (:func:`weavehost.bench.agent_report.answer_projection` says what is in it). A projection,
-  never a measurement, and labelled so: the passes are the ones this machine's own plan chose
-  (unlike ``weavehost bench``, no plan is made from the table). A local model only: a remote
+  never a measurement, and labelled so. As in ``weavehost bench``, the local model decodes by
+  the plan made from the table (its calls' passes, and how many drafted tokens an answer's pass
+  carries: ``Host(decode_plan=…)``), so the passes are the ones that machine's plan would
+  choose; the run's own times are then not this machine's best. A local model only: a remote
   model's passes are the server's. An unknown table fails before anything runs.
 - ``DIR/results.jsonl`` gets one line per task and variant, written and flushed as soon as it is
   known; ``DIR/summary.json`` the setup and the summary.
@@ -102,6 +104,7 @@ from weavehost.bench.machine import busy_warning, load_average
 from weavehost.bench.runner import parse_strategies, write_line
 from weavehost.config import HostConfig, RemoteModelConfig
 from weavehost.decode import STRATEGIES
+from weavehost.decode.padding import DecodePlan
 from weavehost.engine import DEFAULT_N_CTX, default_threads
 from weavehost.engine.calibrate import CostTable, load_cost_table, table_record
 from weavehost.engine.thermal import default_thread_count
@@ -298,13 +301,21 @@ class _CostModel:
     path: Path
     table: CostTable
 
+    @property
+    def plan(self) -> DecodePlan:
+        """The decode plan made from the table, which the local model decodes by (its calls'
+        passes and how many drafted tokens an answer's pass carries), as ``weavehost bench
+        --cost-model`` gives ``weave`` one."""
+        return DecodePlan.from_table(self.table, source=f"bench-agent --cost-model {self.path}")
+
     def describe(self) -> dict[str, Any]:
         return {
             "file": str(self.path),
             "machine": self.table.machine,
             "table": table_record(self.table),
             "projection": "the passes after each turn's last tool result re-priced by this "
-            "table; the drafts were planned on the benchmarked machine's own calibration",
+            "table; the local model decoded by the plan made from it (calls and drafts), as "
+            "weavehost bench --cost-model does",
         }
 
 
@@ -358,9 +369,7 @@ async def _run_tasks(
             shift = index % len(variants)
             for variant in (*variants[shift:], *variants[:shift]):
                 record = {"set": task_set}
-                record.update(
-                    await _run_task(task, variant, config, make_model, described, servers)
-                )
+                record.update(await _run_task(task, variant, plan, make_model, described, servers))
                 if plan.costs is not None:
                     record = project_turns(record, plan.costs.table)
                 records.append(record)
@@ -402,11 +411,12 @@ def _verdict(record: Mapping[str, Any]) -> str:
 async def _run_task(
     task: AgentTask,
     variant: Variant,
-    config: AgentBenchConfig,
+    plan: _Plan,
     make_model: ModelFactory | None,
     described: dict[str, Any],
     servers: Mapping[str, PeerServer],
 ) -> dict[str, Any]:
+    config = plan.config
     record: dict[str, Any] = {
         "id": task.id,
         "variant": variant.label,
@@ -433,6 +443,8 @@ async def _run_task(
     }
     if variant.answer_drafts is not None:
         kwargs["answer_drafts"] = variant.answer_drafts == "on"
+    if plan.costs is not None and config.remote is None:  # decoded as planned for that machine
+        kwargs["decode_plan"] = plan.costs.plan
     if variant.guidance is not None:
         kwargs["guidance"] = variant.guidance == "on"
     if config.remote is not None:

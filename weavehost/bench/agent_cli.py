@@ -113,7 +113,9 @@ def _ab_option(flag: str, modes: tuple[str, ...], default: str, text: str) -> An
     help="Cost table of another machine (pass_ms by rows, as `weavehost calibrate` writes), or a "
     f"shipped one by name ({', '.join(shipped_cost_models())}): re-price each answer's passes "
     "(those after the last tool result) with it, reported as a projection beside the measured "
-    "times; the drafts stay planned on this machine's calibration (a local model only).",
+    "times; the local model decodes by the plan made from that table (its calls and how many "
+    "drafted tokens an answer's pass carries), as `weavehost bench --cost-model` does, so this "
+    "run's own times are not this machine's best (a local model only).",
 )
 def bench_agent(
     tasks: Path | None,

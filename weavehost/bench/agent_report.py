@@ -274,10 +274,9 @@ def answer_projection(turn: Mapping[str, Any], table: CostTable) -> float | None
     asking for logits, as ``weavehost bench --cost-model`` re-costs a call's passes
     (``CostTable.recost``); one with them prices the rows that asked as such.
 
-    What it is not: the drafts were planned on this machine's own calibration (how many draft
-    rows a pass carries), so the projection re-prices the passes taken, it does not re-plan
-    them for the other machine; and nothing but passes is in it (no Python between passes, no
-    masks or sampling, no restore from the prompt cache, no event delivery).
+    The passes are the ones the plan made from the same table chose (the bench decodes by it:
+    ``Host(decode_plan=…)``). What it is not: nothing but passes is in it (no Python between
+    passes, no masks or sampling, no restore from the prompt cache, no event delivery).
     """
     if turn.get("after_result_s") is None:
         return None
@@ -490,8 +489,7 @@ def _answer_table(
         notes += [
             f"(projected: a projection, not a measurement: the passes after the last result "
             f"re-priced by {cost_model.get('file')}",
-            f" ({cost_model.get('machine')}); the drafts were planned on this machine's own "
-            "calibration)",
+            f" ({cost_model.get('machine')}), decoded by the plan made from that table)",
         ]
     return ["", *_grid(rows), *notes]
 

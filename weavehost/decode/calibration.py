@@ -175,15 +175,21 @@ def open_calibrated(
     n_threads: int,
     n_ctx: int = DEFAULT_N_CTX,
     n_seq_max: int = DEFAULT_N_SEQ_MAX,
+    plan: DecodePlan | None = None,
 ) -> Iterator[OpenedModel]:
     """Open ``model`` with the kernel its calibration at the thread count was measured with
     (flash attention on without one), with its decode state; both end with the block. The
-    plan at the opening thread count is read now, so a damaged calibration fails here."""
+    plan at the opening thread count is read now, so a damaged calibration fails here.
+    ``plan``: the state decodes by this plan at every thread count instead of the stored one
+    (another machine's costs: ``weavehost bench-agent --cost-model``'s projection)."""
     flash_attn = calibrated_flash_attn(model, n_threads)
     with Engine.open(
         model, n_ctx=n_ctx, n_threads=n_threads, n_seq_max=n_seq_max, flash_attn=flash_attn
     ) as engine:
-        state = decode_state(engine)
+        if plan is None:
+            state = decode_state(engine)
+        else:
+            state = DecodeState(engine.identity, plans=lambda _threads: plan)
         state.plan(engine)
         yield OpenedModel(engine, state)
 
