@@ -245,6 +245,37 @@ def test_an_argument_the_task_does_not_name_is_not_judged_but_a_named_one_is() -
     assert not judged["success"] and "units" in judged["calls_error"]
 
 
+@pytest.mark.parametrize(
+    ("user", "result", "answer", "foreign"),
+    [
+        (
+            "Weather in Paris?",
+            "Paris: sunny",
+            "抱歉，我无法协助完成这个请求。",
+            ["Han", "CJK punctuation"],
+        ),
+        ("Weather in Paris?", "Paris: sunny", "Paris: sunny, 20 °C.", []),  # Latin, a symbol
+        ("Погода в Москве?", "Москва: ясно", "В Москве ясно.", []),  # the user's own script
+        ("Weather in Tokyo?", "東京: 晴れ", "東京 is sunny (晴れ).", []),  # the result's script
+    ],
+)
+def test_an_answer_in_a_script_neither_the_user_nor_a_result_wrote_is_counted(
+    user: str, result: str, answer: str, foreign: list[str]
+) -> None:
+    trace = trace_turn(
+        [
+            (1.0, Event("tool_result", {**PARIS_CALL, "source": "final", "text": result})),
+            (1.5, Event("text", {"text": answer})),
+            (2.0, Event("done", {"stop": "answer"})),
+        ]
+    )
+    judged = judge_turn(AgentTurn(user), trace, WEATHER_FUNCTIONS)
+    assert judged["foreign_scripts"] == foreign
+    record = {"variant": "weave", "success": False, "tags": [], "turns": [judged]}
+    summary = summarize_agent([record], ["weave"])
+    assert summary["variants"]["weave"]["foreign_script_answers"] == int(bool(foreign))
+
+
 def test_the_summary_rates_success_and_takes_geometric_means_over_tasks() -> None:
     records = [
         {"variant": "weave", "success": True, "first_tool_s": 1.0, "answer_s": 4.0,

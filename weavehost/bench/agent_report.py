@@ -18,7 +18,10 @@ feed them events by hand:
   that had a result), ``answer_tokens_per_pass`` (the answer's free-text tokens over the passes
   they took, from the ``timings`` after the turn's last result) and ``answer_same_text`` (the
   share of turns whose answer equals the same task's turn under the drafts-off variant of the
-  same strategy and cache; ``None`` without one).
+  same strategy and cache; ``None`` without one). ``foreign_script_answers`` counts the turns
+  whose answer writes a script (:data:`weavehost.engine.scripts.SCRIPTS`: Han, Cyrillic, …;
+  Latin and digits are none) that neither the turn's user message nor its tool results hold:
+  each judged turn lists them as ``foreign_scripts``.
 - With a cost table (``--cost-model``), :func:`project_turns` re-prices each turn's answer
   passes and :func:`summarize_agent` adds ``projected_after_result_s`` and its ratio to the
   drafts-off variant (:func:`answer_projection` says what is and is not in it).
@@ -37,6 +40,7 @@ from weavehost.bench.cases import AnswerSet
 from weavehost.bench.machine import machine_info
 from weavehost.bench.report import geomean, ratio
 from weavehost.engine.calibrate import CostTable
+from weavehost.engine.scripts import SCRIPTS, scripts_in
 from weavehost.formats import ToolCall
 
 if TYPE_CHECKING:
@@ -73,6 +77,7 @@ class TurnTrace:
     error: str | None = None
     prompt_cache: str | None = None
     timings: tuple[Mapping[str, Any], ...] = field(default=())
+    result_scripts: int = 0  # the scripts the turn's tool results are written in (bits)
 
     def failed(self, error: str) -> TurnTrace:
         return replace(self, error=error, answer_s=None)
@@ -102,6 +107,7 @@ def trace_turn(events: Sequence[tuple[float, Event]]) -> TurnTrace:
     first_tool: float | None = None
     last_result: float | None = None
     after: list[Mapping[str, Any]] = []  # timings of the steps after the last result
+    result_scripts = 0
     done_at: float | None = None
     stop = error = None
     for at, event in events:
@@ -123,6 +129,7 @@ def trace_turn(events: Sequence[tuple[float, Event]]) -> TurnTrace:
             calls.append(ToolCall(event["name"], dict(event.get("arguments") or {})))
             sources.append(source)
             statuses.append(event.get("status", "ok"))
+            result_scripts |= scripts_in(str(event.get("text") or ""))
             answer.clear()
             last_result, after = at, []
         elif kind == "timings":
@@ -150,6 +157,7 @@ def trace_turn(events: Sequence[tuple[float, Event]]) -> TurnTrace:
         error=error,
         prompt_cache=cache,
         timings=tuple(timings),
+        result_scripts=result_scripts,
     )
 
 
@@ -216,6 +224,8 @@ def judge_turn(
         calls_ok, why = verdict.valid, verdict.error
     lowered = trace.answer.lower()
     missing = [fact for fact in turn.facts if fact.lower() not in lowered]
+    # Scripts the answer writes that neither the user's message nor the turn's results hold.
+    foreign = scripts_in(trace.answer) & ~(scripts_in(turn.user) | trace.result_scripts)
     return {
         "user": turn.user,
         "calls": [{"name": c.name, "arguments": dict(c.arguments)} for c in trace.calls],
@@ -225,6 +235,7 @@ def judge_turn(
         "calls_ok": calls_ok,
         "calls_error": why or None,
         "missing_facts": missing,
+        "foreign_scripts": [name for bit, name in enumerate(SCRIPTS) if foreign >> bit & 1],
         "success": calls_ok and not missing and trace.error is None,
         "first_tool_s": _round(trace.first_tool_s),
         "answer_s": _round(trace.answer_s),
@@ -327,6 +338,8 @@ def summarize_agent(
             "cache_hits": sum(1 for t in turns if t.get("prompt_cache") == "hit"),
             "turns": len(turns),
             "errors": sum(1 for r in ran if r.get("error")),
+            # Answers in a script the user did not write and no tool result holds.
+            "foreign_script_answers": sum(1 for t in turns if t.get("foreign_scripts")),
             "geo_after_result_s": geomean(t.get("after_result_s") for t in turns),
             "answer_tokens_per_pass": (
                 sum(t.get("answer_tokens") or 0 for t in turns) / answer_passes
