@@ -15,6 +15,7 @@ import pytest
 
 from weavehost.decode.calibration import (
     calibrated_flash_attn,
+    check_calibration,
     load_plan,
     open_calibrated,
     plan_path,
@@ -24,15 +25,20 @@ from weavehost.decode.calibration import (
 from weavehost.decode.padding import DRAFT_MARGIN, MAX_DRAFT_ROWS, NO_PLAN, DecodePlan
 from weavehost.decode.state import DecodeState
 from weavehost.engine import Engine
+from weavehost.engine import calibrate as calibrate_module
 from weavehost.engine.calibrate import (
+    ATTENTION_MARGIN,
     DEFAULT_OUTPUTS,
     DEFAULT_ROWS,
+    SHAPE_RETRIES,
     AttentionProbe,
     Calibration,
     CostTable,
+    compare_tables,
     load_cost_table,
     measure_pass_costs,
     probe_attention,
+    shape_faults,
     table_record,
 )
 from weavehost.errors import ConfigError
@@ -427,24 +433,49 @@ def test_a_thermal_thread_change_keeps_the_kernel_the_model_was_opened_with(
         assert state.plan(engine).table is not None
 
 
-@pytest.mark.model
-def test_the_calibrate_command_stores_what_the_next_opening_of_the_model_runs_with(
-    embedded_model_path, tmp_path, monkeypatch
-):
+def _calibrate_command(model: Path, cache: Path, monkeypatch, max_rows: int):
+    """``weavehost calibrate`` on ``model`` at one thread and one round, its plans stored in
+    ``cache`` (this test's alone): a function of the extra arguments that runs it."""
     from click.testing import CliRunner
 
     from weavehost.cli import main
 
-    monkeypatch.setenv("WEAVEHOST_CACHE", str(tmp_path))  # this model's plans, this test's alone
-    model = str(embedded_model_path)
-    args = ["calibrate", "--model", model, "--threads", "1", "--repeats", "1", "--max-rows", "2"]
-    result = CliRunner().invoke(main, [*args, "--json"])
+    monkeypatch.setenv("WEAVEHOST_CACHE", str(cache))
+    args = ["calibrate", "--model", str(model), "--threads", "1", "--repeats", "1"]
+    return lambda *extra: CliRunner().invoke(main, [*args, "--max-rows", str(max_rows), *extra])
+
+
+@pytest.mark.model
+def test_the_calibrate_command_stores_what_the_next_opening_of_the_model_runs_with(
+    embedded_model_path, tmp_path, monkeypatch
+):
+    calibrate = _calibrate_command(embedded_model_path, tmp_path, monkeypatch, max_rows=2)
+    result = calibrate("--json")
     assert result.exit_code == 0, result.output
     stored = json.loads(result.output)
     assert stored == json.loads(plan_path(embedded_model_path, 1).read_text())
     with open_calibrated(embedded_model_path, n_ctx=512, n_threads=1) as opened:
         assert opened.engine.flash_attn is stored["flash_attn"]
         assert opened.state.plan(opened.engine).table is not None
+
+
+@pytest.mark.model
+def test_calibrate_check_measures_again_stores_nothing_and_exits_by_the_agreement(
+    embedded_model_path, tmp_path, monkeypatch
+):
+    calibrate = _calibrate_command(embedded_model_path, tmp_path, monkeypatch, max_rows=4)
+    assert calibrate().exit_code == 0
+    stored = plan_path(embedded_model_path, 1).read_text()
+    result = calibrate("--check", "--json")
+    report = json.loads(result.output)
+    kernels = report["flash_attn"]
+    assert report["passed"] == (
+        report["worst"]["difference"] <= 0.15 and kernels["stored"] == kernels["probe"]
+    )
+    assert result.exit_code == (0 if report["passed"] else 1)  # timings here are noisy
+    assert set(report["relative_difference"]["rows"]) == {"1", "2", "3", "4"}
+    assert report["relative_difference"]["rows"]["1"] == 0.0
+    assert plan_path(embedded_model_path, 1).read_text() == stored
 
 
 @pytest.mark.model
@@ -460,7 +491,7 @@ def test_the_attention_probe_opens_the_real_model_with_each_kernel_and_times_bot
 
     monkeypatch.setattr(Engine, "open", opening)
     probe = probe_attention(embedded_model_path, n_threads=1, repeats=1)
-    assert opened == [False, True]
+    assert opened == [False, True, True, False]  # two openings each, a drift weighs alike
     assert set(probe.prefill_token_s) == set(probe.pass_s) == {False, True}
     assert all(cost > 0 for cost in [*probe.prefill_token_s.values(), *probe.pass_s.values()])
 
@@ -500,3 +531,184 @@ def test_measuring_smollm2_gives_a_positive_cost_for_every_row_count_up_to_32(fr
     assert (table.machine, calibration.threads) == ("test", engine.n_threads)
     assert all(engine.seq_len(seq) == 0 for seq in range(engine.n_seq_max))
     assert engine.kv_span(0) == (-1, -1)
+
+
+# -- measuring on a noisy machine (fake timings) ------------------------------------------------
+
+
+class FakeClock:
+    """The calibration's clock: it moves only when a fake pass runs."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class TimedEngine:
+    """Enough of an engine for `measure_pass_costs`: each pass advances the clock by
+    ``cost(rows, outputs, forced, index)`` seconds (``index``: the pass's place in the run),
+    and is recorded as ``(rows, outputs, forced)``."""
+
+    n_batch, n_ctx, n_seq_max, n_threads, flash_attn = 512, 2048, 16, 2, True
+
+    def __init__(self, clock: FakeClock, cost) -> None:
+        self.clock, self.cost, self.passes = clock, cost, []
+
+    def tokenize(self, text, special=False):
+        return list(range(len(text.split())))
+
+    def clear(self):
+        pass
+
+    def prefill(self, seq, tokens, logits_last=True):
+        pass
+
+    def fork(self, src, dst):
+        pass
+
+    def drop(self, seq, from_pos=0):
+        pass
+
+    def run_pass(self, batch):
+        shape = (len(batch), sum(row.logits for row in batch), batch[0].forced)
+        self.clock.now += self.cost(*shape, len(self.passes))
+        self.passes.append(shape)
+        return []
+
+
+def _steady(rows, outputs, forced, index):
+    """A machine where a pass costs 10 ms, 3 ms a row and 1 ms a row asking for logits; a
+    prefill 1 ms a token."""
+    return rows * 1e-3 if forced else (10 + 3 * rows + outputs) * 1e-3
+
+
+def _timed_engine(monkeypatch, cost=_steady) -> TimedEngine:
+    clock = FakeClock()
+    monkeypatch.setattr(calibrate_module, "_clock", clock)
+    return TimedEngine(clock, cost)
+
+
+SMALL = {"prefill_chunks": (16,), "output_rows": 8, "outputs": (1, 4)}
+
+
+def test_every_width_is_timed_once_per_round_in_a_shuffled_order_not_one_width_after_another(
+    monkeypatch,
+):
+    engine = _timed_engine(monkeypatch)
+    measure_pass_costs(engine, rows=(1, 2, 4, 8), repeats=3, **SMALL)
+    shapes = {(1, 1, False), (2, 2, False), (4, 4, False), (8, 8, False), (8, 1, False),
+              (8, 4, False), (16, 1, True)}  # fmt: skip
+    assert len(engine.passes) == len(shapes) * 4  # one untimed round, then 3 timed
+    rounds = [engine.passes[i : i + len(shapes)] for i in range(0, len(engine.passes), len(shapes))]
+    assert all(set(one) == shapes and len(one) == len(shapes) for one in rounds)
+    assert len({tuple(one) for one in rounds[1:]}) > 1  # the order changes from round to round
+
+
+def test_a_drift_during_the_run_lands_on_every_width_alike(monkeypatch):
+    total = 9 * 10  # 8 widths and a prefill chunk, a warm-up round and 9 timed rounds
+
+    def drifting(rows, outputs, forced, index):  # the machine slows down to 2x over the run
+        return _steady(rows, outputs, forced, index) * (1 + index / total)
+
+    engine = _timed_engine(monkeypatch, drifting)
+    table = measure_pass_costs(
+        engine, rows=range(1, 9), repeats=9, prefill_chunks=(1,), output_rows=0
+    ).table
+    for n in range(2, 9):
+        true = (10 + 4 * n) / 14  # × a one-row pass
+        assert table.pass_s[n] / table.pass_s[1] == pytest.approx(true, rel=0.08)
+
+
+def test_shape_faults_allow_what_row_tiles_allow_and_nothing_more():
+    # Measured on the AVX-512 machine (Qwen2.5-Coder-0.5B Q4_0, ms): 8 rows cost less than 7
+    # and 16 less than 15 (whole tiles of four); 16 and 12 cost the same within the noise.
+    assert shape_faults({4: 28.4, 7: 55.4, 8: 36.9, 12: 50.6, 15: 76.8, 16: 48.4}) == []
+    assert shape_faults({4: 30.0, 8: 20.0}) == [(4, 8)]  # 8 rows do all that 4 do, and more
+    # A run whose first output counts were measured while the machine was busy: 5 read 91 ms,
+    # 9 (one tile more) 78: 9 does all that 5 does.
+    assert shape_faults({1: 68.4, 5: 91.2, 6: 78.5, 9: 77.6}) == [(5, 6), (5, 9)]
+
+
+def _disturbed_at_12(until):
+    """12 rows cost 1.5x what they should for the first ``until`` passes of the run."""
+
+    def cost(rows, outputs, forced, index):
+        slow = 1.5 if rows == 12 and not forced and index < until else 1.0
+        return _steady(rows, outputs, forced, index) * slow
+
+    return cost
+
+
+WIDTHS = (1, 4, 8, 12, 16)
+
+
+def test_a_table_that_fails_the_shape_check_has_its_widths_timed_again_until_it_passes(
+    monkeypatch,
+):
+    first = (len(WIDTHS) + 1) * 6  # a warm-up round, 5 timed rounds: 5 widths and a prefill
+    engine = _timed_engine(monkeypatch, _disturbed_at_12(until=first))
+    calibration = measure_pass_costs(
+        engine, rows=WIDTHS, repeats=5, prefill_chunks=(1,), output_rows=0
+    )
+    table = calibration.table
+    assert calibration.remeasured == ("rows 12", "rows 16")
+    assert calibration.shape_faults == ()
+    assert len(engine.passes) == first + 2 * 5  # then 5 rounds of 12 and 16
+    assert table.pass_s[12] < table.pass_s[16]
+    assert calibration.record()["shape_check"]["remeasured"] == ["rows 12", "rows 16"]
+
+
+def test_a_table_that_still_fails_the_shape_check_says_so_with_the_calibration(monkeypatch):
+    engine = _timed_engine(monkeypatch, _disturbed_at_12(until=10**9))
+    calibration = measure_pass_costs(
+        engine, rows=WIDTHS, repeats=5, prefill_chunks=(1,), output_rows=0
+    )
+    assert calibration.shape_faults == (
+        "rows 16 cost 74.0 ms, less than rows 12 (87.0 ms) by more than 10%",
+    )
+    assert calibration.record()["shape_check"]["faults"] == list(calibration.shape_faults)
+    extra = SHAPE_RETRIES * 2 * 5  # each retry: 5 rounds of 12 and 16
+    assert len(engine.passes) == (len(WIDTHS) + 1) * 6 + extra
+
+
+def test_a_coin_flip_between_the_attention_kernels_keeps_the_engines_default():
+    # Today's second calibration of Qwen2.5-Coder-0.5B: off 1735.7 ms a turn, on 1737.4.
+    coin_flip = AttentionProbe(
+        {False: 0.0017337, True: 0.0016826}, {False: 0.0132514, True: 0.0136867}
+    )
+    assert coin_flip.turn_s(False) < coin_flip.turn_s(True)
+    assert coin_flip.flash_attn  # off is faster by 0.1%: within the noise
+    assert coin_flip.margin == ATTENTION_MARGIN
+
+
+def test_the_margin_off_must_clear_grows_with_the_noise_between_openings_of_one_kernel():
+    prefill = {False: 0.001, True: 0.001}
+    passes = {False: 0.009, True: 0.010}  # off: a turn 9.9% less
+    steady = AttentionProbe(prefill, passes, {False: (1.00, 1.01), True: (1.10, 1.11)})
+    assert steady.noise == pytest.approx(0.01) and not steady.flash_attn
+    noisy = AttentionProbe(prefill, passes, {False: (1.00, 1.08), True: (1.10, 1.11)})
+    assert noisy.noise == pytest.approx(0.08) and noisy.margin == pytest.approx(0.16)
+    assert noisy.flash_attn
+    assert noisy.record()["off"]["turn_ms_by_opening"] == [1000.0, 1080.0]
+
+
+def test_two_tables_are_compared_by_each_widths_cost_relative_to_one_row():
+    before = CostTable({1: 0.010, 4: 0.030, 8: 0.040}, 0.001, output_s={1: 0.05}, output_rows=8)
+    slower = CostTable({1: 0.011, 4: 0.033, 8: 0.044}, 0.001, output_s={1: 0.055}, output_rows=8)
+    uniform = compare_tables(before, slower)  # a machine 10% slower throughout
+    assert max(uniform.rows.values()) == pytest.approx(0, abs=1e-9)
+    assert uniform.absolute[8] == pytest.approx(0.10)
+    assert uniform.agrees()
+    moved = CostTable({1: 0.010, 4: 0.036, 8: 0.040}, 0.001, output_s={1: 0.05}, output_rows=8)
+    found = compare_tables(before, moved)
+    assert found.worst == ("rows", 4, pytest.approx(0.20))
+    assert not found.agrees() and found.agrees(bound=0.25)
+
+
+def test_checking_a_model_never_calibrated_says_to_calibrate_first(tmp_path, monkeypatch):
+    monkeypatch.setenv("WEAVEHOST_CACHE", str(tmp_path))
+    engine = _fake_engine(tmp_path)
+    with pytest.raises(ConfigError, match="nothing to check; run `weavehost calibrate` first"):
+        check_calibration(engine.path, threads=2, rows=(1, 2), repeats=1)

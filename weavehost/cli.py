@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -248,9 +249,15 @@ def tools(ctx: click.Context, servers: tuple[str, ...], config_path: str | None,
     show_default=True,
     help="Widest pass measured (rows).",
 )
-@json_option("Print the stored calibration as JSON.")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Measure again, store nothing, and compare with the stored calibration: exit 1 if "
+    "the kernel chosen differs or a width's cost relative to one row differs by more than 15%.",
+)
+@json_option("Print the stored calibration (with --check: the comparison) as JSON.")
 def calibrate(
-    model: str | None, threads: int | None, repeats: int, max_rows: int, as_json: bool
+    model: str | None, threads: int | None, repeats: int, max_rows: int, check: bool, as_json: bool
 ) -> None:
     """Measure what a pass of 1..N rows costs here and store the plan `weave` decodes by."""
     from weavehost.bench.machine import cpu_flags
@@ -261,6 +268,9 @@ def calibrate(
 
     choice = resolve_model(model)
     rows = sorted({r for r in DEFAULT_ROWS if r <= max_rows} | {max_rows})
+    if check:
+        _calibrate_check(choice.path, threads, rows, repeats, cpu_flags(), as_json)
+        return
     run = measure(choice.path, threads=threads, rows=rows, repeats=repeats, cpu_flags=cpu_flags())
     probe, calibration, plan, path = run.probe, run.calibration, run.plan, run.path
     machine, table = run.machine, run.calibration.table
@@ -276,8 +286,11 @@ def calibrate(
     )
     click.echo(
         f"flash attention: {'on' if probe.flash_attn else 'off'} (a turn of "
-        f"{PROBE_PROMPT_TOKENS} prompt tokens and {PROBE_SERIAL_PASSES} one-row passes: {turns})"
+        f"{PROBE_PROMPT_TOKENS} prompt tokens and {PROBE_SERIAL_PASSES} one-row passes: {turns};"
+        f" off only if faster by {probe.margin:.1%}, the noise between openings {probe.noise:.1%})"
     )
+    if calibration.remeasured:
+        click.echo(f"timed again after the shape check: {', '.join(calibration.remeasured)}")
     click.echo(format_table(table))
     chunks = ", ".join(
         f"{c} tokens {s * 1e3:.3f} ms" for c, s in calibration.prefill_chunk_s.items()
@@ -298,7 +311,65 @@ def calibrate(
         f"draft rows (each accepted with p={DEFAULT_ACCEPT}): {plan.draft_rows(1)} on a pass "
         f"of 1 row, {plan.draft_rows(4)} on a pass of 4 rows"
     )
+    for fault in calibration.shape_faults:
+        click.echo(f"warning: shape check failed after re-measuring: {fault}", err=True)
     click.echo(f"stored in {path}")
+
+
+def _calibrate_check(
+    model: Path, threads: int | None, rows: list[int], repeats: int, flags: list[str], as_json: bool
+) -> None:
+    """``weavehost calibrate --check``: the stored table against a new measurement."""
+    from weavehost.decode.calibration import check_calibration
+    from weavehost.engine.calibrate import AGREEMENT
+
+    found = check_calibration(model, threads=threads, rows=rows, repeats=repeats, cpu_flags=flags)
+    stored, now, agreement = found.stored, found.calibration.table, found.agreement
+    kind, count, worst = agreement.worst
+    on_off = {True: "on", False: "off"}
+    if as_json:
+        report = {
+            "stored": str(found.path),
+            "flash_attn": {"stored": found.stored_flash_attn, "probe": found.probe.flash_attn},
+            "attention_probe": found.probe.record(),
+            "relative_difference": {
+                "rows": {str(n): round(d, 4) for n, d in agreement.rows.items()},
+                "outputs": {str(n): round(d, 4) for n, d in agreement.outputs.items()},
+            },
+            "absolute_difference": {str(n): round(d, 4) for n, d in agreement.absolute.items()},
+            "worst": {"kind": kind, "count": count, "difference": round(worst, 4)},
+            "bound": AGREEMENT,
+            "shape_faults": list(found.calibration.shape_faults),
+            "passed": found.passed(),
+        }
+        click.echo(json.dumps(report, indent=2))
+    else:
+        click.echo(f"{model.name}: measured again against {found.path} (medians of {repeats})")
+        click.echo("| rows | stored ms | now ms | stored × one | now × one | Δ × one | Δ ms |")
+        click.echo("|---:|---:|---:|---:|---:|---:|---:|")
+        one_stored, one_now = stored.pass_s[1], now.pass_s[1]
+        for n, difference in agreement.rows.items():
+            a, b = stored.pass_s[n], now.pass_s[n]
+            click.echo(
+                f"| {n} | {a * 1e3:.2f} | {b * 1e3:.2f} | {a / one_stored:.2f} | "
+                f"{b / one_now:.2f} | {difference:.1%} | {agreement.absolute[n]:.1%} |"
+            )
+        if agreement.outputs:
+            outputs = ", ".join(f"{n} {d:.1%}" for n, d in agreement.outputs.items())
+            click.echo(f"outputs (× one row), difference: {outputs}")
+        click.echo(
+            f"flash attention: stored {on_off[found.stored_flash_attn]}, the probe now chooses "
+            f"{on_off[found.probe.flash_attn]} (margin {found.probe.margin:.1%})"
+        )
+        for fault in found.calibration.shape_faults:
+            click.echo(f"warning: shape check failed after re-measuring: {fault}", err=True)
+        click.echo(
+            f"largest difference relative to one row: {worst:.1%} ({kind} {count}); "
+            f"absolute: {max(agreement.absolute.values()):.1%}; bound {AGREEMENT:.0%}: "
+            + ("agree" if found.passed() else "DISAGREE")
+        )
+    if not found.passed():
+        sys.exit(1)
 
 
 agent_options = options(

@@ -5,9 +5,13 @@ Stage: setup (before decoding). The one owner of calibration; nothing else reads
 stored calibration or chooses the attention kernel:
 
 - **Measuring** (:func:`calibrate`, what ``weavehost calibrate`` runs): flash attention timed
-  on and off (the faster is kept), then the cost of a pass of each width with that kernel
+  on and off (on, the engine's default, is kept unless off is clearly faster), then the cost
+  of a pass of each width with that kernel, interleaved and shape-checked
   (:mod:`weavehost.engine.calibrate`, the engine's measuring instruments), and the
   :class:`~weavehost.decode.padding.DecodePlan` made from that table.
+- **Checking** (:func:`check_calibration`, ``weavehost calibrate --check``): the same
+  measurement again with the stored kernel, stored nowhere, compared width by width with the
+  stored table (:class:`~weavehost.engine.calibrate.Agreement`).
 - **Storing** it per model file and thread count under :func:`weavehost.paths.cache_dir`
   (:func:`plan_path`, :func:`save_plan`) and reading it back (:func:`load_plan`,
   :func:`calibrated_flash_attn`). Without one a model gets :data:`~weavehost.decode.padding.NO_PLAN`
@@ -37,11 +41,15 @@ from typing import Any
 
 from weavehost.decode.padding import NO_PLAN, DecodePlan
 from weavehost.decode.state import DecodeState, PlanSource
-from weavehost.engine import DEFAULT_N_CTX, DEFAULT_N_SEQ_MAX, Engine
+from weavehost.engine import DEFAULT_N_CTX, DEFAULT_N_SEQ_MAX, Engine, default_threads
 from weavehost.engine.calibrate import (
+    AGREEMENT,
     CALIBRATION_N_CTX,
+    Agreement,
     AttentionProbe,
     Calibration,
+    CostTable,
+    compare_tables,
     cpu_model,
     measure_pass_costs,
     probe_attention,
@@ -52,10 +60,12 @@ from weavehost.paths import cache_dir
 
 __all__ = [
     "CALIBRATION_VERSION",
+    "CalibrationCheck",
     "CalibrationRun",
     "OpenedModel",
     "calibrate",
     "calibrated_flash_attn",
+    "check_calibration",
     "decode_state",
     "load_plan",
     "open_calibrated",
@@ -214,20 +224,90 @@ def calibrate(
     repeats: int,
     cpu_flags: Sequence[str] = (),
 ) -> CalibrationRun:
-    """Measure ``model`` on this machine and store its calibration: flash attention on or off,
-    whichever runs a turn faster here; then the cost of a pass of each of ``rows`` rows (the
-    median of ``repeats``) with that kernel, and the plan made from it."""
+    """Measure ``model`` on this machine and store its calibration: flash attention off only
+    where it runs a turn clearly faster than on (:class:`AttentionProbe`), then the cost of a
+    pass of each of ``rows`` rows (medians of ``repeats`` interleaved rounds, shape-checked)
+    with that kernel, and the plan made from it."""
     probe = probe_attention(model, n_threads=threads)
+    calibration, machine = _measure(model, threads, probe.flash_attn, rows, repeats, cpu_flags)
+    calibration = dataclasses.replace(calibration, attention=probe)
+    plan = DecodePlan.from_table(calibration.table, source="calibrated")
+    path = save_plan(model, calibration.threads, calibration, plan)
+    return CalibrationRun(probe, calibration, plan, machine, path)
+
+
+def _measure(
+    model: Path,
+    threads: int | None,
+    flash_attn: bool,
+    rows: Sequence[int],
+    repeats: int,
+    cpu_flags: Sequence[str],
+) -> tuple[Calibration, str]:
+    """The table of ``model`` measured with the ``flash_attn`` kernel, and the machine."""
     with Engine.open(
         model,
         n_ctx=CALIBRATION_N_CTX,
         n_seq_max=DEFAULT_N_SEQ_MAX,
         n_threads=threads,
-        flash_attn=probe.flash_attn,
+        flash_attn=flash_attn,
     ) as engine:
         machine = f"{cpu_model()}, {engine.n_threads} threads ({', '.join(cpu_flags) or 'no AVX2'})"
         calibration = measure_pass_costs(engine, rows=rows, repeats=repeats, machine=machine)
-        calibration = dataclasses.replace(calibration, attention=probe)
-        plan = DecodePlan.from_table(calibration.table, source="calibrated")
-        path = save_plan(engine.path, engine.n_threads, calibration, plan)
-    return CalibrationRun(probe, calibration, plan, machine, path)
+    for fault in calibration.shape_faults:
+        logger.warning("%s: the table's shape check failed: %s", model.name, fault)
+    return calibration, machine
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationCheck:
+    """A calibration measured again beside the stored one (:func:`check_calibration`).
+
+    ``stored``: the stored table; ``stored_flash_attn``: its kernel, which the new table
+    (``calibration``) was measured with too, so that the two compare; ``probe``: the attention
+    probe run again, whose choice should be the stored kernel; ``agreement``: the tables'
+    differences width by width."""
+
+    path: Path
+    stored: CostTable
+    stored_flash_attn: bool
+    probe: AttentionProbe
+    calibration: Calibration
+    agreement: Agreement
+
+    @property
+    def kernel_agrees(self) -> bool:
+        return self.probe.flash_attn == self.stored_flash_attn
+
+    def passed(self, bound: float = AGREEMENT) -> bool:
+        """The same kernel chosen, and every count within ``bound`` (relative to one row)."""
+        return self.kernel_agrees and self.agreement.agrees(bound)
+
+
+def check_calibration(
+    model: Path,
+    *,
+    threads: int | None,
+    rows: Sequence[int],
+    repeats: int,
+    cpu_flags: Sequence[str] = (),
+) -> CalibrationCheck:
+    """Measure ``model`` again as :func:`calibrate` would, with the stored calibration's
+    kernel, store nothing, and compare. No stored calibration (or an unreadable one) is a
+    :class:`ConfigError` that says to run ``weavehost calibrate``."""
+    path = plan_path(model, threads or default_threads())
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        stored = table_from_record(record, source=str(path))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: nothing to check; run `weavehost calibrate` first") from None
+    except (OSError, ValueError, ConfigError) as exc:
+        raise ConfigError(
+            f"{path}: the stored calibration is unreadable ({exc}); run `weavehost calibrate`"
+        ) from exc
+    flash_attn = _record_kernel(record)
+    probe = probe_attention(model, n_threads=threads)
+    calibration, _ = _measure(model, threads, flash_attn, rows, repeats, cpu_flags)
+    calibration = dataclasses.replace(calibration, attention=probe)
+    agreement = compare_tables(stored, calibration.table)
+    return CalibrationCheck(path, stored, flash_attn, probe, calibration, agreement)

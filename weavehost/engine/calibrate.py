@@ -1,64 +1,79 @@
-"""What a pass costs, by its number of rows: measured here (:func:`measure_pass_costs`) or read
-from a file measured elsewhere (:func:`load_cost_table`), as a :class:`CostTable`.
+"""Measuring what a pass costs here, by its number of rows (:func:`measure_pass_costs`), which
+attention kernel to measure it with (:func:`probe_attention`), and whether two measurements
+agree (:func:`compare_tables`). The table itself is :class:`~weavehost.engine.cost_table.CostTable`
+(re-exported here, with the cost-file readers).
 
 Stage: engine (measurement). A pass is one ``llama_decode``; its cost depends above all on how
 many rows (tokens) it carries, which is what decode planning (:mod:`weavehost.decode.padding`)
-and re-costing a run on another machine (``weavehost bench --cost-model``) need. Medians over
-repeats, so one slow pass does not move the table.
+and re-costing a run on another machine (``weavehost bench --cost-model``) need.
 
-Invariants: a :class:`CostTable` always has the cost of a one-row pass, every cost positive and
-finite; :meth:`CostTable.pass_cost` answers for any row count by one documented fill rule. A
-cost file has the shape of the tables measured elsewhere (``tests/data/costs/*.json``)::
+A shared machine drifts while it is measured (another process, a clock that steps down), so the
+measurement is made robust to it rather than trusted:
 
-    {"machine": "...", "model": "...", "threads": 2,
-     "pass_ms": {"1": 35.3, "4": 113.8}, "prefill_ms_per_token": 16.6, "note": "..."}
-
-A table measured by :func:`measure_pass_costs` also says what the *outputs* of a pass cost (its
-rows that ask for logits): ``"output_ms": {"1": 69.8, "8": 79.0, ...}`` times passes of
-``"output_rows"`` rows with that many asking. llama.cpp computes the vocabulary projection only
-for those rows, and on x86 its kernels take them four at a time: on the AVX-512 development
-machine (Qwen2.5-Coder-0.5B, 2 threads) 32 rows cost 69.8 ms with 1 output, 85.4 with 5 and
-79.0 with 8. :meth:`CostTable.cost` prices a pass by rows and outputs from both.
-
-and the calibration ``weavehost calibrate`` stores is such a file (with more fields), so a table
-measured on one machine is read on another by the same :func:`load_cost_table`.
+- **Interleaved.** Every shape (each width, each output count, each prefill chunk) is timed once
+  per round, in a shuffled order, for ``repeats`` rounds: drift lands on every width alike
+  instead of on the widths measured while it lasted; each cost is the median of its rounds.
+- **Checked.** A wider pass may cost less than a narrower one only where llama.cpp's kernels
+  make it so: they take rows :data:`ROW_TILE` at a time, so a pass of ``n`` rows costs at least
+  what one of ``m < n`` rows costs whenever ``n`` has at least as many rows beyond its last
+  whole tile (``n % 4 >= m % 4``: 8 may cost less than 7, not less than 4). A table that breaks
+  this by more than :data:`SHAPE_TOLERANCE` has the widths involved timed again (interleaved,
+  their samples pooled), at most :data:`SHAPE_RETRIES` times; what still breaks it is reported
+  with the calibration (:attr:`Calibration.shape_faults`), not hidden.
+- **The kernel is kept unless the other is clearly faster** (:class:`AttentionProbe`): each
+  kernel is timed twice (off, on, on, off), and flash attention (the engine's default) is
+  turned off only where off runs a turn faster by more than the noise seen between two
+  openings of one kernel.
 """
 
 from __future__ import annotations
 
-import bisect
-import json
-import math
 import platform
+import random
 import statistics
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
+from weavehost.engine.cost_table import (
+    CostTable,
+    format_table,
+    load_cost_table,
+    table_from_record,
+    table_record,
+)
 from weavehost.engine.engine import Engine
 from weavehost.engine.passes import Row
-from weavehost.errors import ConfigError, EngineError
+from weavehost.errors import EngineError
 
 __all__ = [
+    "AGREEMENT",
+    "ATTENTION_MARGIN",
     "CALIBRATION_N_CTX",
+    "DEFAULT_OUTPUTS",
+    "DEFAULT_PREFILL_CHUNKS",
+    "DEFAULT_REPEATS",
+    "DEFAULT_ROWS",
+    "OUTPUT_ROWS",
+    "PROBE_PROMPT_TOKENS",
+    "PROBE_ROUNDS",
+    "PROBE_SERIAL_PASSES",
+    "ROW_TILE",
+    "SHAPE_RETRIES",
+    "SHAPE_TOLERANCE",
+    "Agreement",
     "AttentionProbe",
     "Calibration",
-    "DEFAULT_PREFILL_CHUNKS",
-    "PROBE_PROMPT_TOKENS",
-    "PROBE_SERIAL_PASSES",
-    "DEFAULT_REPEATS",
-    "DEFAULT_OUTPUTS",
-    "DEFAULT_ROWS",
     "CostTable",
-    "OUTPUT_ROWS",
+    "compare_tables",
     "cpu_model",
     "format_table",
     "load_cost_table",
     "measure_pass_costs",
     "probe_attention",
+    "shape_faults",
     "table_from_record",
     "table_record",
 ]
@@ -76,12 +91,34 @@ OUTPUT_ROWS = 32
 DEFAULT_OUTPUTS = DEFAULT_ROWS
 # Prefill chunks timed (tokens); the table's per-token prefill cost is the cheapest one's.
 DEFAULT_PREFILL_CHUNKS = (64, 128)
-# Timed passes per row count (after one warm-up): a stable median, and `weavehost calibrate`
-# stays under a minute for SmolLM2-135M on 2 cores.
+# Timed rounds (one pass of every shape each, after one warm-up round): a stable median, and
+# `weavehost calibrate` stays near a minute for Qwen2.5-Coder-0.5B on 2 cores.
 DEFAULT_REPEATS = 15
 
-# The least share of an all-asking pass's cost its rows alone are priced at (CostTable.cost).
-_LEAST_BODY_SHARE = 0.05
+# llama.cpp's CPU matrix kernels (the repacked Q4_0 ones, and the vocabulary projection) take
+# the rows of a pass four at a time and the rest one by one, so only whole tiles make a pass
+# cheaper than a narrower one (docs/decoder.md, "What a pass's outputs cost").
+ROW_TILE = 4
+# How much less than a narrower pass a wider one may cost where the tiles say it may not: two
+# widths that genuinely cost the same (12 and 16 rows at 2 threads, 3 and 4 tiles over two
+# threads) read 50.6 against 48.4 ms in one run and 54.8 against 57.1 in the next (Qwen2.5-
+# Coder-0.5B, AVX-512): 5% of noise, and twice that is a fault.
+SHAPE_TOLERANCE = 0.10
+# Times the widths of a failed shape check are measured again before the fault is reported.
+SHAPE_RETRIES = 2
+
+# The least margin by which flash attention off must run a turn faster to be chosen over the
+# engine's default (on). Two calibrations minutes apart on the AVX-512 machine timed the same
+# kernel's turn 3.4% (off) and 5.4% (on) apart, and the two kernels under 2% apart, so that a
+# smaller margin chose by chance; the Xeon, where off is clearly faster (a turn 13% less for
+# Qwen2.5-Coder-0.5B), still chooses off.
+ATTENTION_MARGIN = 0.05
+# Openings of each kernel the probe times, alternating (off, on, on, off): a linear drift
+# weighs on both alike, and two openings of one kernel measure the noise.
+PROBE_ROUNDS = 2
+# Two calibrations of one model on one quiet machine agree when every width's cost relative to
+# a one-row pass differs by at most this much (issue 29).
+AGREEMENT = 0.15
 
 _PROMPT = (
     "<|im_start|>system\nYou are a helpful assistant with tools.<|im_end|>\n"
@@ -90,221 +127,17 @@ _PROMPT = (
 )
 _FILLER = " the weather in Paris is sunny and warm today, and Berlin is cloudy with rain"
 
-
-@dataclass(frozen=True, slots=True)
-class CostTable:
-    """Seconds of a pass by its number of rows, and of one prefilled token, on one machine.
-
-    ``pass_s[n]``: the measured seconds of a pass of ``n`` rows (all of them asking for logits,
-    the shape of a value or draft pass). ``prefill_token_s``: seconds per token of a prefill
-    (one pass of many forced tokens). ``machine`` says where it was measured, ``source`` where
-    the table came from (a file, or ``"measured"``).
-
-    Fill rule (:meth:`pass_cost`): a measured row count costs what was measured; between two
-    measured counts the cost is linear between them; beyond the widest measured count ``W``
-    each extra row adds ``prefill_token_s`` (``pass_cost(W) + (n - W) * prefill_token_s``): a
-    wide pass is compute-bound, and a long prefill is the cheapest per-row cost a wide pass
-    has been seen to have. So the phone tables (widths 1 and 4) read 2-3 on the line from 1 to
-    4 and 5, 6, ... at one prefilled token per row above the 4-row pass.
-    """
-
-    pass_s: Mapping[int, float]
-    prefill_token_s: float
-    machine: str = ""
-    source: str = ""
-    output_s: Mapping[int, float] = field(default_factory=dict)
-    output_rows: int = 0
-    _rows: tuple[int, ...] = field(init=False, repr=False, compare=False)
-    _outputs: tuple[int, ...] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        costs: dict[int, float] = {}
-        for rows, cost in self.pass_s.items():
-            if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
-                raise ConfigError(f"a pass has a positive whole number of rows, not {rows!r}")
-            costs[rows] = _positive(cost, f"the cost of a pass of {rows} rows")
-        if 1 not in costs:
-            raise ConfigError("a cost table needs the cost of a one-row pass (width 1)")
-        _positive(self.prefill_token_s, "the prefill cost per token")
-        object.__setattr__(self, "pass_s", MappingProxyType(dict(sorted(costs.items()))))
-        object.__setattr__(self, "prefill_token_s", float(self.prefill_token_s))
-        object.__setattr__(self, "_rows", tuple(sorted(costs)))
-        outputs: dict[int, float] = {}
-        for count, cost in self.output_s.items():
-            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-                raise ConfigError(f"a pass has a positive whole number of outputs, not {count!r}")
-            outputs[count] = _positive(cost, f"the cost of a pass with {count} outputs")
-        if outputs and (1 not in outputs or max(outputs) > self.output_rows):
-            raise ConfigError(
-                "output costs need a pass with one output and no more outputs than "
-                f"output_rows ({self.output_rows})"
-            )
-        object.__setattr__(self, "output_s", MappingProxyType(dict(sorted(outputs.items()))))
-        object.__setattr__(self, "_outputs", tuple(sorted(outputs)))
-
-    @property
-    def widest(self) -> int:
-        """The widest measured pass."""
-        return self._rows[-1]
-
-    def pass_cost(self, rows: int) -> float:
-        """Seconds of a pass of ``rows`` rows, by the fill rule in the class docstring."""
-        if rows < 1:
-            raise ValueError(f"a pass has at least one row, not {rows}")
-        measured = self.pass_s.get(rows)
-        if measured is not None:
-            return measured
-        widest = self._rows[-1]
-        if rows > widest:
-            return self.pass_s[widest] + (rows - widest) * self.prefill_token_s
-        above = bisect.bisect(self._rows, rows)
-        low, high = self._rows[above - 1], self._rows[above]
-        share = (rows - low) / (high - low)
-        return self.pass_s[low] + share * (self.pass_s[high] - self.pass_s[low])
-
-    @property
-    def has_outputs(self) -> bool:
-        """Whether the table knows what a pass's outputs cost apart from its rows."""
-        return bool(self._outputs)
-
-    @property
-    def output_counts(self) -> tuple[int, ...]:
-        """The output counts measured (empty without output costs)."""
-        return self._outputs
-
-    def output_extra(self, outputs: int) -> float:
-        """Seconds ``outputs`` rows asking for logits add to a pass over one row asking.
-
-        Between measured counts linear, beyond the most measured on the last measured slope
-        (never falling); 0 without output costs. Noise below 0 reads as 0."""
-        if not self._outputs or outputs <= 1:
-            return 0.0
-        counts, one = self._outputs, self.output_s[1]
-        measured = self.output_s.get(outputs)
-        if measured is None:
-            above = bisect.bisect(counts, outputs)
-            if above < len(counts):
-                low, high = counts[above - 1], counts[above]
-            elif len(counts) > 1:
-                low, high = counts[-2], counts[-1]
-            else:
-                return 0.0
-            slope = (self.output_s[high] - self.output_s[low]) / (high - low)
-            if above >= len(counts):
-                slope = max(0.0, slope)
-            measured = self.output_s[low] + (outputs - low) * slope
-        return max(0.0, measured - one)
-
-    def cost(self, rows: int, outputs: int) -> float:
-        """Seconds of a pass of ``rows`` rows of which ``outputs`` ask for logits.
-
-        ``pass_s`` was measured with every row asking, so a pass with fewer outputs costs
-        ``pass_cost(rows) - output_extra(rows) + output_extra(outputs)``; without output costs
-        (the tables measured elsewhere) it is ``pass_cost(rows)``: every row priced as asking.
-        """
-        full = self.pass_cost(rows)
-        if not self._outputs:
-            return full
-        outputs = min(max(outputs, 1), rows)
-        body = full - self.output_extra(rows)
-        # Two measurements subtracted: noise must not price the rows at nothing.
-        return max(body, full * _LEAST_BODY_SHARE) + self.output_extra(outputs)
-
-    def recost(self, pass_rows: Mapping[int, int]) -> float:
-        """Total seconds of a run given as ``{rows: passes}`` (as ``EngineStats.pass_rows``),
-        every row priced as asking for logits (``pass_cost``): a table with output costs
-        overprices passes whose rows mostly do not ask; the tables measured elsewhere have
-        none."""
-        return sum(count * self.pass_cost(rows) for rows, count in pass_rows.items() if count)
-
-
-def _positive(value: object, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"{what} must be a number, not {value!r}")
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"{what} must be positive and finite, not {value!r}")
-    return float(value)
-
-
-def load_cost_table(path: str | Path) -> CostTable:
-    """Read a cost file (``pass_ms``, ``prefill_ms_per_token``, ``machine``; the shape in the
-    module docstring). A missing, unreadable or malformed file is a one-line :class:`ConfigError`
-    naming the file."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such cost table") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: the cost table cannot be read ({exc})") from exc
-    try:
-        record = json.loads(text)
-    except ValueError as exc:
-        raise ConfigError(f"{path}: the cost table is not JSON ({exc})") from exc
-    try:
-        return table_from_record(record, source=str(path), default_machine=path.stem)
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
-
-
-def table_from_record(record: Any, *, source: str, default_machine: str = "") -> CostTable:
-    """A :class:`CostTable` from a decoded cost file; :class:`ConfigError` if it is malformed."""
-    if not isinstance(record, dict):
-        raise ConfigError(f"a cost table is a JSON object, not {type(record).__name__}")
-    pass_ms = record.get("pass_ms")
-    if not isinstance(pass_ms, dict):
-        raise ConfigError('a cost table needs "pass_ms", an object of {"rows": milliseconds}')
-    costs = _seconds_by_count(pass_ms, "pass_ms", "a row count", "a pass of {} rows")
-    if "prefill_ms_per_token" not in record:
-        raise ConfigError('a cost table needs "prefill_ms_per_token"')
-    prefill = _positive(record["prefill_ms_per_token"], '"prefill_ms_per_token"') / 1e3
-    machine = record.get("machine", default_machine)
-    if not isinstance(machine, str):
-        raise ConfigError(f'"machine" must be a string, not {machine!r}')
-    output_ms = record.get("output_ms", {})
-    if not isinstance(output_ms, dict):
-        raise ConfigError('"output_ms" must be an object of {"outputs": milliseconds}')
-    outputs = _seconds_by_count(output_ms, "output_ms", "a count", "a pass with {} outputs")
-    output_rows = record.get("output_rows", 0)
-    if isinstance(output_rows, bool) or not isinstance(output_rows, int) or output_rows < 0:
-        raise ConfigError(f'"output_rows" must be a whole number of rows, not {output_rows!r}')
-    return CostTable(
-        costs, prefill, machine=machine, source=source, output_s=outputs, output_rows=output_rows
-    )
-
-
-def _seconds_by_count(
-    ms: dict[Any, Any], field_name: str, key_kind: str, what: str
-) -> dict[int, float]:
-    """``{"count": milliseconds}`` read as ``{count: seconds}``; a key that is not a whole
-    number, or a cost that is not positive, is a :class:`ConfigError`."""
-    seconds: dict[int, float] = {}
-    for key, value in ms.items():
-        try:
-            count = int(key)
-        except ValueError:
-            raise ConfigError(f'"{field_name}" has a key {key!r} that is not {key_kind}') from None
-        seconds[count] = _positive(value, f"the cost of {what.format(key)}") / 1e3
-    return seconds
-
-
-def table_record(table: CostTable) -> dict[str, Any]:
-    """The cost-file fields of ``table`` (milliseconds, string keys), ready for ``json.dumps``."""
-    record: dict[str, Any] = {
-        "machine": table.machine,
-        "pass_ms": {str(rows): round(cost * 1e3, 4) for rows, cost in table.pass_s.items()},
-        "prefill_ms_per_token": round(table.prefill_token_s * 1e3, 4),
-    }
-    if table.has_outputs:
-        record["output_rows"] = table.output_rows
-        record["output_ms"] = {str(n): round(c * 1e3, 4) for n, c in table.output_s.items()}
-    return record
+# The clock every timing reads (tests give a fake one).
+_clock: Callable[[], float] = time.perf_counter
 
 
 @dataclass(frozen=True, slots=True)
 class Calibration:
     """What :func:`measure_pass_costs` measured: the table, and how it was measured (with
-    llama.cpp's flash-attention kernel on or off: the table holds for that setting only)."""
+    llama.cpp's flash-attention kernel on or off: the table holds for that setting only).
+
+    ``remeasured``: the shapes timed again after a failed shape check (``"rows 12"``,
+    ``"outputs 5"``); ``shape_faults``: what still failed it after :data:`SHAPE_RETRIES`."""
 
     table: CostTable
     prefill_chunk_s: Mapping[int, float]  # chunk length -> seconds per token
@@ -312,17 +145,27 @@ class Calibration:
     threads: int
     flash_attn: bool = True
     attention: AttentionProbe | None = None
+    remeasured: tuple[str, ...] = ()
+    shape_faults: tuple[str, ...] = ()
 
     def record(self) -> dict[str, Any]:
         """The stored calibration's measurement fields: a cost file, plus how it was made."""
+        one = self.table.pass_s[1]
         record = {
             **table_record(self.table),
+            "pass_x_one": {str(n): round(c / one, 4) for n, c in self.table.pass_s.items()},
             "threads": self.threads,
             "repeats": self.repeats,
             "prefill_ms_per_token_by_chunk": {
                 str(c): round(s * 1e3, 4) for c, s in self.prefill_chunk_s.items()
             },
             "flash_attn": self.flash_attn,
+            "shape_check": {
+                "row_tile": ROW_TILE,
+                "tolerance": SHAPE_TOLERANCE,
+                "remeasured": list(self.remeasured),
+                "faults": list(self.shape_faults),
+            },
         }
         if self.attention is not None:
             record["attention_probe"] = self.attention.record()
@@ -340,12 +183,18 @@ PROBE_SERIAL_PASSES = 64
 class AttentionProbe:
     """llama.cpp's flash-attention kernel on and off, each timed over a
     :data:`PROBE_PROMPT_TOKENS`-token prompt: seconds per prefilled token (its last chunk) and
-    of a one-row pass after it (median). :attr:`flash_attn` is the setting whose turn
-    (:meth:`turn_s`) costs less. The kernel's cost grows with the context the rows attend to,
-    and which wins is the machine's (``docs/engine.md``, "Flash attention")."""
+    of a one-row pass after it (medians over the openings). ``rounds``: each opening's turn
+    (:meth:`turn_s`), by kernel. The kernel's cost grows with the context the rows attend to,
+    and which wins is the machine's (``docs/engine.md``, "Flash attention").
+
+    :attr:`flash_attn` is the engine's default, on, unless off runs a turn faster by more than
+    :attr:`margin`: :data:`ATTENTION_MARGIN`, or twice the :attr:`noise` between two openings
+    of one kernel where that is more. Two kernels within the noise of each other are a coin
+    flip, and a flip would change the kernel the table is measured and the model run with."""
 
     prefill_token_s: Mapping[bool, float]
     pass_s: Mapping[bool, float]
+    rounds: Mapping[bool, tuple[float, ...]] = field(default_factory=dict)
 
     def turn_s(self, flash_attn: bool) -> float:
         return (
@@ -354,18 +203,33 @@ class AttentionProbe:
         )
 
     @property
+    def noise(self) -> float:
+        """The largest relative spread of one kernel's turn between its openings (0 with one
+        opening each)."""
+        spreads = [(max(t) - min(t)) / min(t) for t in self.rounds.values() if len(t) > 1]
+        return max(spreads, default=0.0)
+
+    @property
+    def margin(self) -> float:
+        """How much faster off must run a turn to be chosen."""
+        return max(ATTENTION_MARGIN, 2 * self.noise)
+
+    @property
     def flash_attn(self) -> bool:
-        return self.turn_s(True) < self.turn_s(False)
+        return not self.turn_s(False) < self.turn_s(True) * (1 - self.margin)
 
     def record(self) -> dict[str, Any]:
         return {
             "prompt_tokens": PROBE_PROMPT_TOKENS,
             "serial_passes": PROBE_SERIAL_PASSES,
+            "noise": round(self.noise, 4),
+            "margin": round(self.margin, 4),
             **{
                 "on" if setting else "off": {
                     "prefill_ms_per_token": round(self.prefill_token_s[setting] * 1e3, 4),
                     "pass_ms": round(self.pass_s[setting] * 1e3, 4),
                     "turn_ms": round(self.turn_s(setting) * 1e3, 1),
+                    "turn_ms_by_opening": [round(t * 1e3, 1) for t in self.rounds.get(setting, ())],
                 }
                 for setting in (False, True)
             },
@@ -373,33 +237,73 @@ class AttentionProbe:
 
 
 def probe_attention(
-    path: str | Path, *, n_threads: int | None = None, repeats: int = 9, chunk: int = 128
+    path: str | Path,
+    *,
+    n_threads: int | None = None,
+    repeats: int = 9,
+    chunk: int = 128,
+    rounds: int = PROBE_ROUNDS,
 ) -> AttentionProbe:
-    """Open the model with flash attention off, then on, and time each (see
-    :class:`AttentionProbe`): the prompt in ``chunk``-token prefills, the last one timed, then
-    ``repeats`` one-row passes after one untimed warm-up."""
-    prefill: dict[bool, float] = {}
-    passes: dict[bool, float] = {}
-    for setting in (False, True):
-        with Engine.open(
-            path, n_ctx=CALIBRATION_N_CTX, n_threads=n_threads, flash_attn=setting
-        ) as engine:
-            filler = engine.tokenize(_FILLER)
-            prompt = (filler * (PROBE_PROMPT_TOKENS // len(filler) + 1))[:PROBE_PROMPT_TOKENS]
-            for start in range(0, len(prompt), chunk):
-                piece = prompt[start : start + chunk]
-                began = time.perf_counter()
-                engine.prefill(0, piece)
-                prefill[setting] = (time.perf_counter() - began) / len(piece)
-            samples = []
-            for attempt in range(repeats + 1):
-                began = time.perf_counter()
-                engine.decode_one(0, filler[attempt % len(filler)])
-                if attempt:
-                    samples.append(time.perf_counter() - began)
-                engine.drop(0, len(prompt))
-            passes[setting] = statistics.median(samples)
-    return AttentionProbe(prefill, passes)
+    """Open the model with flash attention off and on, ``rounds`` times each in the order off,
+    on, on, off, ..., and time each opening (see :class:`AttentionProbe`): the prompt in
+    ``chunk``-token prefills, the last one timed, then ``repeats`` one-row passes after one
+    untimed warm-up."""
+    prefill: dict[bool, list[float]] = {False: [], True: []}
+    passes: dict[bool, list[float]] = {False: [], True: []}
+    turns: dict[bool, list[float]] = {False: [], True: []}
+    for round_index in range(rounds):
+        for setting in (False, True) if round_index % 2 == 0 else (True, False):
+            per_token, samples = _time_turn(path, n_threads, setting, repeats, chunk)
+            prefill[setting].append(per_token)
+            passes[setting].extend(samples)
+            turns[setting].append(
+                PROBE_PROMPT_TOKENS * per_token + PROBE_SERIAL_PASSES * statistics.median(samples)
+            )
+    return AttentionProbe(
+        {s: statistics.median(v) for s, v in prefill.items()},
+        {s: statistics.median(v) for s, v in passes.items()},
+        {s: tuple(v) for s, v in turns.items()},
+    )
+
+
+def _time_turn(
+    path: str | Path, n_threads: int | None, flash_attn: bool, repeats: int, chunk: int
+) -> tuple[float, list[float]]:
+    """One opening of the probe: seconds per token of the prompt's last chunk, and of each
+    timed one-row pass after it."""
+    with Engine.open(
+        path, n_ctx=CALIBRATION_N_CTX, n_threads=n_threads, flash_attn=flash_attn
+    ) as engine:
+        filler = engine.tokenize(_FILLER)
+        prompt = (filler * (PROBE_PROMPT_TOKENS // len(filler) + 1))[:PROBE_PROMPT_TOKENS]
+        per_token = 0.0
+        for start in range(0, len(prompt), chunk):
+            piece = prompt[start : start + chunk]
+            began = _clock()
+            engine.prefill(0, piece)
+            per_token = (_clock() - began) / len(piece)
+        samples = []
+        for attempt in range(repeats + 1):
+            began = _clock()
+            engine.decode_one(0, filler[attempt % len(filler)])
+            if attempt:
+                samples.append(_clock() - began)
+            engine.drop(0, len(prompt))
+    return per_token, samples
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """One pass the calibration times: its kind (``rows``, ``outputs``, ``prefill``), the
+    count it is keyed by, and its rows."""
+
+    kind: str
+    count: int
+    batch: list[Row]
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind} {self.count}"
 
 
 def measure_pass_costs(
@@ -412,22 +316,24 @@ def measure_pass_costs(
     outputs: Iterable[int] = DEFAULT_OUTPUTS,
     machine: str = "",
 ) -> Calibration:
-    """Time passes by their number of rows, by their outputs, and prefill chunks; leave the KV
-    cache empty.
+    """Time passes by their number of rows, by their outputs, and prefill chunks, interleaved
+    and checked (the module docstring); leave the KV cache empty.
 
     A pass of ``n`` rows carries ``n`` tokens, each asking for logits, on sequences that share
     one prefilled prompt: one token on each of ``n`` sequences while the engine has that many
     (``engine.n_seq_max``), beyond that several consecutive tokens on the same sequences (as
     draft rows are). What a pass costs is decided by its rows per ``llama_decode``, not by how
-    many sequences they belong to, so the table is by rows. Each count gets one untimed warm-up
-    pass, then the median of ``repeats``. Each prefill chunk of ``c`` forced tokens (logits for
-    the last only) is timed the same way; the table's ``prefill_token_s`` is the cheapest
-    chunk's per-token cost (each chunk's is kept in :attr:`Calibration.prefill_chunk_s`): in
-    principle the longest chunk's, and taking the least keeps one disturbed chunk from moving
-    the fill rule's cost per extra row. Then passes of ``output_rows`` rows (at most the
-    widest count) are timed with the last ``k`` rows asking for logits, for each of
+    many sequences they belong to, so the table is by rows. Passes of ``output_rows`` rows (at
+    most the widest count) are timed with the last ``k`` rows asking for logits, for each of
     ``outputs`` up to ``output_rows``: the table's ``output_s`` (``output_rows=0``: not
-    measured).
+    measured). Each prefill chunk of ``c`` forced tokens (logits for the last only) is timed
+    too; the table's ``prefill_token_s`` is the cheapest chunk's per-token cost (each chunk's
+    is kept in :attr:`Calibration.prefill_chunk_s`): in principle the longest chunk's, and
+    taking the least keeps one disturbed chunk from moving the fill rule's cost per extra row.
+
+    All of these shapes are timed once untimed (first-use allocations), then once per round in
+    a shuffled order for ``repeats`` rounds; each cost is the median of its rounds. Rows and
+    outputs are then checked by :func:`shape_faults` and the widths of a fault timed again.
     """
     counts = sorted(set(rows))
     chunks = sorted(set(prefill_chunks))
@@ -442,43 +348,52 @@ def measure_pass_costs(
     if need > engine.n_ctx:
         raise EngineError(f"calibration needs a context of {need} tokens, not {engine.n_ctx}")
     filler = engine.tokenize(_FILLER)
-    filler = (filler * (chunks[-1] // len(filler) + 1))[: max(chunks[-1], counts[-1])]
+    longest = max(chunks[-1], counts[-1])
+    filler = (filler * (longest // len(filler) + 1))[:longest]
+    forked = min(counts[-1], engine.n_seq_max)
 
-    def timed(batch: list[Row], used: int) -> list[float]:
-        samples = []
-        for attempt in range(repeats + 1):
-            for seq in range(used):
-                engine.drop(seq, base)
-            started = time.perf_counter()
-            engine.run_pass(batch)
-            if attempt:  # the first pass is a warm-up: first-use allocations are not timed
-                samples.append(time.perf_counter() - started)
-        return samples
+    def spread(width: int, asking: int) -> list[Row]:
+        # Row i goes to sequence i % used: consecutive positions on each sequence.
+        used = min(width, engine.n_seq_max)
+        return [Row(filler[i], (i % used,), logits=i >= width - asking) for i in range(width)]
+
+    widest = min(output_rows, counts[-1])
+    shapes = [_Shape("rows", n, spread(n, n)) for n in counts]
+    if widest > 0:
+        asked = sorted({1, *outputs} & set(range(1, widest + 1)))
+        shapes += [_Shape("outputs", k, spread(widest, k)) for k in asked]
+    shapes += [
+        _Shape(
+            "prefill",
+            c,
+            [Row(t, (0,), logits=i == c - 1, forced=True) for i, t in enumerate(filler[:c])],
+        )
+        for c in chunks
+    ]
+
+    def timed(shape: _Shape) -> float:
+        for seq in range(forked):
+            engine.drop(seq, base)
+        started = _clock()
+        engine.run_pass(shape.batch)
+        return _clock() - started
 
     try:
         engine.prefill(0, prompt, logits_last=False)
-        for seq in range(1, min(counts[-1], engine.n_seq_max)):
+        for seq in range(1, forked):
             engine.fork(0, seq)
-        costs: dict[int, float] = {}
-        for n in counts:
-            used = min(n, engine.n_seq_max)
-            # Row i goes to sequence i % used: consecutive positions on each sequence.
-            batch = [Row(filler[i], (i % used,), logits=True) for i in range(n)]
-            costs[n] = statistics.median(timed(batch, used))
-        widest = min(output_rows, counts[-1])
-        used = min(widest, engine.n_seq_max)
-        output_s: dict[int, float] = {}
-        for k in sorted({1, *outputs} & set(range(1, widest + 1))) if widest > 0 else []:
-            batch = [Row(filler[i], (i % used,), logits=i >= widest - k) for i in range(widest)]
-            output_s[k] = statistics.median(timed(batch, used))
-        per_token: dict[int, float] = {}
-        for c in chunks:
-            batch = [Row(t, (0,), logits=i == c - 1, forced=True) for i, t in enumerate(filler[:c])]
-            per_token[c] = statistics.median(timed(batch, 1)) / c
+        samples, remeasured, faults = _measure_checked(shapes, repeats, timed)
     finally:
         engine.clear()
+    medians = {shape.name: statistics.median(samples[shape.name]) for shape in shapes}
+
+    def by_kind(kind: str) -> dict[int, float]:
+        return {s.count: medians[s.name] for s in shapes if s.kind == kind}
+
+    output_s = by_kind("outputs")
+    per_token = {c: cost / c for c, cost in by_kind("prefill").items()}
     table = CostTable(
-        costs,
+        by_kind("rows"),
         min(per_token.values()),
         machine=machine,
         source="measured",
@@ -486,7 +401,116 @@ def measure_pass_costs(
         output_rows=widest if output_s else 0,
     )
     return Calibration(
-        table, per_token, repeats=repeats, threads=engine.n_threads, flash_attn=engine.flash_attn
+        table,
+        per_token,
+        repeats=repeats,
+        threads=engine.n_threads,
+        flash_attn=engine.flash_attn,
+        remeasured=remeasured,
+        shape_faults=faults,
+    )
+
+
+def _measure_checked(
+    shapes: Sequence[_Shape], repeats: int, timed: Callable[[_Shape], float]
+) -> tuple[dict[str, list[float]], tuple[str, ...], tuple[str, ...]]:
+    """Every shape once untimed, then ``repeats`` interleaved rounds; then the shape check,
+    and the shapes of its faults timed again (pooled with their first samples) until it passes
+    or :data:`SHAPE_RETRIES` are spent. Returns the samples by shape name, the shapes timed
+    again, and the faults left."""
+    samples: dict[str, list[float]] = {shape.name: [] for shape in shapes}
+    for shape in shapes:
+        timed(shape)
+    _rounds(shapes, repeats, timed, samples, seed=0)
+    remeasured: list[str] = []
+    faults: list[tuple[str, int, int]] = []
+    for attempt in range(SHAPE_RETRIES + 1):
+        faults = []
+        for kind in ("rows", "outputs"):
+            costs = {s.count: statistics.median(samples[s.name]) for s in shapes if s.kind == kind}
+            faults += [(kind, low, high) for low, high in shape_faults(costs)]
+        if not faults or attempt == SHAPE_RETRIES:
+            break
+        involved = {f"{kind} {count}" for kind, *pair in faults for count in pair}
+        again = [shape for shape in shapes if shape.name in involved]
+        remeasured += [shape.name for shape in again if shape.name not in remeasured]
+        _rounds(again, repeats, timed, samples, seed=1000 * (attempt + 1))
+    reports = tuple(
+        f"{kind} {high} cost {_ms(samples, kind, high)} ms, less than {kind} {low}"
+        f" ({_ms(samples, kind, low)} ms) by more than {SHAPE_TOLERANCE:.0%}"
+        for kind, low, high in faults
+    )
+    return samples, tuple(remeasured), reports
+
+
+def _ms(samples: Mapping[str, list[float]], kind: str, count: int) -> str:
+    return f"{statistics.median(samples[f'{kind} {count}']) * 1e3:.1f}"
+
+
+def _rounds(
+    shapes: Sequence[_Shape],
+    repeats: int,
+    timed: Callable[[_Shape], float],
+    samples: dict[str, list[float]],
+    *,
+    seed: int,
+) -> None:
+    """Time each of ``shapes`` once per round, in an order shuffled per round (the same on
+    every run), for ``repeats`` rounds; append to ``samples``."""
+    for round_index in range(repeats):
+        order = list(shapes)
+        random.Random(seed + round_index).shuffle(order)
+        for shape in order:
+            samples[shape.name].append(timed(shape))
+
+
+def shape_faults(
+    costs: Mapping[int, float], *, tile: int = ROW_TILE, tolerance: float = SHAPE_TOLERANCE
+) -> list[tuple[int, int]]:
+    """The pairs ``(m, n)``, ``m < n``, where a pass of ``n`` rows costs less than one of
+    ``m`` by more than ``tolerance`` although ``n`` has at least as many rows beyond its last
+    whole ``tile`` as ``m`` (so it does all of ``m``'s work and more)."""
+    return [
+        (low, high)
+        for low in sorted(costs)
+        for high in sorted(costs)
+        if high > low and high % tile >= low % tile and costs[high] < costs[low] * (1 - tolerance)
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Agreement:
+    """How two tables of one model on one machine differ, count by count: each cost divided
+    by the same table's one-row pass (what the plan compares), then ``|now / before - 1|``.
+    ``rows``: by rows; ``outputs``: the output costs (also ÷ the one-row pass); ``absolute``:
+    the rows' costs in seconds, undivided (a machine that is uniformly slower shows here)."""
+
+    rows: Mapping[int, float]
+    outputs: Mapping[int, float]
+    absolute: Mapping[int, float]
+
+    @property
+    def worst(self) -> tuple[str, int, float]:
+        """The largest relative difference: ``("rows" or "outputs", count, difference)``."""
+        found = [("rows", n, d) for n, d in self.rows.items()]
+        found += [("outputs", n, d) for n, d in self.outputs.items()]
+        return max(found, key=lambda item: item[2])
+
+    def agrees(self, bound: float = AGREEMENT) -> bool:
+        return self.worst[2] <= bound
+
+
+def compare_tables(before: CostTable, now: CostTable) -> Agreement:
+    """The :class:`Agreement` of two tables over the counts both measured."""
+
+    def relative(a: Mapping[int, float], b: Mapping[int, float], scale_a: float, scale_b: float):
+        return {n: abs((b[n] / scale_b) / (a[n] / scale_a) - 1) for n in a if n in b}
+
+    one_before, one_now = before.pass_s[1], now.pass_s[1]
+    return Agreement(
+        rows=relative(before.pass_s, now.pass_s, one_before, one_now),
+        outputs=relative(before.output_s, now.output_s, one_before, one_now),
+        absolute=relative(before.pass_s, now.pass_s, 1.0, 1.0),
     )
 
 
@@ -501,12 +525,3 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine() or "unknown CPU"
-
-
-def format_table(table: CostTable) -> str:
-    """A Markdown table: each measured row count's ms per pass, × a one-row pass, ms per row."""
-    one = table.pass_s[1]
-    lines = ["| rows | ms / pass | × one row | ms / row |", "|---:|---:|---:|---:|"]
-    for rows, cost in table.pass_s.items():
-        lines.append(f"| {rows} | {cost * 1e3:.2f} | {cost / one:.2f} | {cost * 1e3 / rows:.2f} |")
-    return "\n".join(lines)
