@@ -277,7 +277,7 @@ def calibrate(
     if as_json:
         click.echo(path.read_text(), nl=False)
         return
-    click.echo(f"{choice.path.name} on {machine}: medians of {repeats} passes")
+    click.echo(f"{choice.path.name} on {machine}: medians of {repeats} interleaved rounds")
     turns = ", ".join(
         f"{'on' if setting else 'off'} {probe.turn_s(setting):.2f} s"
         f" ({probe.prefill_token_s[setting] * 1e3:.2f} ms a prefilled token,"
