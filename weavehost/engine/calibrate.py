@@ -17,9 +17,9 @@ measurement is made robust to it rather than trusted:
   make it so: they take rows :data:`ROW_TILE` at a time, so a pass of ``n`` rows costs at least
   what one of ``m < n`` rows costs whenever ``n`` has at least as many rows beyond its last
   whole tile (``n % 4 >= m % 4``: 8 may cost less than 7, not less than 4). A table that breaks
-  this by more than :data:`SHAPE_TOLERANCE` has the widths involved timed again (interleaved,
-  their samples pooled), at most :data:`SHAPE_RETRIES` times; what still breaks it is reported
-  with the calibration (:attr:`Calibration.shape_faults`), not hidden.
+  this by more than :data:`SHAPE_TOLERANCE` has the dearer, narrower width of each fault timed
+  again (interleaved, its samples pooled), at most :data:`SHAPE_RETRIES` times; what still
+  breaks it is reported with the calibration (:attr:`Calibration.shape_faults`), not hidden.
 - **The kernel is kept unless the other is clearly faster** (:class:`AttentionProbe`): each
   kernel is timed twice (off, on, on, off), and flash attention (the engine's default) is
   turned off only where off runs a turn faster by more than the noise seen between two
@@ -333,7 +333,8 @@ def measure_pass_costs(
 
     All of these shapes are timed once untimed (first-use allocations), then once per round in
     a shuffled order for ``repeats`` rounds; each cost is the median of its rounds. Rows and
-    outputs are then checked by :func:`shape_faults` and the widths of a fault timed again.
+    outputs are then checked by :func:`shape_faults` and the dearer width of a fault timed
+    again.
     """
     counts = sorted(set(rows))
     chunks = sorted(set(prefill_chunks))
@@ -415,8 +416,8 @@ def _measure_checked(
     shapes: Sequence[_Shape], repeats: int, timed: Callable[[_Shape], float]
 ) -> tuple[dict[str, list[float]], tuple[str, ...], tuple[str, ...]]:
     """Every shape once untimed, then ``repeats`` interleaved rounds; then the shape check,
-    and the shapes of its faults timed again (pooled with their first samples) until it passes
-    or :data:`SHAPE_RETRIES` are spent. Returns the samples by shape name, the shapes timed
+    and the dearer shape of each fault timed again (pooled with its first samples) until it
+    passes or :data:`SHAPE_RETRIES` are spent. Returns the samples by shape name, the shapes timed
     again, and the faults left."""
     samples: dict[str, list[float]] = {shape.name: [] for shape in shapes}
     for shape in shapes:
@@ -431,7 +432,9 @@ def _measure_checked(
             faults += [(kind, low, high) for low, high in shape_faults(costs)]
         if not faults or attempt == SHAPE_RETRIES:
             break
-        involved = {f"{kind} {count}" for kind, *pair in faults for count in pair}
+        # The narrower, dearer shape of each fault: a burst of load makes a pass slower, and
+        # a drift is spread by the rounds, so it is the one whose samples are suspect.
+        involved = {f"{kind} {low}" for kind, low, _ in faults}
         again = [shape for shape in shapes if shape.name in involved]
         remeasured += [shape.name for shape in again if shape.name not in remeasured]
         _rounds(again, repeats, timed, samples, seed=1000 * (attempt + 1))
