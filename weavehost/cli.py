@@ -240,7 +240,7 @@ def tools(ctx: click.Context, servers: tuple[str, ...], config_path: str | None,
     type=click.IntRange(min=1),
     default=DEFAULT_REPEATS,
     show_default=True,
-    help="Timed passes per row count.",
+    help="Timed rounds, each one pass of every width in a shuffled order.",
 )
 @click.option(
     "--max-rows",
