@@ -448,3 +448,35 @@ def test_a_cost_model_gives_its_plan_to_every_decoder_whose_passes_it_shapes():
     shaped = [decoders[name] for name in names[1:]]
     assert all(d._plan.source == f"bench --cost-model {COSTS}" for d in shaped)
     assert decoders["constrained"]._plan is None  # one row a pass: nothing to shape
+
+
+def test_every_decoder_s_line_accounts_for_its_call_s_time_in_parts_that_add_up(woven_run):
+    from weavehost.bench.account import ACCOUNT_PARTS
+
+    _, out = woven_run
+    for record in results(out):
+        account = record["account"]
+        assert all(account[key] >= 0 for key in ACCOUNT_PARTS), record["strategy"]
+        assert sum(account[key] for key in ACCOUNT_PARTS) == pytest.approx(account["total_s"])
+        # The span is the call's, to the moment its result was built: the final call's latency
+        # and the microseconds of building the result.
+        assert record["final_latency_s"] <= account["total_s"] < record["final_latency_s"] + 0.05
+        assert account["passes"] == record["forward_passes"]
+        assert 0 < account["passes_s"] <= account["total_s"]
+        # Every constrained decoder computes masks; no calibration in the tests' cache: no split.
+        assert account["masks"] > 0 and account["mask_s"] > 0
+        assert account["rows_s"] is None and account["logits_rows_s"] is None
+        if record["strategy"] != "weave":
+            assert account["selector_s"] == 0.0
+    summary = json.loads((out / "summary.json").read_text())
+    assert all(summary[name]["account"]["n"] == 2 for name in WOVEN)
+
+
+def test_a_stock_peer_keeps_no_account_and_the_table_shows_the_decoders(bench_run):
+    result, out = bench_run
+    accounts = {r["strategy"]: r["account"] for r in results(out)}
+    assert accounts["llama_cpp_python"] is None
+    assert accounts["serial"]["mask_s"] == 0.0 and accounts["serial"]["masks"] == 0
+    assert "selector ms" in result.output
+    account_lines = [line.split()[0] for line in result.output.splitlines() if "  call  " in line]
+    assert account_lines == ["serial"]

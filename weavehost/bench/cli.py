@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from weavehost.bench.costs import shipped_cost_models
-from weavehost.bench.report import format_table
+from weavehost.bench.report import format_account, format_table
 from weavehost.bench.runner import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_STRATEGIES,
@@ -114,6 +114,9 @@ def bench(
     )
     run = run_bench(config, progress=lambda line: click.echo(line, err=True))
     click.echo(format_table(run.summary))
+    account = format_account(run.summary)
+    if account:
+        click.echo(account)
     click.echo(f"results: {run.results}")
     click.echo(f"summary: {run.summary_json}")
     click.echo(f"plot:    {run.summary_svg}")

@@ -35,6 +35,11 @@ Guarantees (the metrics ``docs/benchmarks.md`` "How it measures" describes):
   speedups of the tool means vs ``constrained`` and ``jump_forward``, under ``machine`` (the
   cost table's), and is shown everywhere as a projection on that machine, never as a
   measurement.
+- ``account`` is null unless the lines carry a time ``account``
+  (:mod:`weavehost.bench.account`); then ``n`` (the lines with one), ``per_call_s`` (the mean of
+  each of its seconds over those lines; ``rows_s`` and ``logits_rows_s`` over the lines that
+  have them), ``per_pass_s`` (each summed over those lines, over their passes summed),
+  ``mean_passes`` and ``mean_masks``. :func:`format_account` prints it.
 - The plot is plain SVG written here (no plotting dependency): per strategy a latency bar and a
   passes bar side by side (and a projected-latency bar in a third panel when projected).
 """
@@ -58,7 +63,9 @@ __all__ = [
     "PROJECTION_BASELINES",
     "SPREAD_POINTS",
     "SUMMARY_KEYS",
+    "account_means",
     "contract_numbers",
+    "format_account",
     "format_table",
     "geomean",
     "latency_spread",
@@ -191,6 +198,41 @@ def _numbers(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "projection": None,
         "latency_spread": latency_spread(rows),
         "breakdowns": None,
+        "account": account_means(rows),
+    }
+
+
+# An account's seconds, in the order they are printed: the parts that add up to the total, then
+# the passes' split (weavehost.bench.account).
+_ACCOUNT_SECONDS = (
+    "total_s",
+    "passes_s",
+    "rows_s",
+    "logits_rows_s",
+    "mask_s",
+    "selector_s",
+    "other_s",
+)
+
+
+def account_means(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The ``account`` of the summary (see the module docstring); None when no line has one."""
+    accounts = [r["account"] for r in rows if r.get("account")]
+    if not accounts:
+        return None
+    passes = sum(a.get("passes") or 0 for a in accounts)
+    per_pass: dict[str, float | None] = {}
+    for key in _ACCOUNT_SECONDS:
+        kept = [a[key] for a in accounts if a.get(key) is not None]
+        # Per pass only over the lines that have the number (the split needs a table).
+        kept_passes = sum(a.get("passes") or 0 for a in accounts if a.get(key) is not None)
+        per_pass[key] = sum(kept) / kept_passes if kept and kept_passes else None
+    return {
+        "n": len(accounts),
+        "per_call_s": {key: _mean(a.get(key) for a in accounts) for key in _ACCOUNT_SECONDS},
+        "per_pass_s": per_pass,
+        "mean_passes": passes / len(accounts),
+        "mean_masks": _mean(a.get("masks") for a in accounts),
     }
 
 
@@ -330,6 +372,21 @@ def _projection_machine(summary: Mapping[str, Mapping[str, Any]]) -> tuple[bool,
     return bool(projections), (projections[0].get("machine") if projections else None)
 
 
+def _columns(rows: Sequence[Sequence[str]]) -> list[str]:
+    """``rows`` (the header first) as fixed-width lines: the first column left-aligned, the
+    others right-aligned, a rule under the header."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for index, row in enumerate(rows):
+        cells = [row[0].ljust(widths[0])] + [
+            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
+        ]
+        lines.append("  ".join(cells))
+        if index == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return lines
+
+
 def format_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
     """The summary as a fixed-width text table (latencies in ms); ``kv MB`` only when the lines
     counted their KV cells and the model's bytes per cell are known; the projected columns only
@@ -364,15 +421,7 @@ def format_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
                 _times(projection.get("speedup_vs_constrained")),
             )
         rows.append(row)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = []
-    for index, row in enumerate(rows):
-        cells = [row[0].ljust(widths[0])] + [
-            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
-        ]
-        lines.append("  ".join(cells))
-        if index == 0:
-            lines.append("  ".join("-" * w for w in widths))
+    lines = _columns(rows)
     lines.append("(tool/final ms: geometric means over cases; speedup: vs constrained)")
     lines.append(
         "(same: calls equal to constrained's; draft/acc: mean drafted/accepted tokens per call)"
@@ -385,6 +434,39 @@ def format_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
             f"(proj ms, proj x: a PROJECTION on {where}: the passes to the tool start "
             "re-costed with its cost table, host time left out; not a measurement)"
         )
+    return "\n".join(lines)
+
+
+def format_account(summary: Mapping[str, Mapping[str, Any]]) -> str:
+    """Where each strategy's call time went, ms per call and per pass, as a fixed-width text
+    table; empty when no strategy has an account."""
+    shown = {name: n["account"] for name, n in summary.items() if n.get("account")}
+    if not shown:
+        return ""
+    names = ("total", "passes", "rows", "logits", "mask", "selector", "other")
+    header = ("strategy", "per", "n", "passes", *(f"{n} ms" for n in names))
+    rows = [header]
+    for name, account in shown.items():
+        per_call, per_pass = account["per_call_s"], account["per_pass_s"]
+        rows.append(
+            (
+                name,
+                "call",
+                str(account["n"]),
+                _num(account["mean_passes"], ".1f"),
+                *(_ms(per_call[key]) for key in _ACCOUNT_SECONDS),
+            )
+        )
+        rows.append(("", "pass", "", "", *(_ms(per_pass[key]) for key in _ACCOUNT_SECONDS)))
+    lines = _columns(rows)
+    lines.append(
+        "(where a call's time went, mean per call over cases and per pass over all passes: "
+        "total = passes + mask + selector + other;"
+    )
+    lines.append(
+        " passes = rows + logits, split by this machine's calibration table ('-' without one); "
+        "measured times: noise on a busy machine)"
+    )
     return "\n".join(lines)
 
 

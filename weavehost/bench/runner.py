@@ -16,7 +16,7 @@ Stage: benchmark. Guarantees:
   ``drafted_tokens``, ``accepted_tokens``, ``peak_rss_bytes``, ``kv_cells``,
   ``same_as_constrained`` and ``mismatch`` (:mod:`weavehost.bench.compare`),
   ``projected_latency_s``, ``projected_final_latency_s`` and ``projected_reply_s`` (with a
-  cost model). ``DIR/run.json`` records the setup (with the
+  cost model), and ``account`` (below). ``DIR/run.json`` records the setup (with the
   case and answer files as absolute paths, ``limit`` and the model's ``kv_bytes_per_cell``, so
   a run folder can be summarised again: :func:`weavehost.bench.breakdown.load_run`),
   ``DIR/summary.json`` and ``DIR/summary.svg`` the summary (:mod:`weavehost.bench.report`,
@@ -35,6 +35,15 @@ Stage: benchmark. Guarantees:
   ``tool_latency_s`` measures), ``projected_final_latency_s`` by the last final call, and
   ``projected_reply_s`` from every pass of the reply (the closer spelled again and the
   decision that no call follows, which no latency covers, included).
+- **Where the call's time went.** ``account`` (:mod:`weavehost.bench.account`) splits the
+  call's time, from its start (where ``tool_latency_s`` and ``final_latency_s`` count from) to
+  the moment its result was built (``final_latency_s``, up to the microseconds of building
+  the result), into ``passes_s`` (inside ``llama_decode``), ``mask_s`` (constraint masks),
+  ``selector_s`` (``weave``'s tool selector, its own Python) and ``other_s`` (the rest: Python
+  between passes), which add up to ``total_s``; and ``passes_s`` into ``rows_s`` and
+  ``logits_rows_s`` by this machine's calibration table (the engine's stored one, not the
+  ``--cost-model`` table; null without one). The prompt's prefill is outside it. Null for a
+  stock peer (it keeps no account) and a failed line.
 - **Expected failures are data.** A call that does not parse is a line with ``calls: []`` and an
   ``error``; a :class:`WeavehostError` raised while running one case (a prompt longer than the
   context, a schema a strategy cannot constrain) is a line with ``error`` and null latencies, and
@@ -53,6 +62,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from weavehost.bench.account import account_record
 from weavehost.bench.answers import check_calls
 from weavehost.bench.cases import AnswerSet, BenchCase, load_answers, load_cases
 from weavehost.bench.compare import compare_case
@@ -209,7 +219,10 @@ def _record(
     answer: AnswerSet | None,
     *,
     table: CostTable | None = None,
+    calibration: CostTable | None = None,
 ) -> dict[str, Any]:
+    """The result line; ``table`` the ``--cost-model`` table latencies are projected with,
+    ``calibration`` this machine's, which splits the account's passes."""
     result = outcome.result
     pass_rows = _pass_rows(result.stats)
     correct: bool | None = None
@@ -243,6 +256,7 @@ def _record(
         "kv_cells": None,
         "same_as_constrained": None,
         "mismatch": None,
+        "account": account_record(result, calibration),
     }
 
 
@@ -298,6 +312,7 @@ def _failure_record(
         "kv_cells": None,
         "same_as_constrained": None,
         "mismatch": None,
+        "account": None,
     }
 
 
@@ -430,6 +445,8 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
         results_path.open("w", encoding="utf-8") as results,
     ):
         engine = opened.engine
+        # This machine's calibration table (None without one): what splits each account's passes.
+        calibration = opened.state.plan(engine).table
         # One decoder per strategy for the whole run, on the model's one decode state: what
         # each learns over the cases (acceptance rates, the model's splits) carries on.
         decoders = _decoders(strategies, opened.state, table)
@@ -468,7 +485,9 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
                 if isinstance(outcome, WeavehostError):
                     record = _failure_record(case, strategy, outcome, answer)
                 else:
-                    record = _record(case, strategy, outcome, answer, table=table)
+                    record = _record(
+                        case, strategy, outcome, answer, table=table, calibration=calibration
+                    )
                     case_tokens[strategy] = list(outcome.result.tokens)
                 record["peak_rss_bytes"] = rss.peak
                 record["kv_cells"] = kv.cells

@@ -21,13 +21,15 @@ Guarantees shared by all strategies:
 
 Every strategy keeps these the same way, through one :class:`CallAttempt`: it is started before
 the first token of the call, costs and times what follows, rolls back to the prompt, and builds
-the :class:`CallResult`.
+the :class:`CallResult`, with the call's time account (:class:`CallAccount`: passes, masks, the
+selector, the rest).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -39,10 +41,12 @@ from weavehost.errors import FormatError
 from weavehost.formats.base import ModelFormat, ToolCall
 
 if TYPE_CHECKING:
+    from weavehost.decode.constraint import MaskClock
     from weavehost.decode.drafts import DraftSource
     from weavehost.decode.state import DecodeState
 
 __all__ = [
+    "CallAccount",
     "CallAttempt",
     "CallRequest",
     "CallResult",
@@ -94,6 +98,32 @@ class CallRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class CallAccount:
+    """Where one call's time went, in seconds, over the span :class:`CallAttempt` measures:
+    from ``started`` (where ``tool_latency_s`` and ``final_latency_s`` count from) to the moment
+    its result was built (:meth:`CallAttempt.finish`; the final call's instant, or a few
+    microseconds after it: ``final_latency_s`` up to the building of the result). The parts
+    are disjoint and add up to ``total_s``:
+
+    - ``passes_s``: inside ``llama_decode`` passes (the engine's ``decode_s + prefill_s``),
+      ``passes`` of them;
+    - ``mask_s``: computing constraint masks (``masks`` of them; llguidance's bitmask and its
+      unpacking: :meth:`~weavehost.decode.constraint.Constraint.allowed`);
+    - ``selector_s``: ``weave``'s tool selector, its own Python (the selector's time less the
+      passes and masks run in it, which are counted above); 0 for a strategy without one;
+    - ``other_s``: the rest, Python between passes (``total_s`` less the three above).
+    """
+
+    total_s: float
+    passes_s: float
+    mask_s: float
+    selector_s: float
+    other_s: float
+    passes: int
+    masks: int
+
+
+@dataclass(frozen=True, slots=True)
 class CallResult:
     """A decoded call and its cost. ``text`` is what sequence 0 now holds after the prompt."""
 
@@ -113,6 +143,8 @@ class CallResult:
     # timeline, the stock peers, whose call is ready when its generation ends).
     tool_pass_rows: dict[int, int] | None = None
     final_pass_rows: dict[int, int] | None = None
+    # Where the call's time went (``None``: a writer that does not account, the stock peers).
+    account: CallAccount | None = None
 
 
 class CallAttempt:
@@ -124,22 +156,32 @@ class CallAttempt:
     and :meth:`lap` times count from ``started``. :meth:`roll_back` puts the KV cache back as
     it was found (for sequence 0) and empty (for every other sequence), so a failed call leaves
     no trace in the conversation.
+
+    ``masks``: the clock of the constraint factory the call's constraints come from (what the
+    account's ``mask_s`` reads; ``None``: a call that computes no mask). :meth:`selecting`
+    times the tool selector. The account costs a few ``perf_counter`` reads a pass and a mask.
     """
 
     __slots__ = (
         "_clock",
+        "_masks_before",
         "before",
         "engine",
+        "masks",
         "phases",
         "prompt_len",
         "prompt_logits",
+        "selector_s",
         "started",
         "strategy",
     )
 
-    def __init__(self, strategy: str, engine: Engine) -> None:
+    def __init__(self, strategy: str, engine: Engine, masks: MaskClock | None = None) -> None:
         self.strategy = strategy
         self.engine = engine
+        self.masks = masks
+        self._masks_before = (masks.seconds, masks.masks) if masks is not None else (0.0, 0)
+        self.selector_s = 0.0
         self.before: EngineStats = engine.stats.snapshot()
         self.prompt_len = engine.seq_len(0)
         # A prompt read without next-token logits gets none back on a roll back either.
@@ -151,9 +193,48 @@ class CallAttempt:
         self._clock = self.started
 
     @classmethod
-    def start(cls, strategy: str, engine: Engine) -> CallAttempt:
-        """An attempt by ``strategy`` on ``engine``, whose sequence 0 now holds the prompt."""
-        return cls(strategy, engine)
+    def start(cls, strategy: str, engine: Engine, masks: MaskClock | None = None) -> CallAttempt:
+        """An attempt by ``strategy`` on ``engine``, whose sequence 0 now holds the prompt;
+        ``masks``: the clock of the constraints it uses."""
+        return cls(strategy, engine, masks)
+
+    def _mask_seconds(self) -> float:
+        return self.masks.seconds if self.masks is not None else 0.0
+
+    def _pass_seconds(self) -> float:
+        stats = self.engine.stats
+        return stats.decode_s + stats.prefill_s
+
+    @contextlib.contextmanager
+    def selecting(self) -> Iterator[None]:
+        """Time the block as the tool selector's: its own Python time (the block's, less the
+        passes and masks run in it) is added to the account's ``selector_s``."""
+        passes, masks, started = self._pass_seconds(), self._mask_seconds(), time.perf_counter()
+        try:
+            yield
+        finally:
+            elapsed = time.perf_counter() - started
+            inside = (self._pass_seconds() - passes) + (self._mask_seconds() - masks)
+            self.selector_s += max(0.0, elapsed - inside)
+
+    def account(self, stats: EngineStats, at: float) -> CallAccount:
+        """The account from ``started`` to ``at`` (now), ``stats`` the work since ``started``."""
+        total = at - self.started
+        passes = stats.decode_s + stats.prefill_s
+        seconds_before, masks_before = self._masks_before
+        mask = self._mask_seconds() - seconds_before
+        masks = (self.masks.masks if self.masks is not None else 0) - masks_before
+        # The parts are timed apart and disjoint: a negative rest is float rounding only.
+        other = max(0.0, total - passes - mask - self.selector_s)
+        return CallAccount(
+            total_s=total,
+            passes_s=passes,
+            mask_s=mask,
+            selector_s=self.selector_s,
+            other_s=other,
+            passes=stats.passes,
+            masks=masks,
+        )
 
     def lap(self, phase: str, at: float | None = None) -> float:
         """Record ``phase`` as the time from the previous lap (or the start) to ``at`` (now by
@@ -186,15 +267,17 @@ class CallAttempt:
         """The result, as the engine is now: ``final_at`` is when the final call was ready (now
         by default), ``tool_at`` when the call whose result is used could start (``final_at``
         by default). Nothing is rolled back: a strategy that keeps a failed text says so."""
-        final_at = time.perf_counter() if final_at is None else final_at
+        now = time.perf_counter()
+        final_at = now if final_at is None else final_at
         tool_at = final_at if tool_at is None else tool_at
         engine = self.engine
+        stats = engine.stats.since(self.before)
         return CallResult(
             strategy=self.strategy,
             calls=list(calls),
             provisional=provisional,
             text=text,
-            stats=self.engine.stats.since(self.before),
+            stats=stats,
             tool_latency_s=tool_at - self.started,
             final_latency_s=final_at - self.started,
             phases=self.phases,
@@ -202,6 +285,7 @@ class CallAttempt:
             tokens=list(tokens),
             tool_pass_rows=engine.pass_rows_between(self.started, tool_at),
             final_pass_rows=engine.pass_rows_between(self.started, final_at),
+            account=self.account(stats, now),
         )
 
     def failed(self, error: str, *, text: str = "", tokens: Sequence[int] = ()) -> CallResult:

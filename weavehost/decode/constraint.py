@@ -15,6 +15,9 @@ Guarantees:
 - A grammar llguidance refuses, or one over :data:`~weavehost.decode.grammar.MAX_GRAMMAR_BYTES`,
   raises :class:`ConstraintError`; a compile slower than
   :data:`~weavehost.decode.grammar.MAX_COMPILE_S` is logged.
+- Every mask a factory's constraints compute (:meth:`Constraint.allowed`) is timed on the
+  factory's :class:`MaskClock` (two ``perf_counter`` reads a mask): what a call's time account
+  reports as ``mask_s`` (:class:`~weavehost.decode.base.CallAttempt`).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "Constraint",
     "ConstraintFactory",
+    "MaskClock",
     "only_allowed",
 ]
 
@@ -49,17 +53,37 @@ __all__ = [
 COMPILED_CAP = 512
 
 
+class MaskClock:
+    """The seconds spent computing masks (:meth:`Constraint.allowed`: llguidance's bitmask and
+    its unpacking to one bool per token) with one factory's constraints, and how many masks.
+    It only grows: a call's share is the difference of two readings."""
+
+    __slots__ = ("masks", "seconds")
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.masks = 0
+
+
 @dataclass(slots=True)
 class Constraint:
-    """One running matcher: mask logits, consume tokens, ask for forced tokens."""
+    """One running matcher: mask logits, consume tokens, ask for forced tokens. ``clock``: where
+    the time of its masks is added (its factory's)."""
 
     matcher: llguidance.LLMatcher
     n_vocab: int
+    clock: MaskClock | None = None
 
     def allowed(self) -> np.ndarray:
         """A boolean array over the vocabulary: which tokens may come next."""
+        started = time.perf_counter()
         raw = np.frombuffer(self.matcher.compute_bitmask(), dtype=np.uint8)
-        return np.unpackbits(raw, bitorder="little")[: self.n_vocab].astype(bool)
+        mask = np.unpackbits(raw, bitorder="little")[: self.n_vocab].astype(bool)
+        clock = self.clock
+        if clock is not None:
+            clock.seconds += time.perf_counter() - started
+            clock.masks += 1
+        return mask
 
     def best(self, logits: np.ndarray, mask: np.ndarray | None = None) -> int | None:
         """The allowed token with the highest logit (greedy), or None if nothing is allowed.
@@ -166,9 +190,11 @@ def _lltokenizer(engine: Engine) -> llguidance.LLTokenizer:
 
 
 class ConstraintFactory:
-    """Builds constraints for one engine's vocabulary; compiled grammars are cached."""
+    """Builds constraints for one engine's vocabulary; compiled grammars are cached. ``clock``:
+    the time of every mask its constraints compute."""
 
     def __init__(self, engine: Engine) -> None:
+        self.clock = MaskClock()
         self.n_vocab = engine.n_vocab
         self.specials = engine.special_texts
         self._tokenizer = _lltokenizer(engine)
@@ -200,4 +226,4 @@ class ConstraintFactory:
 
     def new(self, lark: str) -> Constraint:
         """A fresh matcher at the start of ``lark`` (a copy of the cached compiled one)."""
-        return Constraint(self._compiled(lark).deep_copy(), self.n_vocab)
+        return Constraint(self._compiled(lark).deep_copy(), self.n_vocab, self.clock)

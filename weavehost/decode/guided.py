@@ -150,7 +150,7 @@ class _WholeCallStrategy(StatefulStrategy):
         engine, fmt = request.engine, request.format
         state = self.state_for(engine)
         factory = state.constraints(engine)  # built once per model, not part of a call's cost
-        attempt = CallAttempt.start(self.name, engine)
+        attempt = CallAttempt.start(self.name, engine, factory.clock)
         grammars = factory.grammars(fmt)
         loose = False
         try:

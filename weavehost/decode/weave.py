@@ -203,7 +203,7 @@ class WeaveCall:
         # ``None``: the state's plan (the engine's calibrated plan, or the neutral one).
         self.plan = plan if plan is not None else self.state.plan(self.engine)
         self.factory = self.state.constraints(self.engine)  # once per model, not a call's cost
-        self.attempt = CallAttempt.start(self.options.name, self.engine)
+        self.attempt = CallAttempt.start(self.options.name, self.engine, self.factory.clock)
         self.grammars = self.factory.grammars(self.fmt)
         # Set by select: the tool, its head, the part of the head sequence 0 holds, and the
         # whole-call constraint having consumed exactly that part.
@@ -251,18 +251,19 @@ class WeaveCall:
             )
         except ConstraintError as exc:
             return self.fall_back(str(exc))
-        selected = _select(
-            self.state,
-            self.engine,
-            self.fmt,
-            self.request,
-            self.whole,
-            self._drafter(),
-            draft_rows=self._draft_rows,
-            settle_early=self.options.selector,
-            forced=self.options.forced,
-            shape=self.plan.shape_for,
-        )
+        with self.attempt.selecting():  # the account's selector_s
+            selected = _select(
+                self.state,
+                self.engine,
+                self.fmt,
+                self.request,
+                self.whole,
+                self._drafter(),
+                draft_rows=self._draft_rows,
+                settle_early=self.options.selector,
+                forced=self.options.forced,
+                shape=self.plan.shape_for,
+            )
         if isinstance(selected, str):
             return self.attempt.failed(selected)
         self.tool, self.head_written, self.head_tokens = selected
