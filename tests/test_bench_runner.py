@@ -458,9 +458,9 @@ def test_every_decoder_s_line_accounts_for_its_call_s_time_in_parts_that_add_up(
         account = record["account"]
         assert all(account[key] >= 0 for key in ACCOUNT_PARTS), record["strategy"]
         assert sum(account[key] for key in ACCOUNT_PARTS) == pytest.approx(account["total_s"])
-        # The span is the call's, to the moment its result was built: the final call's latency
-        # and the microseconds of building the result.
-        assert record["final_latency_s"] <= account["total_s"] < record["final_latency_s"] + 0.05
+        # The span is the call's, to the moment its result was built (after the final call's
+        # text was known): the span whose passes forward_passes counts.
+        assert record["final_latency_s"] <= account["total_s"]
         assert account["passes"] == record["forward_passes"]
         assert 0 < account["passes_s"] <= account["total_s"]
         # Every constrained decoder computes masks; no calibration in the tests' cache: no split.

@@ -2,9 +2,9 @@
 
 Stage: benchmark. A decoder's call reports its time account
 (:class:`~weavehost.decode.base.CallAccount`: passes, masks, the selector, the rest, over the
-span from the call's start to its result); this module writes it as a result line's
-``account`` and splits the passes' time by what this machine's calibration table says the rows
-asking for logits cost.
+span from the call's start to its result, whose passes ``forward_passes`` counts); this module
+writes it as a result line's ``account`` and splits the passes' time by what this machine's
+calibration table says the rows asking for logits cost.
 
 Guarantees:
 

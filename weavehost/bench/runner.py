@@ -37,13 +37,14 @@ Stage: benchmark. Guarantees:
   decision that no call follows, which no latency covers, included).
 - **Where the call's time went.** ``account`` (:mod:`weavehost.bench.account`) splits the
   call's time, from its start (where ``tool_latency_s`` and ``final_latency_s`` count from) to
-  the moment its result was built (``final_latency_s``, up to the microseconds of building
-  the result), into ``passes_s`` (inside ``llama_decode``), ``mask_s`` (constraint masks),
-  ``selector_s`` (``weave``'s tool selector, its own Python) and ``other_s`` (the rest: Python
-  between passes), which add up to ``total_s``; and ``passes_s`` into ``rows_s`` and
-  ``logits_rows_s`` by this machine's calibration table (the engine's stored one, not the
-  ``--cost-model`` table; null without one). The prompt's prefill is outside it. Null for a
-  stock peer (it keeps no account) and a failed line.
+  the moment its result was built (the span whose passes ``forward_passes`` counts: at least
+  ``final_latency_s``, plus what ran after the final text was known, such as a last pass of
+  closer text the grammar forces), into ``passes_s`` (inside ``llama_decode``), ``mask_s``
+  (constraint masks), ``selector_s`` (``weave``'s tool selector, its own Python) and
+  ``other_s`` (the rest: Python between passes), which add up to ``total_s``; and
+  ``passes_s`` into ``rows_s`` and ``logits_rows_s`` by this machine's calibration table (the
+  engine's stored one, not the ``--cost-model`` table; null without one). The prompt's
+  prefill is outside it. Null for a stock peer (it keeps no account) and a failed line.
 - **Expected failures are data.** A call that does not parse is a line with ``calls: []`` and an
   ``error``; a :class:`WeavehostError` raised while running one case (a prompt longer than the
   context, a schema a strategy cannot constrain) is a line with ``error`` and null latencies, and

@@ -99,11 +99,12 @@ class CallRequest:
 
 @dataclass(frozen=True, slots=True)
 class CallAccount:
-    """Where one call's time went, in seconds, over the span :class:`CallAttempt` measures:
-    from ``started`` (where ``tool_latency_s`` and ``final_latency_s`` count from) to the moment
-    its result was built (:meth:`CallAttempt.finish`; the final call's instant, or a few
-    microseconds after it: ``final_latency_s`` up to the building of the result). The parts
-    are disjoint and add up to ``total_s``:
+    """Where one call's time went, in seconds, over the span whose work ``stats`` counts: from
+    the attempt's ``started`` (where ``tool_latency_s`` and ``final_latency_s`` count from) to
+    the moment :meth:`CallAttempt.finish` built the result. So ``total_s`` is at least
+    ``final_latency_s``: it also holds what ran after the final call's text was known (a last
+    pass of closer text the grammar alone decides, the parse, a roll back). The prompt's
+    prefill is outside it. The parts are disjoint and add up to ``total_s``:
 
     - ``passes_s``: inside ``llama_decode`` passes (the engine's ``decode_s + prefill_s``),
       ``passes`` of them;
