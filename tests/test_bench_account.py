@@ -10,7 +10,7 @@ import pytest
 
 from weavehost.bench.account import ACCOUNT_KEYS, ACCOUNT_PARTS, account_record, logits_share
 from weavehost.bench.report import account_means, format_account, summarize
-from weavehost.decode.base import CallAttempt
+from weavehost.decode.base import CallAccount, CallAttempt
 from weavehost.decode.constraint import MaskClock
 from weavehost.engine import EngineStats
 from weavehost.engine.calibrate import CostTable
@@ -191,3 +191,15 @@ def test_the_account_table_shows_each_strategy_with_an_account_per_call_and_per_
     assert lines[3].split()[:2] == ["pass", "20.0"]
     assert "llama_cpp_python" not in table
     assert format_account(summarize([_line("llama_cpp_python", None)])) == ""
+
+
+def test_a_reply_s_account_is_its_passes_and_its_calls_masks_and_selectors():
+    stats = EngineStats(passes=5, decode_s=0.3, prefill_s=0.1)
+    first = CallAccount(0.4, 0.2, 0.05, 0.01, 0.14, 3, 10)
+    second = CallAccount(0.2, 0.1, 0.02, 0.0, 0.08, 1, 4)
+    account = CallAccount.over(0.7, stats, [first, second])
+    assert account.passes_s == pytest.approx(0.4)  # the reply's, decisions' passes included
+    assert account.mask_s == pytest.approx(0.07)
+    assert account.selector_s == pytest.approx(0.01)
+    assert account.other_s == pytest.approx(0.22)
+    assert (account.passes, account.masks) == (5, 14)

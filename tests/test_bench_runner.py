@@ -458,8 +458,8 @@ def test_every_decoder_s_line_accounts_for_its_call_s_time_in_parts_that_add_up(
         account = record["account"]
         assert all(account[key] >= 0 for key in ACCOUNT_PARTS), record["strategy"]
         assert sum(account[key] for key in ACCOUNT_PARTS) == pytest.approx(account["total_s"])
-        # The span is the call's, to the moment its result was built (after the final call's
-        # text was known): the span whose passes forward_passes counts.
+        # The span is the reply's, whose passes forward_passes counts: it ends after the final
+        # call (the decision that no call follows).
         assert record["final_latency_s"] <= account["total_s"]
         assert account["passes"] == record["forward_passes"]
         assert 0 < account["passes_s"] <= account["total_s"]

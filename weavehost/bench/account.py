@@ -1,10 +1,10 @@
-"""Where a call's time goes: the ``account`` of a ``weavehost bench`` result line.
+"""Where a reply's time goes: the ``account`` of a ``weavehost bench`` result line.
 
-Stage: benchmark. A decoder's call reports its time account
+Stage: benchmark. A decoder's reply reports its time account
 (:class:`~weavehost.decode.base.CallAccount`: passes, masks, the selector, the rest, over the
-span from the call's start to its result, whose passes ``forward_passes`` counts); this module
-writes it as a result line's ``account`` and splits the passes' time by what this machine's
-calibration table says the rows asking for logits cost.
+whole reply the line scores, from its start to its end, whose passes ``forward_passes``
+counts); this module writes it as a result line's ``account`` and splits the passes' time by
+what this machine's calibration table says the rows asking for logits cost.
 
 Guarantees:
 

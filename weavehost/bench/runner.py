@@ -35,16 +35,18 @@ Stage: benchmark. Guarantees:
   ``tool_latency_s`` measures), ``projected_final_latency_s`` by the last final call, and
   ``projected_reply_s`` from every pass of the reply (the closer spelled again and the
   decision that no call follows, which no latency covers, included).
-- **Where the call's time went.** ``account`` (:mod:`weavehost.bench.account`) splits the
-  call's time, from its start (where ``tool_latency_s`` and ``final_latency_s`` count from) to
-  the moment its result was built (the span whose passes ``forward_passes`` counts: at least
-  ``final_latency_s``, plus what ran after the final text was known, such as a last pass of
-  closer text the grammar forces), into ``passes_s`` (inside ``llama_decode``), ``mask_s``
+- **Where the reply's time went.** ``account`` (:mod:`weavehost.bench.account`) splits the
+  time of the whole reply the line scores (:func:`~weavehost.decode.several.write_calls`),
+  from its start (where ``final_latency_s`` counts from; ``tool_latency_s`` counts from the
+  first call's start, microseconds later) to its end: the span whose passes
+  ``forward_passes`` and ``projected_reply_s`` count, so at least ``final_latency_s`` (the
+  closer spelled again, the decision that no call follows and the close come after). Its
+  parts add up to ``total_s``: ``passes_s`` (inside ``llama_decode``), ``mask_s``
   (constraint masks), ``selector_s`` (``weave``'s tool selector, its own Python) and
-  ``other_s`` (the rest: Python between passes), which add up to ``total_s``; and
-  ``passes_s`` into ``rows_s`` and ``logits_rows_s`` by this machine's calibration table (the
-  engine's stored one, not the ``--cost-model`` table; null without one). The prompt's
-  prefill is outside it. Null for a stock peer (it keeps no account) and a failed line.
+  ``other_s`` (the rest: Python between passes). ``passes_s`` is split into ``rows_s`` and
+  ``logits_rows_s`` by this machine's calibration table (the engine's stored one, not the
+  ``--cost-model`` table; null without one). The prompt's prefill is outside it. Null for a
+  stock peer (it keeps no account) and a failed line.
 - **Expected failures are data.** A call that does not parse is a line with ``calls: []`` and an
   ``error``; a :class:`WeavehostError` raised while running one case (a prompt longer than the
   context, a schema a strategy cannot constrain) is a line with ``error`` and null latencies, and

@@ -104,7 +104,9 @@ class CallAccount:
     the moment :meth:`CallAttempt.finish` built the result. So ``total_s`` is at least
     ``final_latency_s``: it also holds what ran after the final call's text was known (a last
     pass of closer text the grammar alone decides, the parse, a roll back). The prompt's
-    prefill is outside it. The parts are disjoint and add up to ``total_s``:
+    prefill is outside it. A reply's (:class:`~weavehost.decode.several.Reply`) is the same
+    over the whole reply (:meth:`over` its calls' accounts). The parts are disjoint and add up
+    to ``total_s``:
 
     - ``passes_s``: inside ``llama_decode`` passes (the engine's ``decode_s + prefill_s``),
       ``passes`` of them;
@@ -122,6 +124,26 @@ class CallAccount:
     other_s: float
     passes: int
     masks: int
+
+    @classmethod
+    def over(
+        cls, total_s: float, stats: EngineStats, parts: Sequence[CallAccount] = ()
+    ) -> CallAccount:
+        """The account of ``total_s`` seconds whose work ``stats`` counts, its masks and
+        selector time those of ``parts`` (the calls run in it)."""
+        passes = stats.decode_s + stats.prefill_s
+        mask = sum(part.mask_s for part in parts)
+        selector = sum(part.selector_s for part in parts)
+        return cls(
+            total_s=total_s,
+            passes_s=passes,
+            mask_s=mask,
+            selector_s=selector,
+            # The parts are timed apart and disjoint: a negative rest is float rounding only.
+            other_s=max(0.0, total_s - passes - mask - selector),
+            passes=stats.passes,
+            masks=sum(part.masks for part in parts),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,22 +242,17 @@ class CallAttempt:
 
     def account(self, stats: EngineStats, at: float) -> CallAccount:
         """The account from ``started`` to ``at`` (now), ``stats`` the work since ``started``."""
-        total = at - self.started
-        passes = stats.decode_s + stats.prefill_s
         seconds_before, masks_before = self._masks_before
-        mask = self._mask_seconds() - seconds_before
-        masks = (self.masks.masks if self.masks is not None else 0) - masks_before
-        # The parts are timed apart and disjoint: a negative rest is float rounding only.
-        other = max(0.0, total - passes - mask - self.selector_s)
-        return CallAccount(
-            total_s=total,
-            passes_s=passes,
-            mask_s=mask,
+        own = CallAccount(
+            total_s=0.0,
+            passes_s=0.0,
+            mask_s=self._mask_seconds() - seconds_before,
             selector_s=self.selector_s,
-            other_s=other,
-            passes=stats.passes,
-            masks=masks,
+            other_s=0.0,
+            passes=0,
+            masks=(self.masks.masks if self.masks is not None else 0) - masks_before,
         )
+        return CallAccount.over(at - self.started, stats, [own])
 
     def lap(self, phase: str, at: float | None = None) -> float:
         """Record ``phase`` as the time from the previous lap (or the start) to ``at`` (now by

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from weavehost.decode.base import CallRequest, CallResult, DecodeStrategy
+from weavehost.decode.base import CallAccount, CallRequest, CallResult, DecodeStrategy
 from weavehost.decode.call_tokens import respell_closer, tokenize_call_text
 from weavehost.engine import Engine, EngineStats
 from weavehost.formats.base import ModelFormat, ToolCall, Trigger, call_format, call_parts
@@ -87,6 +87,9 @@ class Reply:
     # The passes that ended by the last final call, by their rows: ``stats`` less what came
     # after it (the closer spelled again and the decision that no call follows).
     final_pass_rows: dict[int, int] | None = None
+    # Where the whole reply's time went (its calls' masks and selectors, every pass, the
+    # rest); ``None`` when a call's strategy keeps no account.
+    account: CallAccount | None = None
 
     @property
     def calls(self) -> list[ToolCall]:
@@ -117,6 +120,7 @@ class Reply:
             tokens=list(self.tokens),
             tool_pass_rows=first.tool_pass_rows,
             final_pass_rows=self.final_pass_rows,
+            account=self.account,
         )
 
 
@@ -166,6 +170,7 @@ def write_calls(
     seen: set[str] = set(made)  # the turn's and the reply's calls, canonical
     final_at = started
     final_rows: dict[int, int] = {}
+    accounts: list[CallAccount | None] = []  # every call's, a dropped one's too
     while True:
         index = len(results)
         position = engine.seq_len(0)
@@ -176,6 +181,7 @@ def write_calls(
         )  # fmt: skip
         call_started = time.perf_counter()
         result = strategy.run(call_request)
+        accounts.append(result.account)
         written = engine.seq_len(0) == position + len(result.tokens)
         results.append(result)
         # A call the turn or the reply already holds: a later one is dropped, a first one kept
@@ -241,14 +247,19 @@ def write_calls(
         engine.prefill(0, close, logits_last=False)
         tokens.extend(close)
         texts.append(close_text)
+    stats = engine.stats.since(before)
+    calls_accounted = [account for account in accounts if account is not None]
     return Reply(
         results=results,
         text="".join(texts),
         tokens=tokens,
-        stats=engine.stats.since(before),
+        stats=stats,
         final_latency_s=final_at - started,
         decisions=decisions,
         final_pass_rows=final_rows,
+        account=CallAccount.over(time.perf_counter() - started, stats, calls_accounted)
+        if len(calls_accounted) == len(accounts)
+        else None,
     )
 
 
