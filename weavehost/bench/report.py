@@ -438,7 +438,7 @@ def format_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 def format_account(summary: Mapping[str, Mapping[str, Any]]) -> str:
-    """Where each strategy's call time went, ms per call and per pass, as a fixed-width text
+    """Where each strategy's reply time went, ms per call and per pass, as a fixed-width text
     table; empty when no strategy has an account."""
     shown = {name: n["account"] for name, n in summary.items() if n.get("account")}
     if not shown:
@@ -459,14 +459,9 @@ def format_account(summary: Mapping[str, Mapping[str, Any]]) -> str:
         )
         rows.append(("", "pass", "", "", *(_ms(per_pass[key]) for key in _ACCOUNT_SECONDS)))
     lines = _columns(rows)
-    lines.append(
-        "(where a call's time went, mean per call over cases and per pass over all passes: "
-        "total = passes + mask + selector + other;"
-    )
-    lines.append(
-        " passes = rows + logits, split by this machine's calibration table ('-' without one); "
-        "measured times: noise on a busy machine)"
-    )
+    lines.append("(where a reply's time went: mean per call over cases, and per pass over all")
+    lines.append(" passes; total = passes + mask + selector + other, passes = rows + logits split")
+    lines.append(" by this machine's calibration table, '-' without one; noise on a busy machine)")
     return "\n".join(lines)
 
 
