@@ -32,7 +32,7 @@ Guarantees:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from weavehost.decode.drafts import content_texts, longest_suffix_in
@@ -114,6 +114,32 @@ class AnswerDrafts:
         """The text that followed the longest suffix of ``written`` in the texts (its most
         recent occurrence), up to that text's end and ``max_chars``; ``""`` if none matches."""
         return self.match(written, max_chars=max_chars)[0]
+
+    def tokens_after(
+        self, data: bytes, pricing: DraftPricing, room: int, tokenize: Callable[[str], list[int]]
+    ) -> tuple[list[int], int]:
+        """The drafted tokens to read after a reply's bytes ``data``, and their kind
+        (:meth:`DraftPricing.bucket`): the first tokens of the draft (:meth:`match`), as many
+        as ``pricing`` says pay, at most ``room``. None without a cost table (nothing says a
+        row pays, so nothing is looked up), where the text ends inside a character, or where
+        no row pays at that kind's rates (whose evidence then fades)."""
+        if pricing.plan.table is None or room <= 0:
+            return [], 0
+        # Only the text's end can match (MAX_MATCH characters at most): decoding the whole reply
+        # on every token would cost its length squared. Continuation bytes a cut left are dropped.
+        tail = data[-4 * MAX_MATCH :].lstrip(bytes(range(0x80, 0xC0)))
+        try:
+            written = tail.decode("utf-8")
+        except UnicodeDecodeError:
+            return [], 0
+        text, matched = self.match(written)
+        if not text:
+            return [], 0
+        draft, bucket = tokenize(text), pricing.bucket(matched)
+        rows = pricing.rows(min(room, len(draft)), matched)
+        if rows <= 0:
+            pricing.fade(bucket)  # not worth a row at this rate: try again later
+        return draft[: max(rows, 0)], bucket
 
     def match(self, written: str, *, max_chars: int = MAX_DRAFT_CHARS) -> tuple[str, int]:
         """:meth:`propose`'s draft and the length of the suffix it followed (0: none)."""

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from weavehost.decode.answer_drafts import MAX_MATCH, AnswerDrafts, DraftPricing
+from weavehost.decode.answer_drafts import AnswerDrafts, DraftPricing
 from weavehost.decode.base import CallRequest, DecodeStrategy, ToolSchema
 from weavehost.decode.calibration import decode_state
 from weavehost.decode.call_text import CallText
@@ -491,9 +491,8 @@ class Continuation:
             self.writer.pricing.count(self.ahead_bucket, self.ahead_later, kept)
 
     def draft_after(self, pricing: DraftPricing) -> list[int]:
-        """The drafted tokens to read after the text so far (its last token being read now):
-        the draft's (:meth:`AnswerDrafts.propose`), as many as ``pricing`` says pay, within
-        the bound and the context; none where the text ends inside a character."""
+        """The drafted tokens to read after the text so far (its last token being read now),
+        within the bound and the context (:meth:`AnswerDrafts.tokens_after`)."""
         assert self.drafts is not None
         engine = self.engine
         room = min(
@@ -501,25 +500,10 @@ class Continuation:
             engine.n_ctx - engine.seq_len(0) - 1,
             engine.n_batch - 1,
         )
-        if pricing.plan.table is None or room <= 0:
-            return []  # no table: nothing says a row pays, so nothing is looked up
-        # Only the text's end can match (MAX_MATCH characters at most): decoding the whole reply
-        # on every token would cost its length squared. Continuation bytes a cut left are dropped.
-        tail = self.data[-4 * MAX_MATCH :].lstrip(bytes(range(0x80, 0xC0)))
-        try:
-            written = tail.decode("utf-8")
-        except UnicodeDecodeError:
-            return []
-        text, matched = self.drafts.match(written)
-        if not text:
-            return []
-        draft = engine.tokenize(text)
-        self.ahead_bucket = pricing.bucket(matched)
-        rows = pricing.rows(min(room, len(draft)), matched)
-        if rows <= 0:
-            pricing.fade(self.ahead_bucket)  # not worth a row at this rate: try again later
-            return []
-        return draft[:rows]
+        draft, self.ahead_bucket = self.drafts.tokens_after(
+            self.data, pricing, room, engine.tokenize
+        )
+        return draft
 
     def drop_ahead(self) -> None:
         """The drafted tokens ahead (not chosen) out of sequence 0, which then ends with the
