@@ -34,6 +34,12 @@ Invariants:
   no call may be made (``none``, or after a repeat) an answer that turns into a call anyway
   is taken back and a word written where it began, a few times, then cut where the call
   began, with a ``notice`` (:mod:`weavehost.decode.call_text`).
+* **Steering to a call or an answer** (issue 30; ``docs/agent.md``, "Steering"): an answer
+  that is, whole, a call's JSON naming no tool on offer is written again, once a turn, as a
+  call to a tool on offer that takes one of its arguments; a tool called in a later step after
+  its good result is not run (as a repeat is not); a follow-up answered without a call by
+  restating an earlier turn's result for a name the user writes now is written again as a
+  call, once a turn. Each is a class switch, so its effect can be measured.
 * **Tool choice** (:mod:`weavehost.agent.options`): ``required`` or a tool's name makes the
   first step a call (to that tool only, for a name); ``none`` never lets a call begin.
 * **Always fits.** Before each step the model is shown a view of the transcript that fits its
@@ -49,8 +55,10 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 import time
 from collections.abc import Callable
+from difflib import SequenceMatcher
 from typing import Any
 
 import anyio
@@ -100,9 +108,61 @@ logger = logging.getLogger(__name__)
 DEFAULT_CALL_TOKENS = 256  # one call's value or optional-argument budget
 MAX_CALLS_PER_STEP = 8  # calls one reply may hold; past it the reply's calls are closed
 
+# An answer that is a call's JSON: a fence, a list or doubled braces around {"name": "…"}.
+_CALL_SHAPED = re.compile(r'\s*(?:```[A-Za-z]*\s*)?\[?\s*\{+\s*"name"\s*:\s*"([^"]*)"')
+_ARGUMENTS = re.compile(r'"(?:arguments|parameters)"\s*:\s*\{')
+_KEY = re.compile(r'"((?:[^"\\]|\\.)*)"\s*:')
+
+
+def call_shaped(text: str) -> tuple[str, frozenset[str]] | None:
+    """The tool and the argument names of an answer that is, whole, a call written as JSON
+    (what a small model prints when the tool it means has another name: ``{"name":
+    "set_wifi", "arguments": {"enabled": false}}`` with ``toggle_setting`` on offer), else
+    ``None``. Read leniently: the JSON may be cut or malformed."""
+    found = _CALL_SHAPED.match(text)
+    if found is None:
+        return None
+    arguments = _ARGUMENTS.search(text, found.end())
+    keys = _KEY.findall(text, arguments.end()) if arguments else []
+    return found.group(1), frozenset(keys)
+
+
+STALE_SPAN = 20  # characters of an earlier turn's result that an answer copies when it is stale
+_WORD = re.compile(r"[^\W\d_][\w'-]*")
+
+
+def new_names(prompt: str, earlier: str) -> list[str]:
+    """The words of ``prompt`` written with a capital where no sentence begins (names: "And in
+    Oslo?" → ``Oslo``) that ``earlier`` never held, case aside."""
+    seen = earlier.casefold()
+    names = []
+    for word in _WORD.finditer(prompt):
+        before = prompt[: word.start()].rstrip()
+        opens = not before or before[-1] in ".!?\"'(\n:;"
+        if word.group()[0].isupper() and not opens and word.group().casefold() not in seen:
+            names.append(word.group())
+    return names
+
+
+def copies(text: str, source: str, span: int = STALE_SPAN) -> bool:
+    """Whether ``text`` holds ``span`` characters or more of ``source`` word for word."""
+    match = SequenceMatcher(None, text, source, autojunk=False).find_longest_match(
+        0, len(text), 0, len(source)
+    )
+    return match.size >= span
+
 
 class Session:
     """One conversation with the model, its tools and its result cache. Made by ``Host``."""
+
+    # Steering that helps small models end a turn right (issue 30; docs/agent.md, "Steering"),
+    # switchable so its effect can be measured: an answer that is a call to a tool not on offer
+    # is written again as a call; a tool called again after its good result is not run.
+    recall_call_shaped = True
+    answer_after_result = True
+    # An answer in a follow-up that restates an earlier turn's result for a name the user
+    # writes now, with no call made, is written again as a call.
+    recall_stale = True
 
     def __init__(
         self,
@@ -154,6 +214,13 @@ class Session:
         self._turn_calls: set[str] = set()  # this turn's calls, canonical: a repeat is dropped
         self._answer_only = False  # the model repeated a call: this turn must answer now
         self._forced: list[ToolSchema] = []  # the tools the first step's forced call may use
+        # Steering a small model to a call or an answer (see _recall and _run_calls): tools
+        # that returned a good result in an earlier step of this turn, and whether this turn's
+        # call-shaped answer was already written again as a call (once a turn).
+        self._answered_tools: set[str] = set()
+        self._turn_start = 0  # this turn's user message, in messages
+        # None: not yet this turn; tools: the next step is a call to one of them; []: it was.
+        self._recall: list[ToolSchema] | None = None
 
     # ------------------------------------------------------------------ tools on offer
 
@@ -182,8 +249,11 @@ class Session:
         """Run one user message to an answer (or the step bound), emitting events."""
         self.model.clear_abort()
         self.messages.append({"role": "user", "content": prompt})
+        self._turn_start = len(self.messages) - 1
         self._turn_calls = set()
         self._answer_only = False
+        self._answered_tools = set()
+        self._recall = None
         # The catalog is read here, on the event loop that re-lists it; only counting tokens
         # (on the model) runs in the worker.
         catalog = [tool_schema(spec) for spec in self.catalog]
@@ -343,6 +413,25 @@ class Session:
         emit(Event("timings", timings))
 
         if not results:
+            recall = self._recall_tools(free.text, tools)
+            stale = not recall and self._stale(free.text, tools)
+            if stale:
+                self._recall = tools
+                logger.info("steering: a stale follow-up answer is written again as a call")
+                emit(Event("notice", {"text": "the model answered a question about a new name "
+                                              "with an earlier turn's result; the step is "
+                                              "written again as a call",
+                                      "housekeeping": True}))  # fmt: skip
+                return None
+            if recall:
+                self._recall = recall
+                logger.info("steering: a call-shaped answer is written again as a call")
+                names = ", ".join(t.name for t in recall)
+                emit(Event("notice", {"text": "the model answered with a call to a tool not "
+                                              "on offer; the step is written again as a call "
+                                              f"to a tool that takes its arguments ({names})",
+                                      "housekeeping": True}))  # fmt: skip
+                return None
             if free.stop == "call_text":
                 text = "the model wrote a call where none may be made now; its answer was cut"
                 emit(Event("notice", {"text": text + " where the call began",
@@ -394,6 +483,17 @@ class Session:
                                                   "same arguments; the repeat is not run",
                                           "housekeeping": True}))  # fmt: skip
                     continue
+                if self.answer_after_result and final.name in self._answered_tools:
+                    # Shown a good result, a small model calls the same tool again with other
+                    # arguments (a line of the result as a path, the same alarm without its
+                    # days) instead of answering: the call is dropped as a repeat would be.
+                    await self.runs.discard(entry)
+                    logger.info("steering: %s called again after its good result", final.name)
+                    emit(Event("notice", {"text": f"the model called {final.name} again after "
+                                                  "its good result; the call is not run and "
+                                                  "the model answers from the result",
+                                          "housekeeping": True}))  # fmt: skip
+                    continue
                 self._turn_calls.add(final.canonical())
                 kept.append((final, entry))
         await self.runs.discard_all(early)  # runs of calls past the bound or not written
@@ -402,20 +502,68 @@ class Session:
             return None
         calls = [{"name": c.name, "arguments": dict(c.arguments)} for c, _ in kept]
         self.messages.append({"role": "assistant", "content": content, "tool_calls": calls})
+        answered: set[str] = set()
         for final, entry in kept:
             outcome, source = await self.runs.execute(final, entry, emit)
+            if outcome.status == "ok":
+                answered.add(final.name)
             emit(Event("tool_result", {"name": outcome.name, "arguments": dict(outcome.arguments),
                                        "status": outcome.status, "text": outcome.text,
                                        "source": source}))  # fmt: skip
             self.messages.append({"role": "tool", "name": final.name, "content": outcome.text})
+        # Known only now: a later step's call to one of these tools is a repeat (see above).
+        self._answered_tools |= answered
         return None
 
     def _forced_tools(self, step: int, tools: list[ToolSchema]) -> list[ToolSchema]:
         """The tools a call must be written with now (none: the model decides): the first
         step's, under ``required`` or a tool's name."""
+        if self._recall:
+            recall, self._recall = self._recall, []  # once a turn: a second one stands
+            return recall
         if step != 1 or not tools:
             return []
         return tools if self.tool_choice == "required" else self._forced
+
+    def _recall_tools(self, text: str, tools: list[ToolSchema]) -> list[ToolSchema]:
+        """The tools an answer that is a call to no tool on offer is written again as a call
+        to (none: it stands): once a turn, where calls may be made, those on offer that take
+        an argument the answer's call names (``enabled``: ``toggle_setting``). A call to a tool
+        that is on offer would have begun a call, and one whose arguments fit no tool (a
+        ``calculator`` for a sum) is no call the tools on offer can make."""
+        shaped = call_shaped(text)
+        if (
+            not self.recall_call_shaped
+            or shaped is None
+            or self._recall is not None
+            or self._answer_only
+            or self.tool_choice == "none"
+        ):
+            return []
+        name, keys = shaped
+        if name in {t.name for t in tools}:
+            return []
+        return [t for t in tools if keys & set(t.parameters.get("properties", {}))]
+
+    def _stale(self, text: str, tools: list[ToolSchema]) -> bool:
+        """Whether an answer made without a call restates an earlier turn's result for a name
+        the user writes now and never wrote before ("And in Oslo?" answered with Paris's
+        weather, the city swapped): once a turn, where calls may be made. Restating a result
+        asked about again ("What temperature did you just tell me?") names nothing new."""
+        if (
+            not self.recall_stale
+            or self._recall is not None
+            or self._turn_calls
+            or self._answer_only
+            or self.tool_choice == "none"
+            or not tools
+        ):
+            return False
+        earlier = self.messages[: self._turn_start]
+        results = [str(m.get("content", "")) for m in earlier if m.get("role") == "tool"]
+        prompt = str(self.messages[self._turn_start].get("content", ""))
+        names = new_names(prompt, "\n".join(str(m.get("content", "")) for m in earlier))
+        return any(n in text for n in names) and any(copies(text, r) for r in results)
 
     def transcript(self) -> list[dict[str, Any]]:
         return [dict(m) for m in self.messages]

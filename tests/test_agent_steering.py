@@ -1,0 +1,254 @@
+"""Steering a small model to a call or an answer (issue 30, items 3 and 4; docs/agent.md,
+"Steering").
+
+* An answer that is a call written as JSON, to a tool no tool on offer is called, is written
+  again as a call to a tool on offer that takes one of its arguments, once a turn:
+  Qwen2.5-Coder-0.5B, asked to switch off the wifi, prints ``{"name": "set_wifi",
+  "arguments": {"enabled": false}}`` where ``toggle_setting`` is on offer.
+* A tool called again in a later step after its good result is not run, and the model answers:
+  Qwen2.5-Coder-0.5B sets the same alarm three times, with and without its days.
+
+Each is tested on the scripted model (control flow) and on the real Qwen, with the steering
+off (the failure it fixes) and on.
+"""
+
+# ruff: noqa: E501 - test names are sentences
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools import android
+from weavehost import Host
+from weavehost.agent.session import Session, call_shaped, new_names
+from weavehost.mcp.executor import StaticApprover
+from weavehost.testing import Events
+from weavehost.testing.model import ScriptedModel, call
+
+pytestmark = pytest.mark.anyio
+
+ROOT = Path(__file__).resolve().parent.parent
+QWEN_TURN_BOUND_S = 600  # a hang guard on a busy 2-core machine, not a speed claim
+
+
+@pytest.mark.parametrize(
+    ("text", "shaped"),
+    [
+        ('{"name": "set_wifi", "arguments": {"enabled": false}}', ("set_wifi", {"enabled"})),
+        ('```json\n{\n  "name": "read_notes.md",\n  "arguments": {\n    "path": "notes.md"\n  }\n}\n```',
+         ("read_notes.md", {"path"})),
+        ('[{"name": "x", "parameters": {"a": 1, "b": {"c": 2}}}]', ("x", {"a", "b", "c"})),
+        ('{{"name": "y", "arguments": {"z": 1', ("y", {"z"})),
+        ('{"name": "w"}', ("w", set())),
+        ("The wifi is off.", None),
+        ('The result was {"name": "z"}.', None),
+    ],
+)  # fmt: skip
+def test_an_answer_is_call_shaped_only_when_the_whole_of_it_is_a_call_s_json(text, shaped):
+    assert call_shaped(text) == (shaped and (shaped[0], frozenset(shaped[1])))
+
+
+class Recording(ScriptedModel):
+    """A scripted model that records the tools each reply's calls were written with."""
+
+    def write_calls(self, tools, *args, **kw):  # type: ignore[no-untyped-def]
+        self.wrote_with.append([t.name for t in tools])
+        return super().write_calls(tools, *args, **kw)
+
+
+async def _scripted(replies: list, prompt: str) -> tuple[Events, Recording]:
+    model = Recording(replies)
+    model.wrote_with = []
+    async with Host(agent_model=model, inproc={"android": android.build_server()},
+                    trust=["android"], approver=StaticApprover(True)) as host:  # fmt: skip
+        events = await Events.collect(host.run(prompt), timeout=30)
+    return events, model
+
+
+async def test_a_call_shaped_answer_naming_no_tool_on_offer_is_written_again_as_a_call_to_a_tool_taking_its_arguments() -> (
+    None
+):
+    replies = [
+        '{"name": "set_wifi", "arguments": {"enabled": false}}',
+        call("toggle_setting", setting="wifi", enabled=False),
+        "Wifi is off.",
+    ]
+    events, model = await _scripted(replies, "Switch off the wifi.")
+    assert [r["name"] for r in events.of("tool_result")] == ["toggle_setting"]
+    assert model.wrote_with == [["toggle_setting"]]  # the tools that take "enabled"
+    assert events.of("done")[0]["stop"] == "answer"
+
+
+async def test_a_second_call_shaped_answer_in_the_turn_stands_as_the_answer() -> None:
+    replies = ['{"name": "set_wifi", "arguments": {"enabled": false}}'] * 2
+    events, _ = await _scripted(replies, "Switch off the wifi.")
+    assert not events.of("tool_result")
+    assert events.of("done")[0]["stop"] == "answer"
+
+
+async def test_a_call_shaped_answer_whose_arguments_no_tool_takes_stands_as_the_answer() -> None:
+    replies = ['{"name": "calculator", "arguments": {"expression": "2+2"}}']
+    events, model = await _scripted(replies, "What is 2 plus 2?")
+    assert not events.of("tool_result") and model.remaining == 0
+    assert events.of("done")[0]["stop"] == "answer"
+
+
+async def test_a_call_shaped_answer_naming_a_tool_on_offer_is_not_written_again() -> None:
+    # (with calls allowed such a text would have begun a call; here it came after a repeat)
+    replies = [
+        call("get_battery_status"),
+        call("get_battery_status"),
+        '{"name": "get_battery_status"}',
+    ]
+    events, _ = await _scripted(replies, "Battery?")
+    assert len(events.of("tool_result")) == 1
+    assert events.of("done")[0]["stop"] == "answer"
+
+
+async def test_a_tool_called_again_after_its_good_result_is_not_run_and_the_model_answers() -> None:
+    replies = [
+        call("set_alarm", hour=6, minute=30),
+        call("set_alarm", hour=6, minute=30, days=[]),
+        "Alarm set for 6:30.",
+    ]
+    events, _ = await _scripted(replies, "Set an alarm for 6:30.")
+    assert len(events.of("tool_result")) == 1
+    assert any("again after its good result" in n["text"] for n in events.of("notice"))
+    assert events.of("done")[0]["stop"] == "answer"
+
+
+async def test_a_tool_whose_result_was_an_error_may_be_called_again_corrected() -> None:
+    replies = [
+        call("set_alarm", hour=26, minute=30),
+        call("set_alarm", hour=6, minute=30),
+        "Alarm set for 6:30.",
+    ]
+    events, _ = await _scripted(replies, "Set an alarm for 6:30.")
+    assert [r["status"] for r in events.of("tool_result")] == ["invalid_arguments", "ok"]
+
+
+async def test_another_tool_may_still_be_called_after_a_good_result() -> None:
+    replies = [
+        call("get_current_location"),
+        call("get_battery_status"),
+        "Zurich, 73%.",
+    ]
+    events, _ = await _scripted(replies, "Where am I and how is my battery?")
+    assert [r["name"] for r in events.of("tool_result")] == [
+        "get_current_location",
+        "get_battery_status",
+    ]
+
+
+async def _qwen_turn(qwen_gguf: Path, prompt: str) -> Events:
+    async with Host(servers=[str(ROOT / "tools" / "android.py")], trust=["android"],
+                    approval="always", model=str(qwen_gguf), prompt_cache=False, threads=2,
+                    n_ctx=4096,
+                    guidance=False) as host:  # fmt: skip
+        return await Events.collect(host.run(prompt), timeout=QWEN_TURN_BOUND_S)
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("steered", [False, True])
+async def test_on_the_real_qwen_switching_off_the_wifi_prints_a_call_to_no_tool_unless_it_is_written_again(
+    qwen_gguf: Path, monkeypatch: pytest.MonkeyPatch, steered: bool
+) -> None:
+    monkeypatch.setattr(Session, "recall_call_shaped", steered)
+    events = await _qwen_turn(qwen_gguf, "Switch off the wifi.")
+    results = events.of("tool_result")
+    if steered:
+        assert [r["name"] for r in results] == ["toggle_setting"], [e.to_json() for e in events]
+        assert results[0]["arguments"].get("enabled") is False
+    else:
+        answer = "".join(e["text"] for e in events if e.type == "text")
+        shaped = call_shaped(answer)
+        assert not results and shaped and shaped[0] != "toggle_setting", answer
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("steered", [False, True])
+async def test_on_the_real_qwen_an_alarm_is_set_once_unless_it_is_set_again_after_its_result(
+    qwen_gguf: Path, monkeypatch: pytest.MonkeyPatch, steered: bool
+) -> None:
+    monkeypatch.setattr(Session, "answer_after_result", steered)
+    events = await _qwen_turn(qwen_gguf, "Set an alarm for 6:30 in the morning.")
+    runs = [r for r in events.of("tool_result") if r["name"] == "set_alarm"]
+    if steered:
+        assert len(runs) == 1, [e.to_json() for e in events]
+        assert events.of("done")[0]["stop"] == "answer"
+    else:
+        assert len(runs) > 1, [e.to_json() for e in events]
+
+
+@pytest.mark.parametrize(
+    ("prompt", "names"),
+    [
+        ("And in Oslo?", ["Oslo"]),
+        ("What temperature did you just tell me?", []),
+        ("And in Paris?", []),  # named before
+        ("Oslo. Bergen?", []),  # both open a sentence
+    ],
+)
+def test_a_new_name_is_a_capitalised_word_that_opens_no_sentence_and_was_never_written(
+    prompt, names
+):
+    assert new_names(prompt, "What is the weather in Paris?\nParis: partly cloudy") == names
+
+
+async def test_a_follow_up_answered_with_an_earlier_result_for_a_new_name_is_written_again_as_a_call() -> (
+    None
+):
+    model = Recording(
+        [
+            call("get_current_location"),
+            "You are in Zurich, Switzerland.",
+            "Geneva: 47.3769 N, 8.5417 E (Zurich, CH)",
+            call("get_current_location"),
+            "Geneva it is.",
+        ]
+    )
+    model.wrote_with = []
+    async with Host(agent_model=model, inproc={"android": android.build_server()},
+                    trust=["android"], approver=StaticApprover(True)) as host:  # fmt: skip
+        session = host.session()
+        await Events.collect(session.run("Where am I?"), timeout=30)
+        second = await Events.collect(session.run("And is that far from Geneva?"), timeout=30)
+    assert [r["name"] for r in second.of("tool_result")] == ["get_current_location"]
+    assert any("new name" in n["text"] for n in second.of("notice"))
+
+
+async def test_a_follow_up_that_restates_an_earlier_result_names_nothing_new_and_stands() -> None:
+    model = ScriptedModel(
+        [
+            call("get_current_location"),
+            "You are in Zurich.",
+            "47.3769 N, 8.5417 E (Zurich, CH)",
+        ]
+    )
+    async with Host(agent_model=model, inproc={"android": android.build_server()},
+                    trust=["android"], approver=StaticApprover(True)) as host:  # fmt: skip
+        session = host.session()
+        await Events.collect(session.run("Where am I?"), timeout=30)
+        second = await Events.collect(session.run("Where did you say I am?"), timeout=30)
+    assert not second.of("tool_result") and model.remaining == 0
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("steered", [False, True])
+async def test_on_the_real_qwen_and_in_oslo_is_answered_from_paris_s_result_unless_the_step_is_written_again(
+    qwen_gguf: Path, monkeypatch: pytest.MonkeyPatch, steered: bool
+) -> None:
+    monkeypatch.setattr(Session, "recall_stale", steered)
+    async with Host(servers=[str(ROOT / "tools" / "weather.py")], trust=["weather"],
+                    model=str(qwen_gguf), prompt_cache=False, threads=2, n_ctx=4096,
+                    guidance=False) as host:  # fmt: skip
+        session = host.session()
+        await Events.collect(session.run("What's the weather in Paris?"), timeout=QWEN_TURN_BOUND_S)
+        second = await Events.collect(session.run("And in Oslo?"), timeout=QWEN_TURN_BOUND_S)
+    cities = [r["arguments"].get("city") for r in second.of("tool_result")]
+    if steered:
+        assert cities == ["Oslo"], [e.to_json() for e in second]
+    else:
+        assert cities == [], [e.to_json() for e in second]
