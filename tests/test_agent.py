@@ -22,6 +22,7 @@ from tools import android
 from weavehost import Host
 from weavehost.agent.cache import ResultCache
 from weavehost.agent.model import FreeText
+from weavehost.agent.session import Session
 from weavehost.agent.tools import rank_tools, select_tools
 from weavehost.decode import ToolSchema
 from weavehost.engine.thermal import (
@@ -208,7 +209,10 @@ async def test_a_call_repeated_in_the_same_turn_is_not_run_again_and_the_model_m
     assert sum(1 for m in model.synced[-1] if m.get("tool_calls")) == 1  # the repeat was dropped
 
 
-async def test_a_turn_that_hits_the_step_bound_says_so() -> None:
+async def test_a_turn_that_hits_the_step_bound_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A model that keeps calling one tool; the steering that answers after a tool's good result
+    # (tests/test_agent_steering.py) would end this turn before the bound, so it is off here.
+    monkeypatch.setattr(Session, "answer_after_result", False)
     log: list[dict[str, Any]] = []
     calls = [ScriptedCall(final=ToolCall("get_current_weather", {"city": c})) for c in "ABC"]
     model = ScriptedModel(list(calls))
