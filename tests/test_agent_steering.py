@@ -107,39 +107,34 @@ async def test_a_call_shaped_answer_naming_a_tool_on_offer_is_not_written_again(
     assert events.of("done")[0]["stop"] == "answer"
 
 
-async def test_a_tool_called_again_after_its_good_result_is_not_run_and_the_model_answers() -> None:
-    replies = [
-        call("set_alarm", hour=6, minute=30),
-        call("set_alarm", hour=6, minute=30, days=[]),
-        "Alarm set for 6:30.",
-    ]
-    events, _ = await _scripted(replies, "Set an alarm for 6:30.")
-    assert len(events.of("tool_result")) == 1
-    assert any("again after its good result" in n["text"] for n in events.of("notice"))
+@pytest.mark.parametrize(
+    ("replies", "ran"),
+    [
+        pytest.param(
+            [call("set_alarm", hour=6, minute=30), call("set_alarm", hour=6, minute=30, days=[])],
+            [("set_alarm", "ok")],
+            id="the same tool again after its good result is not run",
+        ),
+        pytest.param(
+            [call("set_alarm", hour=26, minute=30), call("set_alarm", hour=6, minute=30)],
+            [("set_alarm", "invalid_arguments"), ("set_alarm", "ok")],
+            id="a corrected call after an error result runs",
+        ),
+        pytest.param(
+            [call("get_current_location"), call("get_battery_status")],
+            [("get_current_location", "ok"), ("get_battery_status", "ok")],
+            id="another tool after a good result runs",
+        ),
+    ],
+)
+async def test_after_a_result_a_later_step_s_call_runs_unless_its_tool_already_answered(
+    replies, ran
+) -> None:
+    events, _ = await _scripted([*replies, "Done."], "Set an alarm for 6:30.")
+    assert [(r["name"], r["status"]) for r in events.of("tool_result")] == ran
     assert events.of("done")[0]["stop"] == "answer"
-
-
-async def test_a_tool_whose_result_was_an_error_may_be_called_again_corrected() -> None:
-    replies = [
-        call("set_alarm", hour=26, minute=30),
-        call("set_alarm", hour=6, minute=30),
-        "Alarm set for 6:30.",
-    ]
-    events, _ = await _scripted(replies, "Set an alarm for 6:30.")
-    assert [r["status"] for r in events.of("tool_result")] == ["invalid_arguments", "ok"]
-
-
-async def test_another_tool_may_still_be_called_after_a_good_result() -> None:
-    replies = [
-        call("get_current_location"),
-        call("get_battery_status"),
-        "Zurich, 73%.",
-    ]
-    events, _ = await _scripted(replies, "Where am I and how is my battery?")
-    assert [r["name"] for r in events.of("tool_result")] == [
-        "get_current_location",
-        "get_battery_status",
-    ]
+    dropped = [n for n in events.of("notice") if "again after its good result" in n["text"]]
+    assert len(dropped) == (len(replies) - len(ran))
 
 
 async def _qwen_turn(qwen_gguf: Path, prompt: str) -> Events:
@@ -197,10 +192,19 @@ def test_a_new_name_is_a_capitalised_word_that_opens_no_sentence_and_was_never_w
     assert new_names(prompt, "What is the weather in Paris?\nParis: partly cloudy") == names
 
 
+async def _second_turn(model: ScriptedModel, prompt: str) -> Events:
+    """The events of ``prompt`` asked after "Where am I?" on the scripted model."""
+    async with Host(agent_model=model, inproc={"android": android.build_server()},
+                    trust=["android"], approver=StaticApprover(True)) as host:  # fmt: skip
+        session = host.session()
+        await Events.collect(session.run("Where am I?"), timeout=30)
+        return await Events.collect(session.run(prompt), timeout=30)
+
+
 async def test_a_follow_up_answered_with_an_earlier_result_for_a_new_name_is_written_again_as_a_call() -> (
     None
 ):
-    model = Recording(
+    model = ScriptedModel(
         [
             call("get_current_location"),
             "You are in Zurich, Switzerland.",
@@ -209,12 +213,7 @@ async def test_a_follow_up_answered_with_an_earlier_result_for_a_new_name_is_wri
             "Geneva it is.",
         ]
     )
-    model.wrote_with = []
-    async with Host(agent_model=model, inproc={"android": android.build_server()},
-                    trust=["android"], approver=StaticApprover(True)) as host:  # fmt: skip
-        session = host.session()
-        await Events.collect(session.run("Where am I?"), timeout=30)
-        second = await Events.collect(session.run("And is that far from Geneva?"), timeout=30)
+    second = await _second_turn(model, "And is that far from Geneva?")
     assert [r["name"] for r in second.of("tool_result")] == ["get_current_location"]
     assert any("new name" in n["text"] for n in second.of("notice"))
 
@@ -227,11 +226,7 @@ async def test_a_follow_up_that_restates_an_earlier_result_names_nothing_new_and
             "47.3769 N, 8.5417 E (Zurich, CH)",
         ]
     )
-    async with Host(agent_model=model, inproc={"android": android.build_server()},
-                    trust=["android"], approver=StaticApprover(True)) as host:  # fmt: skip
-        session = host.session()
-        await Events.collect(session.run("Where am I?"), timeout=30)
-        second = await Events.collect(session.run("Where did you say I am?"), timeout=30)
+    second = await _second_turn(model, "Where did you say I am?")
     assert not second.of("tool_result") and model.remaining == 0
 
 
