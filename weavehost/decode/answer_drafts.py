@@ -135,11 +135,13 @@ class AnswerDrafts:
         text, matched = self.match(written)
         if not text:
             return [], 0
-        draft, bucket = tokenize(text), pricing.bucket(matched)
+        bucket = pricing.bucket(matched)
+        # Priced first at the most room (memoised): a draft never sent is never tokenized.
+        draft = tokenize(text) if pricing.rows(room, matched) > 0 else []
         rows = pricing.rows(min(room, len(draft)), matched)
         if rows <= 0:
             pricing.fade(bucket)  # not worth a row at this rate: try again later
-        return draft[: max(rows, 0)], bucket
+        return draft[:rows], bucket
 
     def match(self, written: str, *, max_chars: int = MAX_DRAFT_CHARS) -> tuple[str, int]:
         """:meth:`propose`'s draft and the length of the suffix it followed (0: none)."""
