@@ -8,6 +8,7 @@ large catalogs and the thermal back-off. The real model is in ``test_agent_e2e.p
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import replace
 from typing import Annotated, Any, Literal
@@ -261,8 +262,10 @@ class RecordingModel(ScriptedModel):
         self.call_tools.append([t.name for t in tools])
         return super().write_call(tools, on_provisional, max_tokens)
 
-    def free_decode(self, on_text: Any, max_tokens: int, allow_call: bool = True) -> FreeText:
-        free = super().free_decode(on_text, max_tokens, allow_call)
+    def free_decode(
+        self, on_text: Any, max_tokens: int, allow_call: bool = True, **kw: Any
+    ) -> FreeText:
+        free = super().free_decode(on_text, max_tokens, allow_call, **kw)
         return replace(free, stop="max_tokens") if self.cut and not free.call else free
 
 
@@ -409,8 +412,8 @@ class CountingModel(ScriptedModel):
     def sync(self, *args: Any) -> Any:
         return self._enter(super().sync, *args)
 
-    def free_decode(self, *args: Any) -> Any:
-        return self._enter(super().free_decode, *args)
+    def free_decode(self, *args: Any, **kw: Any) -> Any:
+        return self._enter(functools.partial(super().free_decode, **kw), *args)
 
     def write_call(self, *args: Any) -> Any:
         return self._enter(super().write_call, *args)

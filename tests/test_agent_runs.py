@@ -139,9 +139,9 @@ class ThreadRecordingModel(ScriptedModel):
         self._note("sync")
         return super().sync(*args)
 
-    def free_decode(self, *args: Any) -> Any:
+    def free_decode(self, *args: Any, **kw: Any) -> Any:
         self._note("free_decode")
-        return super().free_decode(*args)
+        return super().free_decode(*args, **kw)
 
 
 async def test_every_model_call_of_a_turn_including_offering_tools_runs_on_a_worker_thread() -> (

@@ -137,6 +137,17 @@ async def test_after_a_result_a_later_step_s_call_runs_unless_its_tool_already_a
     assert len(dropped) == (len(replies) - len(ran))
 
 
+@pytest.mark.parametrize("steered", [False, True])
+async def test_the_step_after_a_good_result_refuses_its_tool_to_the_reply_writer(
+    monkeypatch: pytest.MonkeyPatch, steered: bool
+) -> None:
+    monkeypatch.setattr(Session, "answer_after_result", steered)
+    replies = [call("get_current_location"), call("get_battery_status"), "Done."]
+    _, model = await _scripted(replies, "Where am I, and how much battery do I have?")
+    answered = [{"get_current_location"}, {"get_current_location", "get_battery_status"}]
+    assert model.refused == [set(), *answered] if steered else [set()] * 3
+
+
 async def _qwen_turn(qwen_gguf: Path, prompt: str) -> Events:
     async with Host(servers=[str(ROOT / "tools" / "android.py")], trust=["android"],
                     approval="always", model=str(qwen_gguf), prompt_cache=False, threads=2,
@@ -175,6 +186,23 @@ async def test_on_the_real_qwen_an_alarm_is_set_once_unless_it_is_set_again_afte
         assert events.of("done")[0]["stop"] == "answer"
     else:
         assert len(runs) > 1, [e.to_json() for e in events]
+
+
+@pytest.mark.model
+async def test_on_the_real_qwen_paris_s_weather_is_answered_in_the_step_after_its_result(
+    qwen_gguf: Path,
+) -> None:
+    # Qwen opens the same call again after the result: refused where its JSON names the tool,
+    # not written whole and dropped, then taken back again in a third step.
+    async with Host(servers=[str(ROOT / "tools" / "weather.py")], trust=["weather"],
+                    model=str(qwen_gguf), prompt_cache=False, threads=2, n_ctx=4096,
+                    guidance=False) as host:  # fmt: skip
+        events = await Events.collect(host.run("What is the weather in Paris right now?"),
+                                      timeout=QWEN_TURN_BOUND_S)  # fmt: skip
+    assert [r["name"] for r in events.of("tool_result")] == ["get_current_weather"]
+    done = events.of("done")[0]
+    assert (done["stop"], done["steps"]) == ("answer", 2), [e.to_json() for e in events]
+    assert "-2.9 C" in "".join(e["text"] for e in events if e.type == "text")
 
 
 @pytest.mark.parametrize(

@@ -134,6 +134,23 @@ def test_a_mark_that_began_call_text_taken_back_is_not_written_again_in_the_same
     assert free.stop == "end" and "-2.9 C" in free.text
 
 
+@pytest.mark.parametrize("refused", [(), ("get_current_weather",)])
+def test_qwen_s_call_again_after_a_result_is_taken_back_where_its_json_names_a_refused_tool(
+    qwen_model: EngineModel, refused: tuple[str, ...]
+):
+    # Shown Paris's weather, Qwen opens the same call again. Calls are allowed, but the caller
+    # refuses this tool (it answered this turn): the call is taken back once it is named, with
+    # no call written, and the answer goes on from the result.
+    qwen_model.reset()
+    qwen_model.sync(PARIS_ANSWERED, [CURRENT_WEATHER])
+    free = qwen_model.free_decode(lambda _text: None, 120, allow_call=True, refused=refused)
+    if refused:
+        assert (free.call, free.stop) == (False, "end")
+        assert '"name"' not in free.text and "-2.9 C" in free.text
+    else:
+        assert free.call and free.text == ""
+
+
 def weather_server() -> MCPServer:
     server = MCPServer("weather", log_level="WARNING")
 

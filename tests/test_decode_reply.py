@@ -16,7 +16,8 @@ import pytest
 from tests.schemas import CURRENT_WEATHER
 from weavehost.agent.prompt_cache import common_prefix
 from weavehost.decode import ToolSchema, get_strategy
-from weavehost.decode.reply import ReplyWriter, Sampling, _held_back, first_trigger, opener_position
+from weavehost.decode.reply import ReplyWriter, Sampling
+from weavehost.decode.trigger_scan import first_trigger, held_back, opener_position
 from weavehost.engine import Engine
 from weavehost.formats import FORMATS, ToolCall, tool_to_openai
 
@@ -41,8 +42,8 @@ def test_prefix_helpers_find_the_opener_and_hold_back_what_could_become_it() -> 
     assert opener_position(b"Sure. <tool_call>[", b"<tool_call>", at_start_only=False) == 6
     assert opener_position(b'  {"name"', b'{"name"', at_start_only=True) == 2
     assert opener_position(b'Use {"name"', b'{"name"', at_start_only=True) == -1
-    assert _held_back(b"Sure. <tool", b"<tool_call>", at_start_only=False) == 5
-    assert _held_back(b"Sure.", b"<tool_call>", at_start_only=False) == 0
+    assert held_back(b"Sure. <tool", b"<tool_call>", at_start_only=False) == 5
+    assert held_back(b"Sure.", b"<tool_call>", at_start_only=False) == 0
 
 
 def test_the_earliest_trigger_wins_and_a_skipped_one_is_passed_over() -> None:

@@ -136,6 +136,7 @@ class AgentModel(Protocol):
         allow_call: bool = True,
         *,
         sampling: Sampling | None = None,
+        refused: Collection[str] = (),
     ) -> FreeText: ...
 
     def write_calls(
@@ -316,14 +317,16 @@ class EngineModel:
         allow_call: bool = True,
         *,
         sampling: Sampling | None = None,
+        refused: Collection[str] = (),
     ) -> FreeText:
         """The reply's free text (:meth:`~weavehost.decode.reply.ReplyWriter.continue_reply`):
-        remembered whole when it ends without a call."""
+        remembered whole when it ends without a call. ``refused``: tools whose call would not
+        run now, taken back where the model's JSON names one (its passes not spent)."""
         self._reply_start = self.engine.seq_len(0)
         free = self._writer.continue_reply(
             self.held, max_tokens, on_text,
             offered=self._offered, allow_call=allow_call, sampling=sampling,
-            drafts=self._answer_drafts, scripts=self._scripts,
+            drafts=self._answer_drafts, scripts=self._scripts, refused=refused,
         )  # fmt: skip
         if not free.call:
             self._remember_reply()

@@ -337,9 +337,12 @@ class RemoteModel:
         allow_call: bool = True,
         *,
         sampling: Sampling | None = None,
+        refused: Collection[str] = (),
     ) -> FreeText:
         """Stream the reply's text until it ends or a call begins (the stream then stays open
-        for :meth:`write_calls`). ``max_tokens=0`` sends nothing: the call is forced next."""
+        for :meth:`write_calls`). ``max_tokens=0`` sends nothing: the call is forced next.
+        ``refused`` is not the server's to know: a call it writes to a refused tool is written
+        whole, and the session does not run it."""
         self._drop_reply()
         if max_tokens <= 0:
             return FreeText(text="", call=False, stop="max_tokens")

@@ -372,9 +372,11 @@ class Session:
                     free = FreeText(free.text, call=True, stop="call")
                 else:
                     allow_call = not self._answer_only and self.tool_choice != "none"
-                    free = await self.lock.run(
-                        self.model.free_decode, on_text, free_tokens, allow_call
-                    )
+                    # A tool that answered this turn would not run again (_run_calls): where
+                    # the model's JSON names it, it is taken back then, not written whole.
+                    refused = self._answered_tools if self.answer_after_result else set()
+                    decode = functools.partial(self.model.free_decode, refused=refused)
+                    free = await self.lock.run(decode, on_text, free_tokens, allow_call)
                 results: list[CallResult] = []
                 if free.call:
                     # The reply's calls share what is left of the context after the free text.

@@ -23,6 +23,8 @@ Guarantees:
   prose, and the scan looks past it.
 * Text that could still become a trigger or a stop sequence is held back from the stream, so a
   call's opening characters are never shown as text; a stop sequence ends the text before it.
+* JSON that names a refused tool (the caller's: one whose call would not run now) is taken back
+  as soon as it names it, as a trigger is where calls are not allowed, and the reply goes on.
 * With calls not allowed, the token that began a trigger is banned at its place, and call-shaped
   text written another way (:class:`~weavehost.decode.call_text.CallText`) is taken back the
   same way up to :data:`CALL_TEXT_RETRIES` times, then cuts the reply where it began (what was
@@ -57,6 +59,7 @@ from weavehost.decode.call_text import CallText
 from weavehost.decode.padding import DecodePlan, run_shaped
 from weavehost.decode.several import MAX_CALLS, IndexedProvisional, Reply
 from weavehost.decode.several import write_calls as write_reply
+from weavehost.decode.trigger_scan import first_trigger, held_back
 from weavehost.engine import Engine, Row
 from weavehost.engine.scripts import ScriptTable, script_table
 from weavehost.engine.vocab import SPECIAL_MARK, marked_tokens
@@ -74,8 +77,6 @@ __all__ = [
     "Sampling",
     "Stop",
     "TextSink",
-    "first_trigger",
-    "opener_position",
 ]
 
 # With calls not allowed, how many times call-shaped text is taken back and the token that
@@ -189,6 +190,7 @@ class ReplyWriter:
         sampling: Sampling | None = None,
         drafts: AnswerDrafts | None = None,
         scripts: int | None = None,
+        refused: Collection[str] = (),
     ) -> Continued:
         """Continue the reply on sequence 0 (whose tokens ``held`` mirrors, kept in step) until
         a call, an end or ``bound`` tokens, streaming its text to ``on_text``. ``offered``: the
@@ -196,11 +198,14 @@ class ReplyWriter:
         ``allow_call`` is false). ``drafts``: where greedy text may be drafted from (verified
         many tokens a pass where :attr:`pricing` says it pays; the text is the same).
         ``scripts``: the bits (:func:`~weavehost.engine.scripts.scripts_in`) of the scripts the
-        text may use besides Latin and common characters (``None``: any)."""
+        text may use besides Latin and common characters (``None``: any). ``refused``: tools
+        on offer whose call would not run now (the caller's rule): JSON that names one is taken
+        back as where calls are not allowed, and the text goes on."""
         self.trigger = None  # a call asked for without a trigger uses the format's layout
         continuation = Continuation(
-            self, held, on_text, offered, allow_call, sampling, drafts, scripts=scripts
-        )
+            self, held, on_text, offered, allow_call, sampling, drafts, scripts=scripts,
+            refused=refused,
+        )  # fmt: skip
         before = self.engine.stats.passes
         continued = continuation.run(bound)
         self.trigger = continued.trigger
@@ -258,9 +263,11 @@ class Continuation:
         drafts: AnswerDrafts | None = None,
         *,
         scripts: int | None = None,
+        refused: Collection[str] = (),
     ) -> None:
         self.writer, self.engine, self.held = writer, writer.engine, held
         self.on_text, self.offered, self.allow_call = on_text, tuple(offered), allow_call
+        self.refused = frozenset(refused)  # tools whose call is taken back where JSON names it
         self.start = self.engine.seq_len(0)
         self.sampling = sampling or Sampling()
         self.rng = None if self.sampling.greedy else np.random.default_rng(self.sampling.seed)
@@ -320,7 +327,7 @@ class Continuation:
             at, trigger = self.scan_triggers()
             if trigger is not None:
                 first = self.token_at(at)
-                if self.allow_call:
+                if self.allow_call and not self.refuses(self.data[at:], trigger):
                     return self.stop_for_call(first, trigger)
                 self.take_back(first)
                 continue
@@ -402,6 +409,15 @@ class Continuation:
         if any(written.startswith(naming) for naming in namings):
             return True
         return None if any(naming.startswith(written) for naming in namings) else False
+
+    def refuses(self, text: bytes, trigger: Trigger) -> bool:
+        """Whether the call ``text`` begins names a refused tool: JSON names its tool before
+        the call is written (taken back then, its passes not spent); a format's own tags do
+        not, and the tool is chosen after them."""
+        if not self.refused or trigger.layout is None:
+            return False
+        written = text.decode("utf-8", errors="ignore")
+        return any(written.startswith(trigger.layout.naming(name)) for name in self.refused)
 
     def scan_call_text(self) -> tuple[int, int]:
         """Past a banned trigger, a call written another way: where it begins (-1: nowhere),
@@ -518,10 +534,10 @@ class Continuation:
         if at >= 0:
             return at
         held = max(
-            _held_back(self.data, b, at_start_only=t.at_start) for t, b in self.writer.triggers
+            held_back(self.data, b, at_start_only=t.at_start) for t, b in self.writer.triggers
         )
         for stop_bytes in self.stops:
-            held = max(held, _held_back(self.data, stop_bytes, at_start_only=False))
+            held = max(held, held_back(self.data, stop_bytes, at_start_only=False))
         return len(self.data) - held
 
     def hold_back_call_text(self, call_held: int) -> int:
@@ -539,46 +555,6 @@ class Continuation:
         if len(text) > len(self.shown):
             self.on_text(text[len(self.shown) :])
             self.shown = text
-
-
-def opener_position(text: bytes, opener: bytes, *, at_start_only: bool) -> int:
-    """Where the opener begins in ``text`` (-1 if absent). ``at_start_only``: only after
-    leading whitespace (Llama 3's JSON call is the whole reply)."""
-    if at_start_only:
-        stripped = text.lstrip()
-        return len(text) - len(stripped) if stripped.startswith(opener) else -1
-    return text.find(opener)
-
-
-def first_trigger(
-    text: bytes, triggers: Sequence[tuple[Trigger, bytes]], skip: int = 0
-) -> tuple[int, Trigger]:
-    """The trigger that begins earliest in ``text`` at or after ``skip`` and where (``(-1, …)``
-    if none does); at one position the longer text wins, as the more specific way of writing a
-    call."""
-    found = []
-    for index, (trigger, text_bytes) in enumerate(triggers):
-        if trigger.at_start:
-            at = opener_position(text, text_bytes, at_start_only=True)
-        else:
-            at = text.find(text_bytes, skip)
-        if at >= skip:
-            found.append((at, -len(text_bytes), index))
-    if not found:
-        return -1, triggers[0][0]
-    at, _, index = min(found)
-    return at, triggers[index][0]
-
-
-def _held_back(text: bytes, opener: bytes, *, at_start_only: bool) -> int:
-    """How many trailing bytes of ``text`` could still grow into the opener (not streamed)."""
-    if at_start_only:
-        stripped = text.lstrip()
-        return len(text) if opener.startswith(stripped) else 0
-    for size in range(min(len(opener) - 1, len(text)), 0, -1):
-        if opener.startswith(text[-size:]):
-            return size
-    return 0
 
 
 def _choose(logits: np.ndarray, rng: np.random.Generator | None, temperature: float | None) -> int:

@@ -108,6 +108,7 @@ class ScriptedModel:
     offered: list[list[str]] = field(default_factory=list)
     holds: list[bool] = field(default_factory=list)  # whether each hold was released in time
     allowed_calls: list[bool] = field(default_factory=list)  # allow_call of each free decode
+    refused: list[frozenset[str]] = field(default_factory=list)  # refused tools of each one
     samplings: list[Sampling | None] = field(default_factory=list)  # sampling of each one
     resets: int = 0  # times the loop reset the model's KV cache after a decode failure
     threads: int = 4
@@ -171,11 +172,14 @@ class ScriptedModel:
         allow_call: bool = True,
         *,
         sampling: Sampling | None = None,
+        refused: Collection[str] = (),
     ) -> FreeText:
         """The next scripted reply; a text answer is cut before the first of ``sampling``'s
-        stop sequences, as the engine cuts it."""
+        stop sequences, as the engine cuts it. ``refused`` is recorded; a scripted call to a
+        refused tool is still written (as a format's tags or a remote server write it)."""
         self._check()
         self.allowed_calls.append(allow_call)
+        self.refused.append(frozenset(refused))
         self.samplings.append(sampling)
         reply = self._queue.popleft() if self._queue else SCRIPT_DONE
         calls = [reply] if isinstance(reply, ScriptedCall) else reply
