@@ -237,6 +237,20 @@ async def test_a_call_that_failed_to_decode_runs_nothing_and_ends_the_turn() -> 
     assert "".join(e["text"] for e in events.of("text")) == "Let me check. "
 
 
+async def test_a_call_whose_optional_arguments_did_not_finish_runs_as_its_provisional_call() -> (
+    None
+):
+    log: list[dict[str, Any]] = []
+    unfinished = ScriptedCall(final=None, provisional=OSLO, error="did not finish in 243 tokens")
+    model = ScriptedModel([unfinished, "Sunny in Oslo."])
+    async with Host(agent_model=model, inproc={"weather": weather_server(log, threading.Event())},
+                    trust=["weather"]) as host:  # fmt: skip
+        events = await collect(host, "Oslo?")
+    assert [r["arguments"] for r in events.of("tool_result")] == [dict(OSLO.arguments)]
+    assert not events.of("call_failed") and events.of("done")[0]["stop"] == "answer"
+    assert "did not finish in 243 tokens" in events.of("notice")[-1]["text"]
+
+
 async def test_a_large_catalog_offers_only_the_most_relevant_tools_and_says_so() -> None:
     model = ScriptedModel(["ok"], n_ctx=600)
     async with Host(agent_model=model, inproc={"android": android.build_server()}) as host:

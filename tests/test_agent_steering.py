@@ -205,6 +205,22 @@ async def test_on_the_real_qwen_paris_s_weather_is_answered_in_the_step_after_it
     assert "-2.9 C" in "".join(e["text"] for e in events if e.type == "text")
 
 
+@pytest.mark.model
+async def test_on_the_embedded_smollm2_an_alarm_whose_label_runs_on_is_set_with_the_hour_it_chose() -> (
+    None
+):
+    # SmolLM2-135M decides set_alarm {"hour": 6, "minute": 30}, then writes the label to the
+    # call's token bound: the call ran as its provisional call, not failed with nothing run.
+    async with Host(servers=[str(ROOT / "tools" / "android.py")], trust=["android"],
+                    approval="always", model="smollm2-135m", prompt_cache=False,
+                    threads=2) as host:  # fmt: skip
+        events = await Events.collect(host.run("Set an alarm for 6:30 in the morning."),
+                                      timeout=QWEN_TURN_BOUND_S)  # fmt: skip
+    runs = [(r["name"], r["arguments"]) for r in events.of("tool_result")]
+    assert runs[:1] == [("set_alarm", {"hour": 6, "minute": 30})], [e.to_json() for e in events]
+    assert not events.of("call_failed")
+
+
 @pytest.mark.parametrize(
     ("prompt", "names"),
     [

@@ -53,6 +53,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import re
@@ -444,6 +445,16 @@ class Session:
                                               f"{self.free_tokens})"}))  # fmt: skip
             self.messages.append({"role": "assistant", "content": free.text})
             return "answer"
+        for index, result in enumerate(results):
+            if not result.calls and result.provisional is not None:
+                # Every required value was decided (the provisional call), then the optional
+                # arguments ran on (SmolLM2-135M's alarm label to the token bound): the call
+                # the model chose runs with what it decided, as its provisional run began.
+                results[index] = dataclasses.replace(result, calls=[result.provisional])
+                why = result.error or "no final call"
+                emit(Event("notice", {"text": f"{result.provisional.name}'s optional arguments"
+                                              f" did not finish ({why}); the call runs with "
+                                              "its required ones"}))  # fmt: skip
         if not results[0].calls:
             await self.runs.discard_all(early)
             error = results[0].error or "the model wrote no call"

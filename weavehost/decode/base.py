@@ -306,11 +306,19 @@ class CallAttempt:
             account=self.account(stats, now),
         )
 
-    def failed(self, error: str, *, text: str = "", tokens: Sequence[int] = ()) -> CallResult:
+    def failed(
+        self,
+        error: str,
+        *,
+        text: str = "",
+        tokens: Sequence[int] = (),
+        provisional: ToolCall | None = None,
+    ) -> CallResult:
         """Roll back, then no call and why; ``text`` (and ``tokens``) keep what was written,
-        for the message."""
+        for the message; ``provisional``: the provisional call made before the failure (the
+        caller may run it: every required value was decided)."""
         self.roll_back()
-        return self.finish(calls=[], text=text, tokens=tokens, error=error)
+        return self.finish(calls=[], text=text, tokens=tokens, error=error, provisional=provisional)
 
 
 class DecodeStrategy(Protocol):

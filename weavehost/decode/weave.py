@@ -29,7 +29,8 @@ Stage: decoding, in the paper's order (sections 4-5), with every token verified:
 Each stage is one method of :class:`WeaveCall`, in this order, on one call's state. A stage
 that cannot go on ends the call there. A call that goes wrong (no tool settled on, a final text
 that does not parse or does not finish) fails: sequence 0 goes back to the prompt alone,
-through the call's :class:`~weavehost.decode.base.CallAttempt`. When the values cannot be
+through the call's :class:`~weavehost.decode.base.CallAttempt`; a failure after the
+provisional call keeps it on the result (``provisional``), for a caller that runs it. When the values cannot be
 decoded in parallel (more values than sequences, a value grammar that cannot be built, a value
 that cannot be decoded alone), stage 5 runs without their draft: still lossless, only slower.
 A call grammar that cannot be built at all is decoded by ``jump_forward``'s loose fallback
@@ -394,7 +395,9 @@ class WeaveCall:
         self.attempt.lap("writeback")
         if outcome.error or not outcome.finished:
             error = outcome.error or "the call did not finish"
-            return self.attempt.failed(error, text=self.final_text)
+            return self.attempt.failed(
+                error, text=self.final_text, provisional=self.provisional_call
+            )
         return None
 
     def final(self) -> CallResult:
@@ -406,7 +409,9 @@ class WeaveCall:
             final = _single_call(self.fmt, self.final_text)
         except FormatError as exc:
             return self.attempt.failed(
-                f"the final call does not parse: {exc}", text=self.final_text
+                f"the final call does not parse: {exc}",
+                text=self.final_text,
+                provisional=self.provisional_call,
             )
         same = self.provisional_call is not None and final == self.provisional_call
         return self.attempt.finish(
