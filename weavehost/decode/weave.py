@@ -30,9 +30,10 @@ Each stage is one method of :class:`WeaveCall`, in this order, on one call's sta
 that cannot go on ends the call there. A call that goes wrong (no tool settled on, a final text
 that does not parse or does not finish) fails: sequence 0 goes back to the prompt alone,
 through the call's :class:`~weavehost.decode.base.CallAttempt`; a failure after the
-provisional call keeps it on the result (``provisional``), for a caller that runs it. When the values cannot be
-decoded in parallel (more values than sequences, a value grammar that cannot be built, a value
-that cannot be decoded alone), stage 5 runs without their draft: still lossless, only slower.
+provisional call keeps it on the result (``provisional``), for a caller that runs it. When
+the values cannot be decoded in parallel (more values than sequences, a value grammar that
+cannot be built, a value that cannot be decoded alone), stage 5 runs without their draft:
+still lossless, only slower.
 A call grammar that cannot be built at all is decoded by ``jump_forward``'s loose fallback
 (:meth:`WeaveCall.fall_back`).
 
