@@ -283,7 +283,7 @@ class RecordingModel(ScriptedModel):
         return replace(free, stop="max_tokens") if self.cut and not free.call else free
 
 
-async def test_tool_choice_none_never_lets_a_call_begin_and_still_describes_the_tools() -> None:
+async def test_tool_choice_none_never_lets_a_call_begin_and_shows_the_model_no_tools() -> None:
     log: list[dict[str, Any]] = []
     model = ScriptedModel([ScriptedCall(final=OSLO, text="Checking. "), "Never mind."])
     async with Host(agent_model=model, inproc={"weather": weather_server(log, threading.Event())},
@@ -291,7 +291,7 @@ async def test_tool_choice_none_never_lets_a_call_begin_and_still_describes_the_
         events = await collect(host, "Weather in Oslo?")
     assert log == [] and events.of("final_call") == []
     assert model.allowed_calls == [False]
-    assert model.offered[0] == ["get_current_weather"]  # described in the prompt all the same
+    assert model.offered[0] == []  # the prompt describes no tool: none may be called
     assert events.of("done")[0].data == {"stop": "answer", "steps": 1}
 
 
@@ -357,7 +357,7 @@ def test_select_tools_keeps_everything_under_budget_and_the_best_that_fit_over_i
     every, total = select_tools(tools, "weather", budget_tokens=10_000, count_tokens=len)
     assert every == tools
     some, _ = select_tools(tools, "weather", budget_tokens=total // 4, count_tokens=len)
-    assert some[-1].name == "get_weather" and 1 < len(some) < len(tools)
+    assert some[0].name == "get_weather" and 1 < len(some) < len(tools)  # best first
     one, _ = select_tools(tools, "weather", budget_tokens=1, count_tokens=len)
     assert [t.name for t in one] == ["get_weather"]
 

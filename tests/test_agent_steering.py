@@ -148,11 +148,12 @@ async def test_the_step_after_a_good_result_refuses_its_tool_to_the_reply_writer
     assert model.refused == [set(), *answered] if steered else [set()] * 3
 
 
-async def _qwen_turn(qwen_gguf: Path, prompt: str) -> Events:
-    async with Host(servers=[str(ROOT / "tools" / "android.py")], trust=["android"],
+async def _qwen_turn(
+    qwen_gguf: Path, prompt: str, server: str = "android", **options: object
+) -> Events:
+    async with Host(servers=[str(ROOT / "tools" / f"{server}.py")], trust=[server],
                     approval="always", model=str(qwen_gguf), prompt_cache=False, threads=2,
-                    n_ctx=4096,
-                    guidance=False) as host:  # fmt: skip
+                    n_ctx=4096, guidance=False, **options) as host:  # type: ignore[arg-type]  # fmt: skip
         return await Events.collect(host.run(prompt), timeout=QWEN_TURN_BOUND_S)
 
 
@@ -219,6 +220,34 @@ async def test_on_the_embedded_smollm2_an_alarm_whose_label_runs_on_is_set_with_
     runs = [(r["name"], r["arguments"]) for r in events.of("tool_result")]
     assert runs[:1] == [("set_alarm", {"hour": 6, "minute": 30})], [e.to_json() for e in events]
     assert not events.of("call_failed")
+
+
+@pytest.mark.model
+async def test_on_the_real_qwen_a_cut_catalog_offered_best_first_gets_call_dmitri_a_phone_call(
+    qwen_gguf: Path,
+) -> None:
+    # The android catalog is over the catalog share of a 4,096-token context, so it is cut.
+    # In catalog order, set_alarm came first and Qwen 0.5B set an alarm to call Dmitri.
+    events = await _qwen_turn(qwen_gguf, "Call Dmitri Ivanov.")
+    assert any("most relevant" in n["text"] for n in events.of("notice")), "not cut"
+    runs = [r["name"] for r in events.of("tool_result")]
+    assert runs[:1] == ["make_phone_call"], [e.to_json() for e in events]
+
+
+@pytest.mark.model
+async def test_on_the_real_qwen_tool_choice_none_answers_in_a_few_sentences_with_no_call_taken_back(
+    qwen_gguf: Path,
+) -> None:
+    # Shown the tools, Qwen 0.5B began a call, was refused it twice, and wrote a made-up
+    # weather list that ran to the answer bound (491 tokens of "Rain: 0.0 mm").
+    events = await _qwen_turn(
+        qwen_gguf, "What is the weather in Paris?", server="weather", tool_choice="none",
+        max_answer_tokens=160,
+    )  # fmt: skip
+    answer = "".join(e["text"] for e in events if e.type == "text")
+    assert events.of("tool_result") == [] and events.of("notice") == [], answer
+    assert events.of("done")[0]["stop"] == "answer"
+    assert "{" not in answer and "```" not in answer and len(answer.split()) < 100, answer
 
 
 @pytest.mark.parametrize(

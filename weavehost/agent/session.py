@@ -261,8 +261,15 @@ class Session:
         # required: a call to any offered tool; a tool's name: to that tool only (the prompt
         # still shows every offered tool, so the conversation's prefix stays the same).
         self._forced = [t for t in catalog if t.name == self.tool_choice]
-        async with self.lock:
-            tools, note = await self.lock.run(self._offer, catalog, prompt)
+        if self.tool_choice == "none":
+            # No call may be made: the model is shown no tools, as a prompt without tools
+            # (llama-cpp-python's server does the same, and so does sampling here). Shown
+            # them, a small model begins a call, is refused it and is forced into prose that
+            # reads as a result ("Here is the weather in Paris: 1. Temperature: 22°C ...").
+            tools, note = [], None
+        else:
+            async with self.lock:
+                tools, note = await self.lock.run(self._offer, catalog, prompt)
         if note:
             logger.info("%s", note)
             emit(Event("notice", {"text": note}))

@@ -6,8 +6,10 @@ whole while its descriptions fit a share of the context (``DEFAULT_CATALOG_SHARE
 the tools that share the most words with the request, as many as fit.
 
 Invariants: cheap (word overlap, no model and no embeddings); deterministic (ties keep catalog
-order); at least one tool is offered from a non-empty catalog; the chosen tools keep their
-catalog order.
+order); at least one tool is offered from a non-empty catalog; a whole catalog keeps its catalog
+order (the prompt's prefix stays the same from turn to turn, for the prompt cache), while a cut
+one is offered best-ranked first (a small model picks among the first tools it reads: in catalog
+order, "Call Dmitri Ivanov." got ``set_alarm``, the android catalog's first tool).
 """
 
 from __future__ import annotations
@@ -63,8 +65,8 @@ def select_tools(
     count_tokens: Callable[[str], int],
 ) -> tuple[list[ToolSchema], int]:
     """The tools to offer for ``request``: all of them when their descriptions fit in
-    ``budget_tokens``, otherwise the best-ranked ones that fit (at least one). Also returns
-    the token estimate of the whole catalog."""
+    ``budget_tokens`` (in catalog order), otherwise the best-ranked ones that fit (at least
+    one), best first. Also returns the token estimate of the whole catalog."""
     cost = {
         t.name: count_tokens(json.dumps(tool_to_openai(t.name, t.description, t.parameters)))
         for t in tools
@@ -79,5 +81,4 @@ def select_tools(
             continue
         chosen.append(tool)
         used += cost[tool.name]
-    order = {t.name: i for i, t in enumerate(tools)}
-    return sorted(chosen, key=lambda t: order[t.name]), total
+    return chosen, total
