@@ -56,9 +56,10 @@ Setting = tuple[Any, Any, Any, Any]  # strategy, cache, guidance, task id
 def answer_choices(turn: Mapping[str, Any]) -> list[Choice] | None:
     """The choices that wrote a judged turn's answer (its ``answer_steps``' recorded tokens,
     each step's stopping choice after them), each with its top-two gap (``None``: unopposed);
-    ``None`` where a step of the answer wrote text and recorded nothing (gaps not recorded)."""
+    ``None`` where no step of the answer recorded them, or one wrote text and recorded none."""
     steps = set(turn.get("answer_steps") or ())
     choices: list[Choice] = []
+    recorded = False
     for timing in turn.get("timings") or []:
         if timing.get("step") not in steps:
             continue
@@ -66,10 +67,11 @@ def answer_choices(turn: Mapping[str, Any]) -> list[Choice] | None:
             if timing.get("free_tokens"):
                 return None
             continue
+        recorded = True
         choices += zip(timing["free_token_ids"], timing["free_margins"], strict=True)
         if "free_stop" in timing:
             choices.append((f"<{timing['free_stop']}>", timing.get("free_stop_margin")))
-    return choices
+    return choices if recorded else None
 
 
 def first_difference(
