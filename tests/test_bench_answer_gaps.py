@@ -5,13 +5,10 @@ the first choice that differs, the text around it and both top-two gaps; near-ti
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
-from tests.test_bench_agent import PARIS_CALL, scripted, weather_task, write_tasks
+from tests.test_bench_agent import PARIS_CALL
 from weavehost.agent import Event
-from weavehost.bench.agent import AgentBenchConfig, run_agent_bench
 from weavehost.bench.agent_report import format_tables, summarize_agent, trace_turn
 from weavehost.bench.answer_gaps import (
     NEAR_TIE_LOGITS,
@@ -185,31 +182,3 @@ def test_the_trace_names_the_steps_that_wrote_the_answer() -> None:
         ]
     )
     assert trace.answer_steps == (2, 3)
-
-
-def test_a_run_with_answer_drafts_both_writes_every_record_and_the_difference_counts(
-    tmp_path: Path,
-) -> None:
-    tasks = write_tasks(
-        tmp_path / "t.jsonl",
-        weather_task("right", "What is the weather in Paris?", "Paris", ["-2.9"]),
-        weather_task("wrong", "What is the weather in Paris?", "Paris", []),  # drafts on first
-    )
-    config = AgentBenchConfig(
-        tasks=tasks,
-        out=tmp_path / "out",
-        strategies=("weave",),
-        prompt_cache="off",
-        answer_drafts="both",
-    )
-    run = run_agent_bench(config, make_model=scripted)
-    records = [json.loads(line) for line in run.results.read_text().splitlines()]
-    assert sorted((r["id"], r["answer_drafts"]) for r in records) == [
-        ("right", "off"),
-        ("right", "on"),
-        ("wrong", "off"),
-        ("wrong", "on"),
-    ]
-    assert all(r["answer_differences"] == [] for r in records if r["answer_drafts"] == "on")
-    drafted = json.loads(run.summary_json.read_text())["variants"]["weave cache=off drafts=on"]
-    assert (drafted["answer_differences"], drafted["answer_differences_near_tie"]) == (0, 0)
