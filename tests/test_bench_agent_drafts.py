@@ -90,6 +90,11 @@ def test_a_run_with_answer_drafts_both_reports_both_variants_and_their_answers(
     assert set(numbers) == {"weave cache=off drafts=off", "weave cache=off drafts=on"}
     assert numbers["weave cache=off drafts=on"]["geo_after_result_s"] > 0
     assert PARIS.name in json.dumps(records[0]["turns"][0]["calls"])
+    # The drafted record goes out after its partner, with the turns that differ: none here.
+    assert [r["answer_drafts"] for r in records] == ["off", "on"]
+    assert records[1]["answer_differences"] == []
+    drafted = numbers["weave cache=off drafts=on"]
+    assert (drafted["answer_differences"], drafted["answer_differences_near_tie"]) == (0, 0)
 
 
 def test_an_unknown_answer_drafts_setting_is_refused_on_the_command_line() -> None:

@@ -140,6 +140,7 @@ class Host(AsyncContextManagerMixin):
         roots: Sequence[str | os.PathLike[str]] | None = None,
         load_model: LoadModel = True,
         decode_plan: DecodePlan | None = None,
+        record_margins: bool = False,
     ) -> None:
         # The flags over the config, in one place (weavehost.config.merge_flags).
         base = merge_flags(
@@ -174,6 +175,9 @@ class Host(AsyncContextManagerMixin):
         # instead of this machine's calibration: another machine's costs, what `bench-agent
         # --cost-model` projects with. None: the calibration.
         self.decode_plan = decode_plan
+        # Each free token's top-two gap in the steps' timings (what `bench-agent` reports where
+        # drafted and undrafted answers part). Only a model the host loads records them.
+        self.record_margins = record_margins
         # The persistent prompt-prefix cache: None follows the config (on by default), False is
         # --no-prompt-cache. Only a model the host loads uses it (not ``agent_model``).
         self.prompt_cache = base.prompt_cache.enabled
@@ -357,6 +361,7 @@ class Host(AsyncContextManagerMixin):
             answer_drafts=self.answer_drafts,
             guidance=self.guidance,
             script_guard=self.script_guard,
+            record_margins=self.record_margins,
         )
 
     def _begin_opening(self, native: contextlib.ExitStack) -> concurrent.futures.Future[LocalModel]:

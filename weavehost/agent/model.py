@@ -37,6 +37,7 @@ stand-in for tests is the test kit's :mod:`weavehost.testing.model`. Invariants 
 from __future__ import annotations
 
 import json
+import math
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -94,6 +95,32 @@ class FreeText:
     stop: str
     tokens: int = 0
     passes: int = 0  # the passes it took (drafted text reads several tokens a pass)
+    # Where the model records them (EngineModel(record_margins=True)): the text's token ids,
+    # each one's top-two gap (its logit over the best other's, under the same masks), and the
+    # gap of the choice the text stopped at (an end of turn, a call's trigger; None otherwise).
+    token_ids: tuple[int, ...] = ()
+    margins: tuple[float, ...] | None = None
+    stop_margin: float | None = None
+
+    def choices(self) -> dict[str, Any]:
+        """The recorded choices for a step's ``timings`` (empty where none were recorded):
+        ``free_token_ids``, ``free_margins`` (3 decimals; ``None``: no other token could be
+        chosen) and, where the text stopped at a choice, ``free_stop`` and its gap."""
+        if self.margins is None:
+            return {}
+        record: dict[str, Any] = {
+            "free_token_ids": list(self.token_ids),
+            "free_margins": [_gap(m) for m in self.margins],
+        }
+        if self.stop_margin is not None:
+            record["free_stop"] = self.stop
+            record["free_stop_margin"] = _gap(self.stop_margin)
+        return record
+
+
+def _gap(margin: float) -> float | None:
+    """A top-two gap as JSON keeps it: 3 decimals, ``None`` for an unopposed choice (inf)."""
+    return round(margin, 3) if math.isfinite(margin) else None
 
 
 def allowed_scripts(messages: Sequence[Mapping[str, Any]]) -> int:
@@ -172,8 +199,12 @@ class EngineModel:
         answer_drafts: bool = True,
         guidance: bool = False,
         script_guard: bool = False,
+        record_margins: bool = False,
     ) -> None:
         self.engine, self.format, self.strategy = engine, fmt, strategy
+        # Each free token's top-two gap recorded in its FreeText (weavehost.decode.choice):
+        # what bench-agent reports where drafted and undrafted answers part. Off: nothing paid.
+        self.record_margins = record_margins
         self.chat_template = chat_template
         # The host's guidance in the system text (weavehost.formats.prompt); it changes the
         # rendered prefix, and with it the prompt cache's key (the exact tokens).
@@ -327,12 +358,15 @@ class EngineModel:
             self.held, max_tokens, on_text,
             offered=self._offered, allow_call=allow_call, sampling=sampling,
             drafts=self._answer_drafts, scripts=self._scripts, refused=refused,
+            margins=self.record_margins,
         )  # fmt: skip
         if not free.call:
             self._remember_reply()
         return FreeText(
-            text=free.text, call=free.call, stop=free.stop, tokens=free.tokens, passes=free.passes
-        )
+            text=free.text, call=free.call, stop=free.stop, tokens=free.tokens,
+            passes=free.passes, token_ids=free.token_ids, margins=free.margins,
+            stop_margin=free.stop_margin,
+        )  # fmt: skip
 
     def write_calls(
         self,

@@ -410,6 +410,8 @@ class Session:
             # The step's free text: its tokens and the passes they took (drafted: fewer).
             "free_tokens": free.tokens,
             "free_passes": free.passes,
+            # Where the model records them (bench-agent): each free token and its top-two gap.
+            **free.choices(),
             # Every pass of the step (the sync's prefill too) as "ROWSxOUTPUTS": count, what a
             # cost table re-prices (weavehost bench-agent --cost-model).
             "pass_shapes": {

@@ -63,8 +63,14 @@ Guarantees:
   carries: ``Host(decode_plan=…)``), so the passes are the ones that machine's plan would
   choose; the run's own times are then not this machine's best. A local model only: a remote
   model's passes are the server's. An unknown table fails before anything runs.
+- **Where drafts change an answer, the gap is reported.** The local model records each free
+  token's top-two gap (``Host(record_margins=True)``: one ``max`` over the vocabulary a token);
+  a drafted variant's record carries, per turn whose answer differs from the same task's
+  drafts-off answer, the first choice where they part and both gaps there
+  (:mod:`weavehost.bench.answer_gaps`).
 - ``DIR/results.jsonl`` gets one line per task and variant, written and flushed as soon as it is
-  known; ``DIR/summary.json`` the setup and the summary.
+  known (a drafted variant's once the same task's drafts-off variant has run too);
+  ``DIR/summary.json`` the setup and the summary.
 """
 
 from __future__ import annotations
@@ -99,6 +105,7 @@ from weavehost.bench.agent_report import (
 )
 from weavehost.bench.agent_tasks import AgentTask, bind_task, load_tasks, task_set_of
 from weavehost.bench.agent_third_party import fixtures
+from weavehost.bench.answer_gaps import DraftPairs
 from weavehost.bench.costs import resolve_cost_model
 from weavehost.bench.machine import busy_warning, load_average
 from weavehost.bench.runner import parse_strategies, write_line
@@ -364,6 +371,10 @@ async def _run_tasks(
     warning = busy_warning(load_average(), config.threads or default_threads())
     if warning and progress is not None:
         progress(f"bench-agent: {warning}")
+    # A drafted record goes out once its undrafted partner has run, with their differences.
+    pairs = DraftPairs(
+        (v.strategy, v.prompt_cache, v.guidance) for v in variants if v.answer_drafts == "off"
+    )
     with results.open("w", encoding="utf-8") as sink:
         for index, task in enumerate(tasks):
             shift = index % len(variants)
@@ -373,10 +384,13 @@ async def _run_tasks(
                 if plan.costs is not None:
                     record = project_turns(record, plan.costs.table)
                 records.append(record)
-                write_line(sink, record)
+                for line in pairs.ready(record):
+                    write_line(sink, line)
                 done += 1
                 if progress is not None:
                     progress(f"[{done}/{total}] {variant.label} {task.id}: {_verdict(record)}")
+        for line in pairs.rest():
+            write_line(sink, line)
     labels = [v.label for v in variants]
     summary = {
         "set": task_set,
@@ -440,6 +454,8 @@ async def _run_task(
         # "required" on the embedded SmolLM2) from where the model came from.
         "model": config.model,
         "prompt_cache": variant.prompt_cache == "on",
+        # Each free token's top-two gap in the timings, for where drafted answers part.
+        "record_margins": True,
     }
     if variant.answer_drafts is not None:
         kwargs["answer_drafts"] = variant.answer_drafts == "on"

@@ -18,7 +18,9 @@ feed them events by hand:
   that had a result), ``answer_tokens_per_pass`` (the answer's free-text tokens over the passes
   they took, from the ``timings`` after the turn's last result) and ``answer_same_text`` (the
   share of turns whose answer equals the same task's turn under the drafts-off variant of the
-  same strategy and cache; ``None`` without one). ``foreign_script_answers`` counts the turns
+  same strategy and cache; ``None`` without one), and of the turns that differ
+  ``answer_differences`` and those that part at a near-tie, ``answer_differences_near_tie``
+  (:mod:`weavehost.bench.answer_gaps`). ``foreign_script_answers`` counts the turns
   whose answer writes a script (:data:`weavehost.engine.scripts.SCRIPTS`: Han, Cyrillic, …;
   Latin and digits are none) that neither the turn's user message nor its tool results hold:
   each judged turn lists them as ``foreign_scripts``.
@@ -35,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from weavehost.bench.agent_tasks import RECOVERABLE, AgentTurn
+from weavehost.bench.answer_gaps import NEAR_TIE_LOGITS, difference_counts, undrafted_records
 from weavehost.bench.answers import check_calls
 from weavehost.bench.cases import AnswerSet
 from weavehost.bench.machine import machine_info
@@ -77,6 +80,7 @@ class TurnTrace:
     error: str | None = None
     prompt_cache: str | None = None
     timings: tuple[Mapping[str, Any], ...] = field(default=())
+    answer_steps: tuple[int, ...] = ()  # the steps after the last result (the answer's)
     result_scripts: int = 0  # the scripts the turn's tool results are written in (bits)
 
     def failed(self, error: str) -> TurnTrace:
@@ -157,6 +161,7 @@ def trace_turn(events: Sequence[tuple[float, Event]]) -> TurnTrace:
         error=error,
         prompt_cache=cache,
         timings=tuple(timings),
+        answer_steps=tuple(t.get("step") for t in after if t.get("step") is not None),
         result_scripts=result_scripts,
     )
 
@@ -253,6 +258,7 @@ def judge_turn(
         "error": trace.error,
         "prompt_cache": trace.prompt_cache,
         "timings": [dict(t) for t in trace.timings],
+        "answer_steps": list(trace.answer_steps),
     }
 
 
@@ -322,11 +328,13 @@ def summarize_agent(
         for r in records
         if r.get("answer_drafts") == "off"
     }
+    undrafted_runs = undrafted_records(records)
     for label, rows in by_variant.items():
         ran = list(rows)
         succeeded = sum(1 for r in ran if r.get("success"))
         turns = [t for r in ran for t in r.get("turns") or []]
         answer_passes = sum(t.get("answer_passes") or 0 for t in turns)
+        differ, near_tie = difference_counts(ran, undrafted_runs)
         numbers[label] = {
             "tasks": len(ran),
             "succeeded": succeeded,
@@ -347,6 +355,9 @@ def summarize_agent(
                 else None
             ),
             "answer_same_text": _same_text(ran, undrafted),
+            # Of the turns that differ, how many part at a near-tie (bench.answer_gaps).
+            "answer_differences": differ,
+            "answer_differences_near_tie": near_tie,
             "projected_after_result_s": geomean(t.get("projected_after_result_s") for t in turns),
         }
         for record in ran:
@@ -475,7 +486,7 @@ def _answer_table(
     ratio to drafts off), where any variant has them."""
     if all(n.get("answer_tokens_per_pass") is None for n in variants.values()):
         return []
-    header = ["variant", "after result s", "answer tokens/pass", "same text"]
+    header = ["variant", "after result s", "answer tokens/pass", "same text", "differ (near-tie)"]
     if cost_model:
         header += ["projected after result s", "vs drafts off"]
     rows: list[Sequence[str]] = [header]
@@ -486,6 +497,7 @@ def _answer_table(
             _s(n.get("geo_after_result_s")),
             "-" if per_pass is None else f"{per_pass:.2f}",
             "-" if same is None else f"{same:.0%}",
+            _differences(n),
         ]
         if cost_model:
             ratio = n.get("projected_after_result_vs_drafts_off")
@@ -496,7 +508,9 @@ def _answer_table(
         rows.append(row)
     notes = [
         "(after result: from the last tool result to the answer's end, a geometric mean over",
-        " turns; same text: the share of answers equal to the drafts-off variant's)",
+        " turns; same text: the share of answers equal to the drafts-off variant's; differ: the",
+        " answers that are not, and of those the near-ties: drafts off's top-two gap where they",
+        f" part below {NEAR_TIE_LOGITS:g} logits)",
     ]
     if cost_model:
         notes += [
@@ -505,6 +519,11 @@ def _answer_table(
             f" ({cost_model.get('machine')}), decoded by the plan made from that table)",
         ]
     return ["", *_grid(rows), *notes]
+
+
+def _differences(numbers: Mapping[str, Any]) -> str:
+    differ, near = numbers.get("answer_differences"), numbers.get("answer_differences_near_tie")
+    return "-" if differ is None else f"{differ} ({near})"
 
 
 def setup_info(

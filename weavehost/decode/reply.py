@@ -56,6 +56,7 @@ from weavehost.decode.answer_drafts import AnswerDrafts, DraftPricing
 from weavehost.decode.base import CallRequest, DecodeStrategy, ToolSchema
 from weavehost.decode.calibration import decode_state
 from weavehost.decode.call_text import CallText
+from weavehost.decode.choice import Margins, choose_token
 from weavehost.decode.padding import DecodePlan, run_shaped
 from weavehost.decode.several import MAX_CALLS, IndexedProvisional, Reply
 from weavehost.decode.several import write_calls as write_reply
@@ -118,6 +119,10 @@ class Continued:
     tokens: int = 0
     trigger: Trigger | None = None
     passes: int = 0  # the engine's passes while it was written (drafted ones read many tokens)
+    # Where asked (margins=True; decode.choice.Margins): the tokens, their gaps, the stop's.
+    token_ids: tuple[int, ...] = ()
+    margins: tuple[float, ...] | None = None
+    stop_margin: float | None = None
 
     @property
     def call(self) -> bool:
@@ -191,6 +196,7 @@ class ReplyWriter:
         drafts: AnswerDrafts | None = None,
         scripts: int | None = None,
         refused: Collection[str] = (),
+        margins: bool = False,
     ) -> Continued:
         """Continue the reply on sequence 0 (whose tokens ``held`` mirrors, kept in step) until
         a call, an end or ``bound`` tokens, streaming its text to ``on_text``. ``offered``: the
@@ -200,16 +206,21 @@ class ReplyWriter:
         ``scripts``: the bits (:func:`~weavehost.engine.scripts.scripts_in`) of the scripts the
         text may use besides Latin and common characters (``None``: any). ``refused``: tools
         on offer whose call would not run now (the caller's rule): JSON that names one is taken
-        back as where calls are not allowed, and the text goes on."""
+        back as where calls are not allowed, and the text goes on. ``margins``: record each
+        token's top-two gap (:class:`~weavehost.decode.choice.Margins`)."""
         self.trigger = None  # a call asked for without a trigger uses the format's layout
         continuation = Continuation(
             self, held, on_text, offered, allow_call, sampling, drafts, scripts=scripts,
             refused=refused,
         )  # fmt: skip
+        continuation.margins = Margins() if margins else None
         before = self.engine.stats.passes
         continued = continuation.run(bound)
         self.trigger = continued.trigger
-        return dataclasses.replace(continued, passes=self.engine.stats.passes - before)
+        done = dataclasses.replace(continued, passes=self.engine.stats.passes - before)
+        if continuation.margins is not None:
+            done = continuation.margins.recorded(done, continuation.tokens)
+        return done
 
     def write_calls(
         self,
@@ -300,6 +311,7 @@ class Continuation:
         self.ahead_bucket = 0
         self.ahead_later = False
         self.steps = 0  # tokens chosen so far (what the bound counts)
+        self.margins: Margins | None = None  # each choice's top-two gap, where asked
         self.bound = 0
 
     def run(self, bound: int) -> Continued:
@@ -352,7 +364,11 @@ class Continuation:
     def choose(self) -> int:
         """The next token from :meth:`masked` logits: the most likely one, or one drawn at the
         sampling's temperature. A drafted token is kept only where this chooses it."""
-        return _choose(self.masked(self.logits), self.rng, self.sampling.temperature)
+        logits = self.masked(self.logits)
+        token = choose_token(logits, self.rng, self.sampling.temperature)
+        if self.margins is not None:  # asked for: by how much it won (decode.choice)
+            self.margins.record(len(self.tokens), logits, token)
+        return token
 
     def masked(self, logits: np.ndarray) -> np.ndarray:
         """``logits`` under every rule at this place: the bans, the word-start rule where a
@@ -555,18 +571,6 @@ class Continuation:
         if len(text) > len(self.shown):
             self.on_text(text[len(self.shown) :])
             self.shown = text
-
-
-def _choose(logits: np.ndarray, rng: np.random.Generator | None, temperature: float | None) -> int:
-    """The next token: the most likely one, or (with ``rng``) one drawn from the softmax of the
-    logits at ``temperature``."""
-    if rng is None or not temperature:
-        return int(logits.argmax())
-    scaled = logits.astype(np.float64) / temperature
-    scaled -= scaled.max()  # banned tokens stay at -inf: probability 0
-    probs = np.exp(scaled)
-    probs /= probs.sum()
-    return int(rng.choice(len(probs), p=probs))
 
 
 def _begins_no_word(piece: bytes) -> bool:

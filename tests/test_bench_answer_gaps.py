@@ -1,0 +1,184 @@
+"""``weavehost bench-agent --answer-drafts both``: where a drafted answer parts from drafts off,
+the first choice that differs, the text around it and both top-two gaps; near-ties counted."""
+
+# ruff: noqa: E501 - test names are sentences
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.test_bench_agent import PARIS_CALL
+from weavehost.agent import Event
+from weavehost.bench.agent_report import format_tables, summarize_agent, trace_turn
+from weavehost.bench.answer_gaps import (
+    NEAR_TIE_LOGITS,
+    DraftPairs,
+    answer_choices,
+    first_difference,
+)
+
+
+def timing(
+    step: int,
+    ids: list[int],
+    gaps: list[float | None],
+    stop: str | None = None,
+    at_stop: float | None = None,
+) -> dict[str, Any]:
+    """A step's timings as the session writes them with the gaps recorded."""
+    out: dict[str, Any] = {
+        "step": step,
+        "free_tokens": len(ids),
+        "free_token_ids": ids,
+        "free_margins": gaps,
+    }
+    if stop is not None:
+        out |= {"free_stop": stop, "free_stop_margin": at_stop}
+    return out
+
+
+def turn(answer: str, *timings: dict[str, Any], steps: tuple[int, ...] = (2, 3)) -> dict[str, Any]:
+    """A judged turn whose answer was written by ``steps`` (step 1 wrote the call)."""
+    return {
+        "answer": answer,
+        "answer_steps": list(steps),
+        "timings": [timing(1, [], [], "call", 3.0), *timings],
+    }
+
+
+# "Chicago: snow, 3.9 C" undrafted, "Chicago: 3.9 C" drafted: they part at the fourth token.
+UNDRAFTED = turn(
+    "Chicago: snow, 3.9 C",
+    timing(2, [], [], "call", 2.0),
+    timing(3, [11, 12, 13, 14, 15], [4.0, 6.0, 1.5, 0.2, 3.0], "end", 5.0),
+)
+DRAFTED = turn(
+    "Chicago: 3.9 C",
+    timing(2, [], [], "call", 2.0),
+    timing(3, [11, 12, 13, 16], [4.0, 6.0, 1.5, 0.1], "end", 4.5),
+)
+
+
+def test_a_turn_s_answer_is_the_choices_of_the_steps_after_its_last_result_stops_included() -> None:
+    assert answer_choices(UNDRAFTED) == [
+        ("<call>", 2.0),
+        (11, 4.0),
+        (12, 6.0),
+        (13, 1.5),
+        (14, 0.2),
+        (15, 3.0),
+        ("<end>", 5.0),
+    ]
+    # A step of the answer that wrote text and recorded nothing: the gaps are not known.
+    unrecorded = {**UNDRAFTED, "timings": [{"step": 2, "free_tokens": 4}]}
+    assert answer_choices(unrecorded) is None
+
+
+def test_the_first_difference_is_the_first_differing_choice_with_both_gaps_and_the_text_around_it() -> (
+    None
+):
+    found = first_difference(DRAFTED, UNDRAFTED)
+    assert found == {
+        "char": len("Chicago: "),
+        "before": "Chicago: ",
+        "drafted_text": "3.9 C",
+        "undrafted_text": "snow, 3.9 C",
+        "choice": 4,  # the stop of step 2, then three tokens alike
+        "drafted_token": 16,
+        "undrafted_token": 14,
+        "drafted_gap": 0.1,
+        "undrafted_gap": 0.2,
+        "near_tie": True,
+    }
+    assert first_difference(UNDRAFTED, UNDRAFTED) is None  # the same text: no difference
+
+
+def test_a_difference_is_a_near_tie_only_where_the_undrafted_gap_there_is_below_the_threshold() -> (
+    None
+):
+    assert NEAR_TIE_LOGITS == 0.5
+    assert first_difference(DRAFTED, UNDRAFTED, threshold=0.2)["near_tie"] is False
+    # One answer ends where the other goes on: the end of turn's own gap is the one compared.
+    ended = turn(
+        "Chicago",
+        timing(2, [], [], "call", 2.0),
+        timing(3, [11, 12, 13], [4.0, 6.0, 1.5], "end", 0.3),
+    )
+    longer = first_difference(UNDRAFTED, ended)
+    assert (longer["drafted_token"], longer["undrafted_token"], longer["undrafted_gap"]) == (
+        14,
+        "<end>",
+        0.3,
+    )
+    assert longer["near_tie"] is True
+    # An unopposed choice (no other token could be chosen: None) is never a near-tie.
+    unopposed = turn(
+        "Chicago",
+        timing(2, [], [], "call", 2.0),
+        timing(3, [11, 12, 13], [4.0, 6.0, 1.5], "end", None),
+    )
+    assert first_difference(UNDRAFTED, unopposed)["near_tie"] is False
+    # Without recorded gaps the text is still shown, the choice and the tie unknown.
+    blind = first_difference({"answer": "Chicago: 3.9 C"}, {"answer": "Chicago: snow"})
+    assert (blind["char"], blind["choice"], blind["near_tie"]) == (9, None, None)
+
+
+def record(drafts: str, task: str, turn_: dict[str, Any]) -> dict[str, Any]:
+    return {"id": task, "variant": f"weave cache=on drafts={drafts}", "strategy": "weave",
+            "prompt_cache": "on", "answer_drafts": drafts, "success": True, "turns": [turn_]}  # fmt: skip
+
+
+def test_the_summary_counts_each_drafted_variant_s_differences_and_near_ties_and_prints_them() -> (
+    None
+):
+    far = turn(
+        "Chicago: sun",
+        timing(2, [], [], "call", 2.0),
+        timing(3, [11, 12, 13, 17], [4.0, 6.0, 1.5, 2.0], "end", 1.0),
+    )
+    records = [
+        record("off", "a", UNDRAFTED), record("on", "a", DRAFTED),  # a near-tie
+        record("off", "b", UNDRAFTED), record("on", "b", UNDRAFTED),  # the same
+        record("off", "c", far), record("on", "c", UNDRAFTED),  # drafts off preferred "sun" by 2.0
+    ]  # fmt: skip
+    summary = summarize_agent(records, ["weave cache=on drafts=off", "weave cache=on drafts=on"])
+    on, off = (
+        summary["variants"]["weave cache=on drafts=on"],
+        summary["variants"]["weave cache=on drafts=off"],
+    )
+    assert (on["answer_differences"], on["answer_differences_near_tie"]) == (2, 1)
+    assert (off["answer_differences"], off["answer_differences_near_tie"]) == (None, None)
+    summary["variants"] = {
+        label: {**n, "answer_tokens_per_pass": 1.0} for label, n in summary["variants"].items()
+    }
+    assert "differ (near-tie)" in format_tables(summary) and " 2 (1)" in format_tables(summary)
+
+
+def test_a_drafted_record_is_written_once_its_undrafted_partner_ran_with_its_differences() -> None:
+    pairs = DraftPairs([("weave", "on", None)])
+    drafted, undrafted = record("on", "a", DRAFTED), record("off", "a", UNDRAFTED)
+    assert pairs.ready(drafted) == []  # drafts on ran first: it waits
+    out = pairs.ready(undrafted)
+    assert [r["answer_drafts"] for r in out] == ["off", "on"]
+    assert out[1]["answer_differences"][0]["turn"] == 0
+    assert out[1]["answer_differences"][0]["near_tie"] is True
+    # The other order goes out at once; a variant without a drafts-off partner never waits.
+    assert [r["answer_drafts"] for r in pairs.ready(record("off", "b", UNDRAFTED))] == ["off"]
+    assert pairs.ready(record("on", "b", UNDRAFTED))[0]["answer_differences"] == []
+    alone = DraftPairs([])
+    assert alone.ready(drafted) == [drafted] and alone.rest() == []
+
+
+def test_the_trace_names_the_steps_that_wrote_the_answer() -> None:
+    result = {**PARIS_CALL, "source": "final"}
+    trace = trace_turn(
+        [
+            (0.0, Event("step", {"step": 1})),
+            (0.5, Event("timings", {"step": 1, "free_tokens": 0})),
+            (1.0, Event("tool_result", result)),
+            (1.1, Event("timings", {"step": 2, "free_tokens": 0})),
+            (1.2, Event("timings", {"step": 3, "free_tokens": 5})),
+            (1.3, Event("done", {"stop": "answer", "steps": 3})),
+        ]
+    )
+    assert trace.answer_steps == (2, 3)

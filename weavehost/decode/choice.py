@@ -1,0 +1,87 @@
+"""A token of free text chosen from masked logits, and by how much it won.
+
+Stage: decoding (the reply writer's choice step,
+:meth:`~weavehost.decode.reply.Continuation.choose`).
+
+Guarantees:
+
+* :func:`choose_token` is the greedy argmax (the lowest index among equal maxima), or, with a
+  generator, a draw from the softmax at a temperature, banned tokens (``-inf``) never drawn.
+* :func:`top_two_gap` is the chosen token's logit minus the best other token's, both under the
+  same masks: for a greedy choice it is ``>= 0`` and ``0`` only where another token ties it
+  exactly (``inf`` where every other token is banned). It reads the vocabulary twice with
+  ``max`` (no copy, no partition: a few microseconds on a 49k vocabulary, against ~150 µs for
+  ``np.argpartition``), so recording it costs next to nothing beside a pass.
+* :class:`Margins` keeps one gap per place of the text, the last choice at a place replacing
+  the ones before it (a token taken back is chosen again there), so at any time the gaps held
+  are those of the tokens the text holds, and one more where the text stopped at a choice it
+  does not keep (an end-of-generation token, the first token of a call's trigger). Only a
+  reply that asks records them (``continue_reply(margins=True)``): a normal reply pays nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from weavehost.decode.reply import Continued
+
+__all__ = ["Margins", "choose_token", "top_two_gap"]
+
+# Where a text stopped at a choice it does not keep, whose gap is then the stop's.
+STOPS_AT_A_CHOICE = ("end", "call")
+
+
+def choose_token(
+    logits: np.ndarray, rng: np.random.Generator | None, temperature: float | None
+) -> int:
+    """The next token: the most likely one, or (with ``rng``) one drawn from the softmax of the
+    logits at ``temperature``."""
+    if rng is None or not temperature:
+        return int(logits.argmax())
+    scaled = logits.astype(np.float64) / temperature
+    scaled -= scaled.max()  # banned tokens stay at -inf: probability 0
+    probs = np.exp(scaled)
+    probs /= probs.sum()
+    return int(rng.choice(len(probs), p=probs))
+
+
+def top_two_gap(logits: np.ndarray, token: int) -> float:
+    """``logits[token]`` minus the largest other logit (``inf`` where every other is ``-inf``)."""
+    before = logits[:token].max(initial=-np.inf)
+    after = logits[token + 1 :].max(initial=-np.inf)
+    other = float(max(before, after))
+    if other == -math.inf:
+        return math.inf
+    return float(logits[token]) - other
+
+
+class Margins:
+    """The top-two gap of each choice of one reply's free text, by place (see the module's
+    guarantees)."""
+
+    def __init__(self) -> None:
+        self.gaps: list[float] = []
+
+    def record(self, place: int, logits: np.ndarray, token: int) -> None:
+        """``token`` chosen from ``logits`` at ``place`` (the text's token count before it)."""
+        del self.gaps[place:]
+        self.gaps.append(top_two_gap(logits, token))
+
+    def recorded(self, continued: Continued, tokens: Sequence[int]) -> Continued:
+        """``continued`` (whose text holds the first of ``tokens``, then stopped) with what was
+        recorded: its token ids, one gap per token, and the stopping choice's gap (``None``
+        where the text did not stop at a choice it does not keep)."""
+        kept = continued.tokens
+        at_stop = continued.stop in STOPS_AT_A_CHOICE and len(self.gaps) > kept
+        return dataclasses.replace(
+            continued,
+            token_ids=tuple(tokens[:kept]),
+            margins=tuple(self.gaps[:kept]),
+            stop_margin=self.gaps[kept] if at_stop else None,
+        )
