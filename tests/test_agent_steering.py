@@ -22,7 +22,8 @@ import pytest
 
 from tools import android
 from weavehost import Host
-from weavehost.agent.session import Session, call_shaped, new_names
+from weavehost.agent.session import Session
+from weavehost.agent.steering import call_shaped, new_names
 from weavehost.mcp.executor import StaticApprover
 from weavehost.testing import Events
 from weavehost.testing.model import ScriptedModel, call
@@ -130,7 +131,7 @@ async def test_a_call_shaped_answer_naming_a_tool_on_offer_is_not_written_again(
 async def test_after_a_result_a_later_step_s_call_runs_unless_its_tool_already_answered(
     replies, ran
 ) -> None:
-    events, _ = await _scripted([*replies, "Done."], "Set an alarm for 6:30.")
+    events, _ = await _scripted([*replies, "Done."], "Set an alarm for 6:30, where am I, battery?")
     assert [(r["name"], r["status"]) for r in events.of("tool_result")] == ran
     assert events.of("done")[0]["stop"] == "answer"
     dropped = [n for n in events.of("notice") if "again after its good result" in n["text"]]
@@ -138,9 +139,24 @@ async def test_after_a_result_a_later_step_s_call_runs_unless_its_tool_already_a
 
 
 @pytest.mark.parametrize("steered", [False, True])
+async def test_after_the_turn_s_first_call_a_call_to_a_tool_the_request_does_not_mention_is_not_run(
+    monkeypatch: pytest.MonkeyPatch, steered: bool
+) -> None:
+    monkeypatch.setattr(Session, "related_later_calls", steered)
+    replies = [call("get_battery_status"), call("set_alarm", hour=1, minute=1), "Done."]
+    events, model = await _scripted(replies, "How much battery do I have?")
+    ran = [r["name"] for r in events.of("tool_result")]
+    assert ran == (["get_battery_status"] if steered else ["get_battery_status", "set_alarm"])
+    if steered:  # every tool that shares no word with the request, refused to the writer
+        assert "set_alarm" in model.refused[1] and "get_battery_status" in model.refused[1]
+        assert any("does not mention" in n["text"] for n in events.of("notice"))
+
+
+@pytest.mark.parametrize("steered", [False, True])
 async def test_the_step_after_a_good_result_refuses_its_tool_to_the_reply_writer(
     monkeypatch: pytest.MonkeyPatch, steered: bool
 ) -> None:
+    monkeypatch.setattr(Session, "related_later_calls", False)
     monkeypatch.setattr(Session, "answer_after_result", steered)
     replies = [call("get_current_location"), call("get_battery_status"), "Done."]
     _, model = await _scripted(replies, "Where am I, and how much battery do I have?")
@@ -248,6 +264,23 @@ async def test_on_the_real_qwen_tool_choice_none_answers_in_a_few_sentences_with
     assert events.of("tool_result") == [] and events.of("notice") == [], answer
     assert events.of("done")[0]["stop"] == "answer"
     assert "{" not in answer and "```" not in answer and len(answer.split()) < 100, answer
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("steered", [False, True])
+async def test_on_the_embedded_smollm2_switching_off_the_wifi_sets_no_alarm_after_it_unless_unsteered(
+    monkeypatch: pytest.MonkeyPatch, steered: bool
+) -> None:
+    # After toggle_setting, in the same reply, SmolLM2-135M calls set_alarm {"hour": 1,
+    # "minute": 1} and list_alarms, tools the request never mentions.
+    monkeypatch.setattr(Session, "related_later_calls", steered)
+    async with Host(servers=[str(ROOT / "tools" / "android.py")], trust=["android"],
+                    approval="always", model="smollm2-135m", prompt_cache=False,
+                    threads=2) as host:  # fmt: skip
+        events = await Events.collect(host.run("Switch off the wifi."), timeout=QWEN_TURN_BOUND_S)
+    ran = [r["name"] for r in events.of("tool_result")]
+    assert ran[:1] == ["toggle_setting"], [e.to_json() for e in events]
+    assert (ran == ["toggle_setting"]) == steered, ran
 
 
 @pytest.mark.parametrize(

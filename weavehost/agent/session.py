@@ -39,7 +39,10 @@ Invariants:
   call to a tool on offer that takes one of its arguments; a tool called in a later step after
   its good result is not run (as a repeat is not); a follow-up answered without a call by
   restating an earlier turn's result for a name the user writes now is written again as a
-  call, once a turn. Each is a class switch, so its effect can be measured.
+  call, once a turn; after a good result or another call of the reply, a call to a tool that
+  shares no word with the user's message is not run. Each is a class switch, so its effect
+  can be measured. The tools whose call would not run are refused to the reply writer, which
+  takes their JSON back where it names them.
 * **Tool choice** (:mod:`weavehost.agent.options`): ``required`` or a tool's name makes the
   first step a call (to that tool only, for a name); ``none`` never lets a call begin.
 * **Always fits.** Before each step the model is shown a view of the transcript that fits its
@@ -56,10 +59,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import re
 import time
 from collections.abc import Callable
-from difflib import SequenceMatcher
 from typing import Any
 
 import anyio
@@ -80,7 +81,8 @@ from weavehost.agent.options import (
     check_tool_choice,
 )
 from weavehost.agent.runs import RUN_BOUND_SLACK_S, CallRuns, EarlyRuns, run_bound
-from weavehost.agent.tools import DEFAULT_CATALOG_SHARE, select_tools, tool_schema
+from weavehost.agent.steering import call_shaped, copies, new_names
+from weavehost.agent.tools import DEFAULT_CATALOG_SHARE, relevance, select_tools, tool_schema
 from weavehost.config import HostConfig
 from weavehost.decode import CallResult, ToolSchema
 from weavehost.engine.thermal import Backoff
@@ -109,49 +111,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_CALL_TOKENS = 256  # one call's value or optional-argument budget
 MAX_CALLS_PER_STEP = 8  # calls one reply may hold; past it the reply's calls are closed
 
-# An answer that is a call's JSON: a fence, a list or doubled braces around {"name": "…"}.
-_CALL_SHAPED = re.compile(r'\s*(?:```[A-Za-z]*\s*)?\[?\s*\{+\s*"name"\s*:\s*"([^"]*)"')
-_ARGUMENTS = re.compile(r'"(?:arguments|parameters)"\s*:\s*\{')
-_KEY = re.compile(r'"((?:[^"\\]|\\.)*)"\s*:')
-
-
-def call_shaped(text: str) -> tuple[str, frozenset[str]] | None:
-    """The tool and the argument names of an answer that is, whole, a call written as JSON
-    (what a small model prints when the tool it means has another name: ``{"name":
-    "set_wifi", "arguments": {"enabled": false}}`` with ``toggle_setting`` on offer), else
-    ``None``. Read leniently: the JSON may be cut or malformed."""
-    found = _CALL_SHAPED.match(text)
-    if found is None:
-        return None
-    arguments = _ARGUMENTS.search(text, found.end())
-    keys = _KEY.findall(text, arguments.end()) if arguments else []
-    return found.group(1), frozenset(keys)
-
-
-STALE_SPAN = 20  # characters of an earlier turn's result that an answer copies when it is stale
-_WORD = re.compile(r"[^\W\d_][\w'-]*")
-
-
-def new_names(prompt: str, earlier: str) -> list[str]:
-    """The words of ``prompt`` written with a capital where no sentence begins (names: "And in
-    Oslo?" → ``Oslo``) that ``earlier`` never held, case aside."""
-    seen = earlier.casefold()
-    names = []
-    for word in _WORD.finditer(prompt):
-        before = prompt[: word.start()].rstrip()
-        opens = not before or before[-1] in ".!?\"'(\n:;"
-        if word.group()[0].isupper() and not opens and word.group().casefold() not in seen:
-            names.append(word.group())
-    return names
-
-
-def copies(text: str, source: str, span: int = STALE_SPAN) -> bool:
-    """Whether ``text`` holds ``span`` characters or more of ``source`` word for word."""
-    match = SequenceMatcher(None, text, source, autojunk=False).find_longest_match(
-        0, len(text), 0, len(source)
-    )
-    return match.size >= span
-
 
 class Session:
     """One conversation with the model, its tools and its result cache. Made by ``Host``."""
@@ -164,6 +123,9 @@ class Session:
     # An answer in a follow-up that restates an earlier turn's result for a name the user
     # writes now, with no call made, is written again as a call.
     recall_stale = True
+    # After a good result or another call of the reply, a call to a tool that shares no word
+    # with the user's message is not run (SmolLM2-135M sets an alarm after the wifi).
+    related_later_calls = True
 
     def __init__(
         self,
@@ -213,6 +175,7 @@ class Session:
         self._view_cuts: dict[int, int] = {}
         self.shown: list[dict[str, Any]] = []  # the view the model was last synced to
         self._turn_calls: set[str] = set()  # this turn's calls, canonical: a repeat is dropped
+        self._turn_tools: set[str] = set()  # the tools those calls named
         self._answer_only = False  # the model repeated a call: this turn must answer now
         self._forced: list[ToolSchema] = []  # the tools the first step's forced call may use
         # Steering a small model to a call or an answer (see _recall and _run_calls): tools
@@ -251,7 +214,7 @@ class Session:
         self.model.clear_abort()
         self.messages.append({"role": "user", "content": prompt})
         self._turn_start = len(self.messages) - 1
-        self._turn_calls = set()
+        self._turn_calls, self._turn_tools = set(), set()
         self._answer_only = False
         self._answered_tools = set()
         self._recall = None
@@ -382,7 +345,7 @@ class Session:
                     allow_call = not self._answer_only and self.tool_choice != "none"
                     # A tool that answered this turn would not run again (_run_calls): where
                     # the model's JSON names it, it is taken back then, not written whole.
-                    refused = self._answered_tools if self.answer_after_result else set()
+                    refused = self._refused(tools)
                     decode = functools.partial(self.model.free_decode, refused=refused)
                     free = await self.lock.run(decode, on_text, free_tokens, allow_call)
                 results: list[CallResult] = []
@@ -516,7 +479,18 @@ class Session:
                                                   "the model answers from the result",
                                           "housekeeping": True}))  # fmt: skip
                     continue
+                if self.related_later_calls and self._unrelated(final.name, in_reply=bool(kept)):
+                    # After its first call, a small model calls a tool the request never
+                    # mentions (an alarm for 01:01 after the wifi): not run.
+                    await self.runs.discard(entry)
+                    logger.info("steering: %s is unrelated to the request", final.name)
+                    emit(Event("notice", {"text": f"the model called {final.name}, which the "
+                                                  "request does not mention, after its "
+                                                  "first call; the call is not run",
+                                          "housekeeping": True}))  # fmt: skip
+                    continue
                 self._turn_calls.add(final.canonical())
+                self._turn_tools.add(final.name)
                 kept.append((final, entry))
         await self.runs.discard_all(early)  # runs of calls past the bound or not written
         if not kept:  # nothing new to run: let it answer, calls not allowed
@@ -536,6 +510,26 @@ class Session:
         # Known only now: a later step's call to one of these tools is a repeat (see above).
         self._answered_tools |= answered
         return None
+
+    def _refused(self, tools: list[ToolSchema]) -> set[str]:
+        """The tools whose call this step would not run (:meth:`_run_calls`), refused to the
+        reply writer: those that answered this turn, and after a good result those that share
+        no word with the user's message."""
+        refused = set(self._answered_tools) if self.answer_after_result else set()
+        if self.related_later_calls:
+            refused |= {t.name for t in tools if self._unrelated(t.name)}
+        return refused
+
+    def _unrelated(self, name: str, *, in_reply: bool = False) -> bool:
+        """Whether a call to ``name`` comes after a good result of the turn or another call of
+        its reply (``in_reply``; not after calls that only failed: a correction may go to
+        another tool), names a tool no call of the turn named ("Oslo and Paris?": the same tool
+        twice) and shares no word with the user's message (:func:`~.tools.relevance`)."""
+        after = self._answered_tools or in_reply
+        if not after or name in self._turn_tools or name not in self.catalog:
+            return False
+        request = str(self.messages[self._turn_start].get("content", ""))
+        return relevance(tool_schema(self.catalog.get(name)), request) == 0
 
     def _forced_tools(self, step: int, tools: list[ToolSchema]) -> list[ToolSchema]:
         """The tools a call must be written with now (none: the model decides): the first

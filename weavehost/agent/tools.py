@@ -22,7 +22,7 @@ from weavehost.decode import ToolSchema
 from weavehost.formats import tool_to_openai
 from weavehost.mcp.catalog import ToolSpec
 
-__all__ = ["DEFAULT_CATALOG_SHARE", "rank_tools", "select_tools", "tool_schema"]
+__all__ = ["DEFAULT_CATALOG_SHARE", "rank_tools", "relevance", "select_tools", "tool_schema"]
 
 DEFAULT_CATALOG_SHARE = 0.25  # tool descriptions may take this share of n_ctx
 
@@ -43,18 +43,18 @@ def _words(text: str) -> set[str]:
     return {w for w in _WORD.findall(spaced) if w not in _STOP}
 
 
-def rank_tools(tools: Sequence[ToolSchema], request: str) -> list[ToolSchema]:
-    """Tools by how many words of the request their name (counted twice) and description
-    share; ties keep catalog order. Cheap: no model, no embeddings."""
+def relevance(tool: ToolSchema, request: str) -> int:
+    """How many words of ``request`` the tool's name (counted twice) and description share,
+    stop words aside (0: none)."""
     wanted = _words(request)
+    return 2 * len(_words(tool.name) & wanted) + len(_words(tool.description) & wanted)
 
-    def score(item: tuple[int, ToolSchema]) -> tuple[int, int]:
-        index, tool = item
-        name = _words(tool.name) & wanted
-        desc = _words(tool.description) & wanted
-        return (-(2 * len(name) + len(desc)), index)
 
-    return [tool for _, tool in sorted(enumerate(tools), key=score)]
+def rank_tools(tools: Sequence[ToolSchema], request: str) -> list[ToolSchema]:
+    """Tools by :func:`relevance` to the request; ties keep catalog order. Cheap: no model, no
+    embeddings."""
+    ranked = sorted(enumerate(tools), key=lambda item: (-relevance(item[1], request), item[0]))
+    return [tool for _, tool in ranked]
 
 
 def select_tools(
