@@ -468,25 +468,12 @@ class Session:
                                                   "same arguments; the repeat is not run",
                                           "housekeeping": True}))  # fmt: skip
                     continue
-                if self.answer_after_result and final.name in self._answered_tools:
-                    # Shown a good result, a small model calls the same tool again with other
-                    # arguments (a line of the result as a path, the same alarm without its
-                    # days) instead of answering: the call is dropped as a repeat would be.
+                steered = self._steered_away(final.name, in_reply=bool(kept))
+                if steered:
                     await self.runs.discard(entry)
-                    logger.info("steering: %s called again after its good result", final.name)
-                    emit(Event("notice", {"text": f"the model called {final.name} again after "
-                                                  "its good result; the call is not run and "
-                                                  "the model answers from the result",
-                                          "housekeeping": True}))  # fmt: skip
-                    continue
-                if self.related_later_calls and self._unrelated(final.name, in_reply=bool(kept)):
-                    # After its first call, a small model calls a tool the request never
-                    # mentions (an alarm for 01:01 after the wifi): not run.
-                    await self.runs.discard(entry)
-                    logger.info("steering: %s is unrelated to the request", final.name)
-                    emit(Event("notice", {"text": f"the model called {final.name}, which the "
-                                                  "request does not mention, after its "
-                                                  "first call; the call is not run",
+                    logger.info("steering: %s not run (%s)", final.name, steered)
+                    emit(Event("notice", {"text": f"the model called {final.name} {steered}; "
+                                                  "the call is not run",
                                           "housekeeping": True}))  # fmt: skip
                     continue
                 self._turn_calls.add(final.canonical())
@@ -509,6 +496,18 @@ class Session:
             self.messages.append({"role": "tool", "name": final.name, "content": outcome.text})
         # Known only now: a later step's call to one of these tools is a repeat (see above).
         self._answered_tools |= answered
+        return None
+
+    def _steered_away(self, name: str, *, in_reply: bool) -> str | None:
+        """Why a call to ``name`` is not run (``None``: it runs). Shown a good result, a small
+        model calls the same tool again with other arguments (a line of the result as a path,
+        the same alarm without its days) instead of answering; or, after a good result or
+        another call of its reply, a tool the request never mentions (an alarm for 01:01
+        after the wifi)."""
+        if self.answer_after_result and name in self._answered_tools:
+            return "again after its good result"
+        if self.related_later_calls and self._unrelated(name, in_reply=in_reply):
+            return "after its first call, though the request does not mention it"
         return None
 
     def _refused(self, tools: list[ToolSchema]) -> set[str]:
