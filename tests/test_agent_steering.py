@@ -3,8 +3,8 @@
 
 * An answer that is a call written as JSON, to a tool no tool on offer is called, is written
   again as a call to a tool on offer that takes one of its arguments, once a turn:
-  Qwen2.5-Coder-0.5B, asked to switch off the wifi, prints ``{"name": "set_wifi",
-  "arguments": {"enabled": false}}`` where ``toggle_setting`` is on offer.
+  Qwen2.5-Coder-0.5B, asked for the trip budget written in notes.md, prints ``{"name":
+  "trip_budget", "arguments": {"path": "notes.md", …}}`` where ``read_file`` is on offer.
 * A tool called again in a later step after its good result is not run, and the model answers:
   Qwen2.5-Coder-0.5B sets the same alarm three times, with and without its days.
 
@@ -175,19 +175,23 @@ async def _qwen_turn(
 
 @pytest.mark.model
 @pytest.mark.parametrize("steered", [False, True])
-async def test_on_the_real_qwen_switching_off_the_wifi_prints_a_call_to_no_tool_unless_it_is_written_again(
+async def test_on_the_real_qwen_the_trip_budget_prints_a_call_to_no_tool_unless_it_is_written_again(
     qwen_gguf: Path, monkeypatch: pytest.MonkeyPatch, steered: bool
 ) -> None:
+    # Qwen prints {"name": "trip_budget", "arguments": {"path": "notes.md", ...}}. (Its
+    # "Switch off the wifi." did the same until a cut catalog was offered best first.)
     monkeypatch.setattr(Session, "recall_call_shaped", steered)
-    events = await _qwen_turn(qwen_gguf, "Switch off the wifi.")
+    prompt = "What is the trip budget? It is written in notes.md."
+    events = await _qwen_turn(qwen_gguf, prompt, server="files")
     results = events.of("tool_result")
-    if steered:
-        assert [r["name"] for r in results] == ["toggle_setting"], [e.to_json() for e in events]
-        assert results[0]["arguments"].get("enabled") is False
+    if steered:  # written again as a call to a tool that takes "path"
+        assert results and results[0]["name"] in {"read_file", "list_files"}, [
+            e.to_json() for e in events
+        ]
     else:
         answer = "".join(e["text"] for e in events if e.type == "text")
         shaped = call_shaped(answer)
-        assert not results and shaped and shaped[0] != "toggle_setting", answer
+        assert not results and shaped and shaped[0] not in {"read_file", "list_files"}, answer
 
 
 @pytest.mark.model
