@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -211,3 +212,21 @@ def test_a_calibration_whose_padding_is_not_an_object_is_a_config_error(tmp_path
     stored.write_text(json.dumps({"padding": padding}))
     with pytest.raises(ConfigError, match="unreadable"):
         load_plan(model, 2)
+
+
+@pytest.mark.parametrize(
+    ("verified", "kept"),
+    [('{"city": "Paris"}, "label": "never end', True), ('{"city": "Oslo"}, "label', False)],
+)
+def test_a_failed_call_keeps_its_provisional_call_only_where_write_back_verified_it_whole(
+    verified: str, kept: bool
+) -> None:
+    # The parallel values said Paris; where the argmax wrote Oslo instead, the model did not
+    # write the provisional call, and a caller must not run it.
+    paris = ToolCall("get_current_weather", {"city": "Paris"})
+    state = SimpleNamespace(
+        verified=SimpleNamespace(text=verified),
+        provisional_text='{"city": "Paris"}',
+        provisional_call=paris,
+    )
+    assert WeaveCall._verified_provisional(state) == (paris if kept else None)  # type: ignore[arg-type]

@@ -30,7 +30,8 @@ Each stage is one method of :class:`WeaveCall`, in this order, on one call's sta
 that cannot go on ends the call there. A call that goes wrong (no tool settled on, a final text
 that does not parse or does not finish) fails: sequence 0 goes back to the prompt alone,
 through the call's :class:`~weavehost.decode.base.CallAttempt`; a failure after the
-provisional call keeps it on the result (``provisional``), for a caller that runs it. When
+provisional call keeps it on the result (``provisional``) where write-back verified it
+whole, for a caller that runs it. When
 the values cannot be decoded in parallel (more values than sequences, a value grammar that
 cannot be built, a value that cannot be decoded alone), stage 5 runs without their draft:
 still lossless, only slower.
@@ -221,6 +222,8 @@ class WeaveCall:
         # Set by provisional: the call with its required values, and when it was ready.
         self.pairs: list[tuple[str, bool]] = []
         self.provisional_call: ToolCall | None = None
+        # The provisional call's text after the head, as write-back drafts it ("": none).
+        self.provisional_text = ""
         self.provisional_at = 0.0
         # Set by write_back: the call's tokens on sequence 0, the final text, when it was
         # complete, and what verifying the draft found.
@@ -377,6 +380,7 @@ class WeaveCall:
             if not self._tool().optional:
                 parts.append((fmt.layout.tail, True))
             draft = tokenize_call_text(engine, parts)
+            self.provisional_text = "".join(text for text, _ in parts)
         verifier = Verifier(
             engine,
             whole,
@@ -397,9 +401,18 @@ class WeaveCall:
         if outcome.error or not outcome.finished:
             error = outcome.error or "the call did not finish"
             return self.attempt.failed(
-                error, text=self.final_text, provisional=self.provisional_call
+                error, text=self.final_text, provisional=self._verified_provisional()
             )
         return None
+
+    def _verified_provisional(self) -> ToolCall | None:
+        """For a failed result: the provisional call where the verified text holds it whole
+        (every required value as greedy decoding writes it), else ``None`` (a value lost to
+        the argmax: the model did not write that call)."""
+        outcome = self.verified
+        if outcome is None or not outcome.text.startswith(self.provisional_text):
+            return None
+        return self.provisional_call
 
     def final(self) -> CallResult:
         """6. The final call: the provisional one when they are equal (its early result
@@ -412,7 +425,7 @@ class WeaveCall:
             return self.attempt.failed(
                 f"the final call does not parse: {exc}",
                 text=self.final_text,
-                provisional=self.provisional_call,
+                provisional=self._verified_provisional(),
             )
         same = self.provisional_call is not None and final == self.provisional_call
         return self.attempt.finish(
