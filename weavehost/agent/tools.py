@@ -46,14 +46,18 @@ def _words(text: str) -> set[str]:
 def relevance(tool: ToolSchema, request: str) -> int:
     """How many words of ``request`` the tool's name (counted twice) and description share,
     stop words aside (0: none)."""
-    wanted = _words(request)
+    return _overlap(tool, _words(request))
+
+
+def _overlap(tool: ToolSchema, wanted: set[str]) -> int:
     return 2 * len(_words(tool.name) & wanted) + len(_words(tool.description) & wanted)
 
 
 def rank_tools(tools: Sequence[ToolSchema], request: str) -> list[ToolSchema]:
     """Tools by :func:`relevance` to the request; ties keep catalog order. Cheap: no model, no
-    embeddings."""
-    ranked = sorted(enumerate(tools), key=lambda item: (-relevance(item[1], request), item[0]))
+    embeddings; the request's words read once."""
+    wanted = _words(request)
+    ranked = sorted(enumerate(tools), key=lambda item: (-_overlap(item[1], wanted), item[0]))
     return [tool for _, tool in ranked]
 
 

@@ -37,7 +37,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from weavehost.bench.agent_tasks import RECOVERABLE, AgentTurn
-from weavehost.bench.answer_gaps import NEAR_TIE_LOGITS, difference_counts, undrafted_records
+from weavehost.bench.answer_gaps import (
+    NEAR_TIE_LOGITS,
+    difference_counts,
+    setting_of,
+    undrafted_records,
+)
 from weavehost.bench.answers import check_calls
 from weavehost.bench.cases import AnswerSet
 from weavehost.bench.machine import machine_info
@@ -321,20 +326,15 @@ def summarize_agent(
         by_variant.setdefault(record["variant"], []).append(record)
     numbers: dict[str, dict[str, Any]] = {}
     by_tag: dict[str, dict[str, dict[str, int]]] = {}
-    # Each drafts-off variant's answers, by strategy, cache and guidance, then task: what drafts
-    # must equal (guidance changes the prompt, so only the same setting compares).
-    undrafted = {
-        (r.get("strategy"), r.get("prompt_cache"), r.get("guidance"), r["id"]): _answers(r)
-        for r in records
-        if r.get("answer_drafts") == "off"
-    }
-    undrafted_runs = undrafted_records(records)
+    # Each drafts-off record by strategy, cache, guidance and task: what drafts must equal
+    # (guidance changes the prompt, so only the same setting compares).
+    undrafted = undrafted_records(records)
     for label, rows in by_variant.items():
         ran = list(rows)
         succeeded = sum(1 for r in ran if r.get("success"))
         turns = [t for r in ran for t in r.get("turns") or []]
         answer_passes = sum(t.get("answer_passes") or 0 for t in turns)
-        differ, near_tie = difference_counts(ran, undrafted_runs)
+        differ, near_tie = difference_counts(ran, undrafted)
         numbers[label] = {
             "tasks": len(ran),
             "succeeded": succeeded,
@@ -399,7 +399,7 @@ def _answers(record: Mapping[str, Any]) -> list[str]:
 
 
 def _same_text(
-    records: Sequence[Mapping[str, Any]], undrafted: Mapping[tuple[Any, Any, Any, str], list[str]]
+    records: Sequence[Mapping[str, Any]], undrafted: Mapping[Any, Mapping[str, Any]]
 ) -> float | None:
     """The share of ``records``' turns (drafts on) whose answer equals the same task's turn
     without drafts; ``None`` for a drafts-off variant or one with nothing to compare."""
@@ -407,11 +407,10 @@ def _same_text(
     for record in records:
         if record.get("answer_drafts") != "on":
             return None
-        key = (record.get("strategy"), record.get("prompt_cache"), record.get("guidance"))
-        base = undrafted.get((*key, record["id"]))
+        base = undrafted.get(setting_of(record))
         if base is None:
             continue
-        for answer, other in zip(_answers(record), base, strict=False):
+        for answer, other in zip(_answers(record), _answers(base), strict=False):
             compared += 1
             same += answer == other
     return same / compared if compared else None

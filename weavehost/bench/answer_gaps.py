@@ -37,6 +37,7 @@ __all__ = [
     "answer_choices",
     "difference_counts",
     "first_difference",
+    "setting_of",
     "undrafted_records",
 ]
 
@@ -117,13 +118,14 @@ def first_difference(
     return found
 
 
-def _setting(record: Mapping[str, Any]) -> Setting:
+def setting_of(record: Mapping[str, Any]) -> Setting:
+    """A record's strategy, cache, guidance and task: what a drafted record is compared by."""
     return record.get("strategy"), record.get("prompt_cache"), record.get("guidance"), record["id"]
 
 
 def undrafted_records(records: Iterable[Mapping[str, Any]]) -> dict[Setting, Mapping[str, Any]]:
     """Each drafts-off record by strategy, cache, guidance and task: what drafts must equal."""
-    return {_setting(r): r for r in records if r.get("answer_drafts") == "off"}
+    return {setting_of(r): r for r in records if r.get("answer_drafts") == "off"}
 
 
 def turn_differences(
@@ -151,7 +153,7 @@ def difference_counts(
     for record in records:
         if record.get("answer_drafts") != "on":
             return None, None
-        base = undrafted.get(_setting(record))
+        base = undrafted.get(setting_of(record))
         if base is None:
             continue
         compared = True
@@ -173,7 +175,7 @@ class DraftPairs:
 
     def ready(self, record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
         """The records that can be written now that ``record`` is known, in order."""
-        key = _setting(record)
+        key = setting_of(record)
         drafts = record.get("answer_drafts")
         if drafts == "on" and key[:3] in self.undrafted:
             base = self.ran.pop(key, None)
