@@ -69,6 +69,10 @@ class Pane:
     def field(self, name: str) -> str:
         return self.run("display-message", "-p", "-t", "chat", f"#{{{name}}}").strip()
 
+    def ended(self) -> bool:
+        """Whether tmux knows how the pane's process ended (its exit status or its signal)."""
+        return bool(self.field("pane_dead_status") or self.field("pane_dead_signal"))
+
     def wait_for(self, what: str, bound_s: float, ready: Callable[[list[str]], bool]) -> list[str]:
         deadline = time.monotonic() + bound_s
         while True:
@@ -156,5 +160,9 @@ def test_in_a_terminal_the_chat_prints_the_ready_line_the_approval_prompt_and_th
     assert not [line for line in lines if "repeat" in line], lines
 
     pane.type("/exit")
-    pane.wait_for("exit", EXIT_BOUND_S, lambda _: pane.field("pane_dead") == "1")
-    assert pane.field("pane_dead_status") == "0", pane.lines()
+    # tmux marks the pane dead when the terminal closes, and learns how the process ended only
+    # when it reaps it: wait for that too (an exit status, or the signal that killed it).
+    pane.wait_for("exit", EXIT_BOUND_S, lambda _: pane.field("pane_dead") == "1" and pane.ended())
+    assert (pane.field("pane_dead_status"), pane.field("pane_dead_signal")) == ("0", ""), (
+        pane.lines()
+    )

@@ -60,6 +60,8 @@ out = sys.stdout.buffer
 write_lock = threading.Lock()  # the progress thread writes too
 cancelled: dict[object, threading.Event] = {}  # request id -> set when cancelled
 late_ids: set[object] = set()
+floods: list[threading.Thread] = []  # the progress threads, joined at stdin's end
+record_lock = threading.Lock()  # the progress threads record too
 result_extra: dict = {}  # --modern: every result says "resultType": "complete", as 2026-07-28 asks
 
 
@@ -90,8 +92,9 @@ def progress_forever(ident: object, token: object, record: object) -> None:
         send({"jsonrpc": "2.0", "method": "notifications/progress",
               "params": {"progressToken": token, "progress": step}})  # fmt: skip
     if record:
-        record.write(json.dumps({"method": "sent/progress", "count": step}) + "\n")
-        record.flush()
+        with record_lock:
+            record.write(json.dumps({"method": "sent/progress", "count": step}) + "\n")
+            record.flush()
 
 
 def text_result(ident: object, text: str, is_error: bool = False) -> None:
@@ -133,8 +136,9 @@ def main() -> None:
     for raw in sys.stdin.buffer:
         message = json.loads(raw)
         if record:
-            record.write(json.dumps(message) + "\n")
-            record.flush()
+            with record_lock:
+                record.write(json.dumps(message) + "\n")
+                record.flush()
         method, ident, params = (
             message.get("method"),
             message.get("id"),
@@ -177,6 +181,11 @@ def main() -> None:
                     "error": {"code": -32601, "message": f"no method {method}"},
                 }
             )
+    # At stdin's end, each progress flood stops and records its count before the process exits.
+    for stop in cancelled.values():
+        stop.set()
+    for flood in floods:
+        flood.join()
     if opts.stubborn:
         signal.pause()  # ignore stdin EOF as well
 
@@ -187,7 +196,9 @@ def call(
     name, args = params.get("name"), params.get("arguments") or {}
     if name == "progress":
         token = (params.get("_meta") or {}).get("progressToken", ident)
-        threading.Thread(target=progress_forever, args=(ident, token, record), daemon=True).start()
+        cancelled.setdefault(ident, threading.Event())
+        floods.append(threading.Thread(target=progress_forever, args=(ident, token, record)))
+        floods[-1].start()
     elif name == "late":
         late_ids.add(ident)
     elif name == "twice":
