@@ -332,9 +332,8 @@ class Host(AsyncContextManagerMixin):
         opening, self._opening = self._opening, None
         if opening is None:  # not begun while the servers started (a lazy load)
             opening = self._begin_opening(native)
-        choice, threads, metadata, detection, strategy, engine = await anyio.to_thread.run_sync(
-            opening.result
-        )
+        opened = await anyio.to_thread.run_sync(opening.result)
+        choice, threads, metadata, detection, strategy, engine = opened[:6]
         # What a cool device gets back after a thermal back-off (seed 003).
         self._cool_threads = self.threads or performance_thread_count()
         self.sampler.model_name = choice.path.stem  # what a server's sampling reply names
@@ -361,6 +360,7 @@ class Host(AsyncContextManagerMixin):
             answer_drafts=self.answer_drafts,
             guidance=self.guidance,
             script_guard=self.script_guard,
+            scripts=opened.scripts,
             record_margins=self.record_margins,
         )
 

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from weavehost.decode import DecodeStrategy
     from weavehost.decode.padding import DecodePlan
     from weavehost.engine import Engine
+    from weavehost.engine.scripts import ScriptTable
     from weavehost.formats import Detection
     from weavehost.gguf import GGUFMetadata
 
@@ -263,6 +264,7 @@ class LocalModel(NamedTuple):
     detection: Detection
     strategy: DecodeStrategy  # prepared for the engine
     engine: Engine
+    scripts: ScriptTable | None  # the vocabulary's scripts, where the answer's are guarded
 
 
 def open_local_model(
@@ -297,9 +299,10 @@ def open_local_model(
         )
         decoder = get_strategy(strategy, opened.state)
         decoder.prepare(opened.engine)
-        if script_guard:  # built now (~1.5 s once per model file), read back later
-            script_table(opened.engine)
-        return LocalModel(choice, threads, meta, detection, decoder, opened.engine)
+        # Built (~1.5 s once per model file) or read back (~45 ms) now, and handed to the model:
+        # the first answer waits for neither.
+        scripts = script_table(opened.engine) if script_guard else None
+        return LocalModel(choice, threads, meta, detection, decoder, opened.engine, scripts)
 
     runner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="weavehost-load")
     try:

@@ -49,7 +49,7 @@ from weavehost.decode.answer_drafts import AnswerDrafts
 from weavehost.decode.drafts import DraftSource
 from weavehost.decode.reply import ReplyWriter, Sampling, TextSink
 from weavehost.engine import Engine, EngineStats
-from weavehost.engine.scripts import scripts_in
+from weavehost.engine.scripts import ScriptTable, scripts_in
 from weavehost.errors import ContextOverflowError
 from weavehost.formats import ModelFormat, ToolCall, tool_to_openai
 
@@ -199,6 +199,7 @@ class EngineModel:
         answer_drafts: bool = True,
         guidance: bool = False,
         script_guard: bool = False,
+        scripts: ScriptTable | None = None,
         record_margins: bool = False,
     ) -> None:
         self.engine, self.format, self.strategy = engine, fmt, strategy
@@ -227,7 +228,9 @@ class EngineModel:
         self._reply_start = 0
         self._rendered: tuple[str, list[int]] | None = None  # the last render: key, tokens
         # Writes each reply: free text, then its calls; what it learns is the model's state's.
-        self._writer = ReplyWriter(engine, fmt, state=strategy.state_for(engine))
+        # ``scripts``: the vocabulary's script table where the opening built it (else the writer
+        # reads it back at the first guarded answer).
+        self._writer = ReplyWriter(engine, fmt, state=strategy.state_for(engine), scripts=scripts)
         self._offered: tuple[str, ...] = ()  # tool names of the last render: those on offer
 
     @property

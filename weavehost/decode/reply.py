@@ -146,8 +146,10 @@ class ReplyWriter:
         *,
         state: DecodeState | None = None,
         plan: DecodePlan | None = None,
+        scripts: ScriptTable | None = None,
     ) -> None:
         self.engine, self.format = engine, fmt
+        self._scripts = scripts  # given where the model's opening built it
         self._own_pricing = DraftPricing(plan) if plan is not None else None
         self._state = state
         # The format's call triggers (data: ``<tool_call>``, Qwen's bare ``{"name"`` …).
@@ -168,11 +170,14 @@ class ReplyWriter:
         out[list(engine.end_of_generation_tokens)] = True
         return out
 
-    @functools.cached_property
+    @property
     def scripts(self) -> ScriptTable:
         """Per token of the vocabulary: the scripts it writes, built once per model (kept on
-        disk beside the vocabulary table)."""
-        return script_table(self.engine)
+        disk beside the vocabulary table); the one given at construction, else read back at
+        the first use."""
+        if self._scripts is None:
+            self._scripts = script_table(self.engine)
+        return self._scripts
 
     @property
     def pricing(self) -> DraftPricing:
