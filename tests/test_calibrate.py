@@ -348,7 +348,7 @@ STALE = {
         "prefill_ms_per_token": 1.0,
         "padding": {},
     },
-    "damaged costs": {"calibration": 2, "pass_ms": {"1": -1}, "prefill_ms_per_token": 1.0},
+    "damaged costs": {"calibration": 3, "pass_ms": {"1": -1}, "prefill_ms_per_token": 1.0},
     "a list": [1, 2],
 }
 

@@ -8,6 +8,7 @@ logits whose range is ~30, and require the greedy (argmax) token to agree exactl
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -209,6 +210,30 @@ def test_an_abort_request_stops_the_next_pass(fresh_engine: Engine):
     with pytest.raises(AbortedError):
         engine.prefill(0, engine.tokenize("hello"))
     engine.clear_abort()
+    assert engine.prefill(0, engine.tokenize("hello")) is not None
+
+
+def test_an_abort_from_another_thread_stops_the_pass_it_lands_in_and_the_engine_goes_on(
+    fresh_engine: Engine,
+):
+    engine = fresh_engine
+    tokens = [42] * engine.n_batch  # one pass
+    engine.prefill(0, tokens, logits_last=False)  # warm
+    engine.clear()
+    started = time.perf_counter()
+    engine.prefill(0, tokens, logits_last=False)
+    whole = time.perf_counter() - started
+    engine.clear()
+    # Asked a tenth of the way in, llama.cpp stops at its next graph node: the pass never ends.
+    timer = threading.Timer(whole / 10, engine.abort)
+    timer.start()
+    try:
+        with pytest.raises(AbortedError, match="inside a pass"):
+            engine.prefill(0, tokens, logits_last=False)
+    finally:
+        timer.cancel()
+    assert engine.seq_len(0) < len(tokens)
+    engine.clear()
     assert engine.prefill(0, engine.tokenize("hello")) is not None
 
 

@@ -51,6 +51,7 @@ import numpy as np
 
 from weavehost.engine.native import (
     LLAMA_CPP_VERSION,
+    AbortFlag,
     BatchRow,
     NativeContext,
     NativeTokenizer,
@@ -117,7 +118,7 @@ class Engine:
         native: NativeContext,
         path: Path,
         n_threads: int,
-        abort: threading.Event,
+        abort: AbortFlag,
         *,
         flash_attn: bool,
     ) -> None:
@@ -167,7 +168,7 @@ class Engine:
         attention"): ``weavehost calibrate`` times both, and the openers above the engine open
         the model as it was calibrated (``decode.calibration.open_calibrated``)."""
         threads = n_threads or default_threads()
-        abort = threading.Event()
+        abort = AbortFlag()
         with open_native(
             Path(path),
             n_ctx=n_ctx,
@@ -175,7 +176,7 @@ class Engine:
             n_seq_max=n_seq_max,
             n_threads=threads,
             flash_attn=flash_attn,
-            should_abort=abort.is_set,
+            abort=abort,
         ) as native:
             yield cls(native, Path(path), threads, abort, flash_attn=flash_attn)
 
