@@ -114,3 +114,39 @@ def test_a_drafted_answer_is_compared_only_with_the_undrafted_one_of_the_same_gu
     numbers = summarize_agent(records, labels)["variants"]
     assert numbers["weave cache=on drafts=on guidance=on"]["answer_same_text"] == 1.0
     assert numbers["weave cache=on drafts=on guidance=off"]["answer_same_text"] == 1.0
+
+
+@pytest.mark.model  # the run loads the embedded model
+def test_without_a_calibration_drafts_on_is_warned_of_and_a_stale_one_stops_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, embedded_model_path: Path
+) -> None:
+    from weavehost.decode.calibration import plan_path
+
+    monkeypatch.setenv("WEAVEHOST_CACHE", str(tmp_path / "cache"))  # no calibration here
+    tasks = write_tasks(
+        tmp_path / "t.jsonl",
+        {
+            "id": "hello",
+            "servers": ["weather.py"],
+            "user": "Hello!",
+            "calls": [],
+            "facts": [],
+            "tags": ["no_tool"],
+        },  # fmt: skip
+    )
+    args = ["bench-agent", str(tasks), "--model", str(embedded_model_path), "--threads", "2",
+            "--strategies", "weave", "--prompt-cache", "off"]  # fmt: skip
+    args += ["--out", str(tmp_path / "out")]
+    warned = CliRunner().invoke(main, [*args, "--answer-drafts", "on"])
+    assert warned.exit_code == 0, warned.output
+    assert "no calibration of" in warned.output and "drafts on runs as drafts off" in warned.output
+    quiet = CliRunner().invoke(main, [*args, "--answer-drafts", "off"])
+    assert quiet.exit_code == 0 and "no calibration" not in quiet.output, quiet.output
+    # A calibration an older weavehost stored is refused before any task runs, not at each.
+    stored = plan_path(embedded_model_path, 2)
+    stored.parent.mkdir(parents=True)
+    stored.write_text(json.dumps({"calibration": 1, "pass_ms": {"1": 7.0}}))
+    again = [*args, "--answer-drafts", "on", "--out", str(tmp_path / "o2")]
+    stale = CliRunner().invoke(main, again)
+    assert stale.exit_code != 0 and "run `weavehost calibrate`" in stale.output, stale.output
+    assert "Traceback" not in stale.output and not (tmp_path / "o2" / "results.jsonl").exists()

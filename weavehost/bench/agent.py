@@ -279,6 +279,9 @@ def run_agent_bench(
 
         model_path = str(resolve_model(config.model).path)  # a missing model fails here, once
     launch = Launch(Path(model_path or ""), config.threads or default_thread_count(), config.n_ctx)
+    uncalibrated = None
+    if model_path is not None and config.remote is None and make_model is None:
+        uncalibrated = _uncalibrated(config, launch)  # a stale stored calibration fails here
     commands = [peer_command(name, launch) for name in peers]  # a missing peer fails here
     variants += [Variant("remote", "off", peer=name) for name in peers]
     try:
@@ -286,7 +289,28 @@ def run_agent_bench(
     except OSError as exc:
         raise BenchError(f"cannot create --out folder {config.out}: {exc.strerror}") from exc
     plan = _Plan(config, tuple(tasks), tuple(variants), model_path, tuple(commands), costs)
+    if uncalibrated and progress is not None:
+        progress(f"bench-agent: {uncalibrated}")
     return anyio.run(_run, plan, progress, make_model)
+
+
+def _uncalibrated(config: AgentBenchConfig, launch: Launch) -> str | None:
+    """A warning where drafted answers are asked for but this machine has no calibration of
+    the model at these threads (and no --cost-model stands in): without a cost table nothing
+    is drafted, so drafts on would run as drafts off. A stored calibration that is damaged or
+    from an older weavehost is a :class:`ConfigError` now, before any task starts."""
+    from weavehost.decode.calibration import load_plan
+    from weavehost.decode.padding import NO_PLAN
+
+    if config.answer_drafts == "off" or config.cost_model is not None:
+        return None
+    if load_plan(launch.model, launch.threads) is not NO_PLAN:
+        return None
+    return (
+        f"no calibration of {launch.model.name} at {launch.threads} threads on this machine: "
+        "answers are not drafted, so drafts on runs as drafts off; run `weavehost calibrate "
+        f"--model {launch.model} --threads {launch.threads}` first"
+    )
 
 
 @dataclass(frozen=True, slots=True)
