@@ -24,7 +24,7 @@ from weavehost import Host
 from weavehost.agent.cache import ResultCache
 from weavehost.agent.model import FreeText
 from weavehost.agent.session import Session
-from weavehost.agent.tools import rank_tools, select_tools
+from weavehost.agent.tools import names_tool, rank_tools, select_tools
 from weavehost.decode import ToolSchema
 from weavehost.engine.thermal import (
     CRITICAL_PAUSE_S,
@@ -350,6 +350,15 @@ def test_tools_rank_by_words_shared_with_the_request_and_ties_keep_catalog_order
              tool("send_message", "Send a text message"), tool("open_app", "Open an app")]  # fmt: skip
     ranked = [t.name for t in rank_tools(tools, "What is the weather forecast in Paris?")]
     assert ranked == ["get_forecast", "set_alarm", "send_message", "open_app"]
+
+
+def test_a_request_names_a_tool_by_a_word_of_its_name_not_of_its_description() -> None:
+    weather = tool("get_current_weather", "Get the current weather in a city.")
+    volume = tool("set_volume", "Set the volume of a sound stream.")
+    assert names_tool(weather, "How is the Weather in Tokyo?")
+    assert names_tool(volume, "Set the ring volume to 3.")
+    assert not names_tool(weather, "What is the capital city of France?")  # its description's
+    assert not names_tool(volume, "Can you set a timer?")  # "set" is a stop word
 
 
 def test_select_tools_keeps_everything_under_budget_and_the_best_that_fit_over_it() -> None:

@@ -52,7 +52,14 @@ def test_an_answer_is_call_shaped_only_when_the_whole_of_it_is_a_call_s_json(tex
 
 
 class Recording(ScriptedModel):
-    """A scripted model that records the tools each reply's calls were written with."""
+    """A scripted model that records the tools each reply's calls were written with, and the
+    steps that had to begin with a call (no free text allowed: ``max_tokens`` 0)."""
+
+    def free_decode(self, on_text, max_tokens, *args, **kw):  # type: ignore[no-untyped-def]
+        self.steps += 1
+        if max_tokens == 0:
+            self.forced_steps.append(self.steps)
+        return super().free_decode(on_text, max_tokens, *args, **kw)
 
     def write_calls(self, tools, *args, **kw):  # type: ignore[no-untyped-def]
         self.wrote_with.append([t.name for t in tools])
@@ -61,7 +68,7 @@ class Recording(ScriptedModel):
 
 async def _scripted(replies: list, prompt: str) -> tuple[Events, Recording]:
     model = Recording(replies)
-    model.wrote_with = []
+    model.wrote_with, model.forced_steps, model.steps = [], [], 0
     async with Host(agent_model=model, inproc={"android": android.build_server()},
                     trust=["android"], approver=StaticApprover(True)) as host:  # fmt: skip
         events = await Events.collect(host.run(prompt), timeout=30)
@@ -357,3 +364,37 @@ async def test_on_the_real_qwen_and_in_oslo_is_answered_from_paris_s_result_unle
         assert cities == ["Oslo"], [e.to_json() for e in second]
     else:
         assert cities == [], [e.to_json() for e in second]
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("steered", [False, True])
+async def test_on_the_real_qwen_a_follow_up_that_names_a_tool_is_a_call_unless_unsteered(
+    qwen_gguf: Path, monkeypatch: pytest.MonkeyPatch, steered: bool
+) -> None:
+    # After the battery's result, Qwen 0.5B answered "Set the ring volume to 3." with prose
+    # that reads as a result ("tool_response: set the ring volume to 3.") and set nothing.
+    monkeypatch.setattr(Session, "call_named_tools", steered)
+    async with Host(servers=[str(ROOT / "tools" / "android.py")], trust=["android"],
+                    approval="always", model=str(qwen_gguf), prompt_cache=False, threads=2,
+                    n_ctx=4096, guidance=False) as host:  # fmt: skip
+        session = host.session()
+        await Events.collect(session.run("How much battery do I have?"), timeout=QWEN_TURN_BOUND_S)
+        events = await Events.collect(
+            session.run("Set the ring volume to 3."), timeout=QWEN_TURN_BOUND_S
+        )
+    ran = [(r["name"], r["status"]) for r in events.of("tool_result")]
+    if steered:
+        assert ran[:1] == [("set_volume", "ok")], [e.to_json() for e in events]
+    else:
+        assert ran == [], [e.to_json() for e in events]
+
+
+async def test_under_auto_a_message_naming_a_tool_starts_with_a_call_and_one_naming_none_does_not() -> (
+    None
+):
+    replies = [call("set_volume", stream="ring", level=3), "Done."]
+    events, model = await _scripted(replies, "Set the ring volume to 3.")
+    assert [r["name"] for r in events.of("tool_result")] == ["set_volume"]
+    assert model.forced_steps == [1]  # the first step wrote its call with no free text
+    events, model = await _scripted(["Paris."], "What is the capital of France?")
+    assert not events.of("tool_result") and model.forced_steps == []

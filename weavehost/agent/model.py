@@ -136,6 +136,11 @@ def allowed_scripts(messages: Sequence[Mapping[str, Any]]) -> int:
 class AgentModel(Protocol):
     """What the agent loop needs from a model. Blocking; called from one worker at a time."""
 
+    # Whether a call the host forces is written under the host's own constraint (a local or
+    # scripted model), so the host may force one of its own accord (``call_named_tools``);
+    # a remote model asks its server with ``tool_choice``, which servers support unevenly.
+    writes_forced_calls: bool
+
     @property
     def n_ctx(self) -> int: ...
 
@@ -187,6 +192,8 @@ class AgentModel(Protocol):
 
 class EngineModel:
     """The real model: one engine, one format, one strategy; sequence 0 holds the conversation."""
+
+    writes_forced_calls = True
 
     def __init__(
         self,

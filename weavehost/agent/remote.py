@@ -167,6 +167,10 @@ class RemoteModel:
     """An :class:`~weavehost.agent.model.AgentModel` on a remote server; made by
     :func:`open_remote_model`. See the module docstring."""
 
+    # A forced call is the server's tool_choice, which not every server takes ("required":
+    # llama-cpp-python's chatml-function-calling asserts "auto"): the host forces none itself.
+    writes_forced_calls = False
+
     def __init__(
         self,
         client: httpx2.Client,

@@ -40,9 +40,11 @@ Invariants:
   its good result is not run (as a repeat is not); a follow-up answered without a call by
   restating an earlier turn's result for a name the user writes now is written again as a
   call, once a turn; after a good result or another call of the reply, a call to a tool that
-  shares no word with the user's message is not run. Each is a class switch, so its effect
-  can be measured. The tools whose call would not run are refused to the reply writer, which
-  takes their JSON back where it names them.
+  shares no word with the user's message is not run; under ``auto``, the first step of a turn
+  whose message names a tool on offer (a word of its name) is a call, to a tool the model
+  chooses (a model that writes its calls itself: never a remote one's ``tool_choice``). Each
+  is a class switch, so its effect can be measured. The tools whose call would not run are
+  refused to the reply writer, which takes their JSON back where it names them.
 * **Tool choice** (:mod:`weavehost.agent.options`): ``required`` or a tool's name makes the
   first step a call (to that tool only, for a name); ``none`` never lets a call begin.
 * **Always fits.** Before each step the model is shown a view of the transcript that fits its
@@ -82,7 +84,13 @@ from weavehost.agent.options import (
 )
 from weavehost.agent.runs import RUN_BOUND_SLACK_S, CallRuns, EarlyRuns, run_bound
 from weavehost.agent.steering import call_shaped, copies, new_names
-from weavehost.agent.tools import DEFAULT_CATALOG_SHARE, relevance, select_tools, tool_schema
+from weavehost.agent.tools import (
+    DEFAULT_CATALOG_SHARE,
+    names_tool,
+    relevance,
+    select_tools,
+    tool_schema,
+)
 from weavehost.config import HostConfig
 from weavehost.decode import CallResult, ToolSchema
 from weavehost.engine.thermal import Backoff
@@ -126,6 +134,10 @@ class Session:
     # After a good result or another call of the reply, a call to a tool that shares no word
     # with the user's message is not run (SmolLM2-135M sets an alarm after the wifi).
     related_later_calls = True
+    # Under ``auto``, the first step of a turn whose message names a tool on offer (a word of
+    # its name: "Set the ring volume to 3.", "And the forecast there?") is a call; the model
+    # still chooses which. Qwen2.5-Coder-0.5B answered such messages in prose or from memory.
+    call_named_tools = True
 
     def __init__(
         self,
@@ -532,12 +544,16 @@ class Session:
 
     def _forced_tools(self, step: int, tools: list[ToolSchema]) -> list[ToolSchema]:
         """The tools a call must be written with now (none: the model decides): the first
-        step's, under ``required`` or a tool's name."""
+        step's, under ``required`` or a tool's name, and under ``auto`` where the user's
+        message names a tool on offer (:func:`~.tools.names_tool`)."""
         if self._recall:
             recall, self._recall = self._recall, []  # once a turn: a second one stands
             return recall
         if step != 1 or not tools:
             return []
+        if self.tool_choice == "auto" and self.call_named_tools and self.model.writes_forced_calls:
+            request = str(self.messages[self._turn_start].get("content", ""))
+            return tools if any(names_tool(t, request) for t in tools) else []
         return tools if self.tool_choice == "required" else self._forced
 
     def _recall_tools(self, text: str, tools: list[ToolSchema]) -> list[ToolSchema]:

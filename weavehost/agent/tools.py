@@ -22,7 +22,14 @@ from weavehost.decode import ToolSchema
 from weavehost.formats import tool_to_openai
 from weavehost.mcp.catalog import ToolSpec
 
-__all__ = ["DEFAULT_CATALOG_SHARE", "rank_tools", "relevance", "select_tools", "tool_schema"]
+__all__ = [
+    "DEFAULT_CATALOG_SHARE",
+    "names_tool",
+    "rank_tools",
+    "relevance",
+    "select_tools",
+    "tool_schema",
+]
 
 DEFAULT_CATALOG_SHARE = 0.25  # tool descriptions may take this share of n_ctx
 
@@ -47,6 +54,13 @@ def relevance(tool: ToolSchema, request: str) -> int:
     """How many words of ``request`` the tool's name (counted twice) and description share,
     stop words aside (0: none)."""
     return _overlap(tool, _words(request))
+
+
+def names_tool(tool: ToolSchema, request: str) -> bool:
+    """Whether ``request`` holds a word of the tool's name, stop words aside ("Set the ring
+    volume to 3." names ``set_volume``; "What is the capital city?" names no
+    ``get_current_weather``, whose description says "city")."""
+    return bool(_words(tool.name) & _words(request))
 
 
 def _overlap(tool: ToolSchema, wanted: set[str]) -> int:

@@ -31,7 +31,7 @@ import threading
 from collections import deque
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from weavehost.agent.model import (
     FreeText,
@@ -102,6 +102,7 @@ class ScriptedModel:
     """
 
     replies: Sequence[Step]
+    writes_forced_calls: ClassVar[bool] = True  # as a local model: the host may force a call
     n_ctx: int = 4096
     hold_timeout_s: float = 5.0
     synced: list[list[dict[str, Any]]] = field(default_factory=list)
