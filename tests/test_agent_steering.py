@@ -23,7 +23,7 @@ import pytest
 from tools import android
 from weavehost import Host
 from weavehost.agent.session import Session
-from weavehost.agent.steering import call_shaped, new_names
+from weavehost.agent.steering import call_shaped, invented_numbers, new_names
 from weavehost.mcp.executor import StaticApprover
 from weavehost.testing import Events
 from weavehost.testing.model import ScriptedModel, call
@@ -251,10 +251,11 @@ async def test_on_the_embedded_smollm2_an_alarm_whose_label_runs_on_is_set_with_
 
 @pytest.mark.model
 async def test_on_the_real_qwen_a_cut_catalog_offered_best_first_gets_call_dmitri_a_phone_call(
-    qwen_gguf: Path,
+    qwen_gguf: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The android catalog is over the catalog share of a 4,096-token context, so it is cut.
     # In catalog order, set_alarm came first and Qwen 0.5B set an alarm to call Dmitri.
+    monkeypatch.setattr(Session, "recall_invented_numbers", False)  # its number is made up
     events = await _qwen_turn(qwen_gguf, "Call Dmitri Ivanov.")
     assert any("most relevant" in n["text"] for n in events.of("notice")), "not cut"
     runs = [r["name"] for r in events.of("tool_result")]
@@ -398,3 +399,61 @@ async def test_under_auto_a_message_naming_a_tool_starts_with_a_call_and_one_nam
     assert model.forced_steps == [1]  # the first step wrote its call with no free text
     events, model = await _scripted(["Paris."], "What is the capital of France?")
     assert not events.of("tool_result") and model.forced_steps == []
+
+
+def test_a_long_number_in_a_call_s_string_values_is_invented_where_no_message_holds_its_digits() -> (
+    None
+):
+    assert invented_numbers({"phone_number": "1234567890"}, ["Call Dmitri Ivanov."]) == [
+        "1234567890"
+    ]
+    written = ["Call +1 (555) 010-4321, please."]  # the digits alone are compared
+    assert invented_numbers({"phone_number": "15550104321"}, written) == []
+    assert invented_numbers({"to": ["9876543210"], "note": {"ref": "x"}}, []) == ["9876543210"]
+    # Dates, times and short numbers are no identifiers: never counted.
+    assert invented_numbers({"start": "2025-05-02T10:00", "code": "55501"}, []) == []
+
+
+@pytest.mark.parametrize("steered", [False, True])
+async def test_a_call_with_a_number_found_nowhere_is_not_run_and_the_step_is_written_again_as_another_tool_s_call(
+    monkeypatch: pytest.MonkeyPatch, steered: bool
+) -> None:
+    monkeypatch.setattr(Session, "recall_invented_numbers", steered)
+    replies = [
+        call("make_phone_call", phone_number="1234567890"),
+        call("search_contacts", query="Dmitri Ivanov"),
+        call("make_phone_call", phone_number="+1-555-0104"),
+        "Calling Dmitri.",
+    ]
+    events, model = await _scripted(replies, "Call Dmitri Ivanov.")
+    ran = [(r["name"], r["arguments"]) for r in events.of("tool_result")]
+    if steered:
+        assert ran[:1] == [("search_contacts", {"query": "Dmitri Ivanov"})], ran
+        assert ("make_phone_call", {"phone_number": "1234567890"}) not in ran
+        # The step written again could not pick the tool whose number was made up.
+        assert "make_phone_call" not in model.wrote_with[1]
+        assert any("found nowhere in the conversation" in n["text"] for n in events.of("notice"))
+    else:
+        assert ran[:1] == [("make_phone_call", {"phone_number": "1234567890"})], ran
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("steered", [False, True])
+async def test_on_the_real_qwen_call_dmitri_dials_no_made_up_number_unless_unsteered(
+    qwen_gguf: Path, monkeypatch: pytest.MonkeyPatch, steered: bool
+) -> None:
+    # Qwen 0.5B dials "1234567890" for "Call Dmitri Ivanov." (the contacts hold +1-555-0104).
+    monkeypatch.setattr(Session, "recall_invented_numbers", steered)
+    events = await _qwen_turn(qwen_gguf, "Call Dmitri Ivanov.")
+    dialled = [
+        str(r["arguments"].get("phone_number"))
+        for r in events.of("tool_result")
+        if r["name"] == "make_phone_call"
+    ]
+    looked_up = [str(r["text"]) for r in events.of("tool_result") if r["name"] != "make_phone_call"]
+    shown = [*looked_up, "Call Dmitri Ivanov."]  # what the model was told before it dialled
+    made_up = [n for n in dialled if invented_numbers({"n": n}, shown)]
+    if steered:
+        assert made_up == [], [e.to_json() for e in events]
+    else:
+        assert made_up, [e.to_json() for e in events]

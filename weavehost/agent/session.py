@@ -42,9 +42,11 @@ Invariants:
   call, once a turn; after a good result or another call of the reply, a call to a tool that
   shares no word with the user's message is not run; under ``auto``, the first step of a turn
   whose message names a tool on offer (a word of its name) is a call, to a tool the model
-  chooses (a model that writes its calls itself: never a remote one's ``tool_choice``). Each
-  is a class switch, so its effect can be measured. The tools whose call would not run are
-  refused to the reply writer, which takes their JSON back where it names them.
+  chooses (a model that writes its calls itself: never a remote one's ``tool_choice``); a call
+  whose string value holds a long number no message of the conversation holds is not run, and
+  the step is written again, once a turn, as a call to another tool. Each is a class
+  switch, so its effect can be measured. The tools whose call would not run are refused to
+  the reply writer, which takes their JSON back where it names them.
 * **Tool choice** (:mod:`weavehost.agent.options`): ``required`` or a tool's name makes the
   first step a call (to that tool only, for a name); ``none`` never lets a call begin.
 * **Always fits.** Before each step the model is shown a view of the transcript that fits its
@@ -83,7 +85,7 @@ from weavehost.agent.options import (
     check_tool_choice,
 )
 from weavehost.agent.runs import RUN_BOUND_SLACK_S, CallRuns, EarlyRuns, run_bound
-from weavehost.agent.steering import call_shaped, copies, new_names
+from weavehost.agent.steering import call_shaped, copies, invented_numbers, new_names
 from weavehost.agent.tools import (
     DEFAULT_CATALOG_SHARE,
     names_tool,
@@ -138,6 +140,10 @@ class Session:
     # its name: "Set the ring volume to 3.", "And the forecast there?") is a call; the model
     # still chooses which. Qwen2.5-Coder-0.5B answered such messages in prose or from memory.
     call_named_tools = True
+    # A call whose string value holds a long number found nowhere in the conversation (a phone
+    # number for "Call Dmitri Ivanov.") is not run; once a turn, the step is written again as
+    # a call to another tool on offer (the contact's lookup).
+    recall_invented_numbers = True
 
     def __init__(
         self,
@@ -197,6 +203,7 @@ class Session:
         self._turn_start = 0  # this turn's user message, in messages
         # None: not yet this turn; tools: the next step is a call to one of them; []: it was.
         self._recall: list[ToolSchema] | None = None
+        self._tools: list[ToolSchema] = []  # the tools on offer this turn
 
     # ------------------------------------------------------------------ tools on offer
 
@@ -248,6 +255,7 @@ class Session:
         if note:
             logger.info("%s", note)
             emit(Event("notice", {"text": note}))
+        self._tools = tools
         async with anyio.create_task_group() as tg:
             for step in range(1, self.max_steps + 1):
                 try:
@@ -458,6 +466,7 @@ class Session:
         written), a repeat dropped, the others run (read-only trusted ones already running since
         they were provisional or final) and their results given to the model in call order."""
         kept: list[tuple[ToolCall, CacheEntry | None]] = []
+        invented: set[str] = set()  # tools called with a number the conversation never held
         for index, result in enumerate(results):
             # A free-writing strategy may read several calls from one run: the first is the
             # run's provisional one.
@@ -480,6 +489,16 @@ class Session:
                                                   "same arguments; the repeat is not run",
                                           "housekeeping": True}))  # fmt: skip
                     continue
+                numbers = self._invented(final)
+                if numbers:
+                    await self.runs.discard(entry)
+                    invented.add(final.name)
+                    logger.info("steering: %s not run (invented %s)", final.name, numbers)
+                    emit(Event("notice", {"text": f"the model called {final.name} with "
+                                                  f"{', '.join(numbers)}, found nowhere in the "
+                                                  "conversation; the call is not run",
+                                          "housekeeping": True}))  # fmt: skip
+                    continue
                 steered = self._steered_away(final.name, in_reply=bool(kept))
                 if steered:
                     await self.runs.discard(entry)
@@ -492,8 +511,13 @@ class Session:
                 self._turn_tools.add(final.name)
                 kept.append((final, entry))
         await self.runs.discard_all(early)  # runs of calls past the bound or not written
-        if not kept:  # nothing new to run: let it answer, calls not allowed
-            self._answer_only = True
+        if not kept:
+            others = [t for t in self._tools if t.name not in invented]
+            if invented and others and self._recall is None:
+                # Once a turn: the step again, as a call to another tool (a lookup first).
+                self._recall = others
+                return None
+            self._answer_only = True  # nothing new to run: let it answer, calls not allowed
             return None
         calls = [{"name": c.name, "arguments": dict(c.arguments)} for c, _ in kept]
         self.messages.append({"role": "assistant", "content": content, "tool_calls": calls})
@@ -509,6 +533,18 @@ class Session:
         # Known only now: a later step's call to one of these tools is a repeat (see above).
         self._answered_tools |= answered
         return None
+
+    def _invented(self, call: ToolCall) -> list[str]:
+        """The long numbers in ``call``'s string values that no user, system or tool message of
+        the conversation holds (:func:`~.steering.invented_numbers`)."""
+        if not self.recall_invented_numbers:
+            return []
+        texts = [
+            str(m.get("content") or "")
+            for m in self.messages
+            if m.get("role") in ("user", "system", "tool")
+        ]
+        return invented_numbers(dict(call.arguments), texts)
 
     def _steered_away(self, name: str, *, in_reply: bool) -> str | None:
         """Why a call to ``name`` is not run (``None``: it runs). Shown a good result, a small

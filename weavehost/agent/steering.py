@@ -9,9 +9,17 @@ leniently: a small model's JSON may be cut or malformed.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from difflib import SequenceMatcher
 
-__all__ = ["STALE_SPAN", "call_shaped", "copies", "new_names"]
+__all__ = [
+    "INVENTED_DIGITS",
+    "STALE_SPAN",
+    "call_shaped",
+    "copies",
+    "invented_numbers",
+    "new_names",
+]
 
 # An answer that is a call's JSON: a fence, a list or doubled braces around {"name": "…"}.
 _CALL_SHAPED = re.compile(r'\s*(?:```[A-Za-z]*\s*)?\[?\s*\{+\s*"name"\s*:\s*"([^"]*)"')
@@ -55,3 +63,28 @@ def copies(text: str, source: str, span: int = STALE_SPAN) -> bool:
         0, len(text), 0, len(source)
     )
     return match.size >= span
+
+
+INVENTED_DIGITS = 6  # a run of this many digits in a string value is an identifier's
+_DIGITS = re.compile(rf"\d{{{INVENTED_DIGITS},}}")
+
+
+def invented_numbers(arguments: object, texts: Iterable[str]) -> list[str]:
+    """The long numbers (:data:`INVENTED_DIGITS` digits or more in a row) in the string values
+    of a call's ``arguments`` that none of ``texts`` holds, their digits compared alone (a
+    phone number the user wrote as "+1 (555) 010-4321" holds ``15550104321``). Such a number
+    is an identifier (a phone number, an account, a commit): a small model invents them
+    (``make_phone_call {"phone_number": "1234567890"}`` for "Call Dmitri Ivanov."). Dates
+    and times (``2025-05-02``, ``10:00``) have shorter runs and never count."""
+    digits = ["".join(ch for ch in text if ch.isdigit()) for text in texts]
+    return [n for n in _numbers(arguments) if not any(n in known for known in digits)]
+
+
+def _numbers(value: object) -> list[str]:
+    if isinstance(value, str):
+        return _DIGITS.findall(value)
+    if isinstance(value, dict):
+        return [n for item in value.values() for n in _numbers(item)]
+    if isinstance(value, list | tuple):
+        return [n for item in value for n in _numbers(item)]
+    return []
