@@ -255,7 +255,7 @@ async def test_on_the_real_qwen_a_cut_catalog_offered_best_first_gets_call_dmitr
 ) -> None:
     # The android catalog is over the catalog share of a 4,096-token context, so it is cut.
     # In catalog order, set_alarm came first and Qwen 0.5B set an alarm to call Dmitri.
-    monkeypatch.setattr(Session, "recall_invented_numbers", False)  # its number is made up
+    monkeypatch.setattr(Session, "refuse_invented_numbers", False)  # its number is made up
     events = await _qwen_turn(qwen_gguf, "Call Dmitri Ivanov.")
     assert any("most relevant" in n["text"] for n in events.of("notice")), "not cut"
     runs = [r["name"] for r in events.of("tool_result")]
@@ -415,26 +415,27 @@ def test_a_long_number_in_a_call_s_string_values_is_invented_where_no_message_ho
 
 
 @pytest.mark.parametrize("steered", [False, True])
-async def test_a_call_with_a_number_found_nowhere_is_not_run_and_the_step_is_written_again_as_another_tool_s_call(
+async def test_a_call_with_a_number_found_nowhere_is_not_run_and_the_step_answers(
     monkeypatch: pytest.MonkeyPatch, steered: bool
 ) -> None:
-    monkeypatch.setattr(Session, "recall_invented_numbers", steered)
+    monkeypatch.setattr(Session, "refuse_invented_numbers", steered)
     replies = [
+        [call("make_phone_call", phone_number="1234567890"), call("get_battery_status")],
         call("make_phone_call", phone_number="1234567890"),
-        call("search_contacts", query="Dmitri Ivanov"),
-        call("make_phone_call", phone_number="+1-555-0104"),
-        "Calling Dmitri.",
+        "I need Dmitri's number first.",
     ]
-    events, model = await _scripted(replies, "Call Dmitri Ivanov.")
+    events, model = await _scripted(replies[1:], "Call Dmitri Ivanov.")
     ran = [(r["name"], r["arguments"]) for r in events.of("tool_result")]
     if steered:
-        assert ran[:1] == [("search_contacts", {"query": "Dmitri Ivanov"})], ran
-        assert ("make_phone_call", {"phone_number": "1234567890"}) not in ran
-        # The step written again could not pick the tool whose number was made up.
-        assert "make_phone_call" not in model.wrote_with[1]
+        assert ran == [] and model.allowed_calls == [True, False], ran
         assert any("found nowhere in the conversation" in n["text"] for n in events.of("notice"))
     else:
-        assert ran[:1] == [("make_phone_call", {"phone_number": "1234567890"})], ran
+        assert ran == [("make_phone_call", {"phone_number": "1234567890"})], ran
+    # Beside a call that runs, the made-up one is dropped alone.
+    monkeypatch.setattr(Session, "related_later_calls", False)
+    events, _ = await _scripted(replies[:1] + replies[2:], "Call Dmitri, how is my battery?")
+    ran = [r["name"] for r in events.of("tool_result")]
+    assert ran == (["get_battery_status"] if steered else ["make_phone_call", "get_battery_status"])
 
 
 @pytest.mark.model
@@ -443,7 +444,7 @@ async def test_on_the_real_qwen_call_dmitri_dials_no_made_up_number_unless_unste
     qwen_gguf: Path, monkeypatch: pytest.MonkeyPatch, steered: bool
 ) -> None:
     # Qwen 0.5B dials "1234567890" for "Call Dmitri Ivanov." (the contacts hold +1-555-0104).
-    monkeypatch.setattr(Session, "recall_invented_numbers", steered)
+    monkeypatch.setattr(Session, "refuse_invented_numbers", steered)
     events = await _qwen_turn(qwen_gguf, "Call Dmitri Ivanov.")
     dialled = [
         str(r["arguments"].get("phone_number"))

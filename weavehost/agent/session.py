@@ -43,10 +43,9 @@ Invariants:
   shares no word with the user's message is not run; under ``auto``, the first step of a turn
   whose message names a tool on offer (a word of its name) is a call, to a tool the model
   chooses (a model that writes its calls itself: never a remote one's ``tool_choice``); a call
-  whose string value holds a long number no message of the conversation holds is not run, and
-  the step is written again, once a turn, as a call to another tool. Each is a class
-  switch, so its effect can be measured. The tools whose call would not run are refused to
-  the reply writer, which takes their JSON back where it names them.
+  whose string value holds a long number no message of the conversation holds is not run.
+  Each is a class switch, so its effect can be measured. The tools whose call would not run
+  are refused to the reply writer, which takes their JSON back where it names them.
 * **Tool choice** (:mod:`weavehost.agent.options`): ``required`` or a tool's name makes the
   first step a call (to that tool only, for a name); ``none`` never lets a call begin.
 * **Always fits.** Before each step the model is shown a view of the transcript that fits its
@@ -141,9 +140,9 @@ class Session:
     # still chooses which. Qwen2.5-Coder-0.5B answered such messages in prose or from memory.
     call_named_tools = True
     # A call whose string value holds a long number found nowhere in the conversation (a phone
-    # number for "Call Dmitri Ivanov.") is not run; once a turn, the step is written again as
-    # a call to another tool on offer (the contact's lookup).
-    recall_invented_numbers = True
+    # number for "Call Dmitri Ivanov.") is not run. (Written again as a call to another tool,
+    # Qwen 0.5B set alarms and sent Dmitri a text: the step answers instead.)
+    refuse_invented_numbers = True
 
     def __init__(
         self,
@@ -466,7 +465,6 @@ class Session:
         written), a repeat dropped, the others run (read-only trusted ones already running since
         they were provisional or final) and their results given to the model in call order."""
         kept: list[tuple[ToolCall, CacheEntry | None]] = []
-        invented: set[str] = set()  # tools called with a number the conversation never held
         for index, result in enumerate(results):
             # A free-writing strategy may read several calls from one run: the first is the
             # run's provisional one.
@@ -492,7 +490,6 @@ class Session:
                 numbers = self._invented(final)
                 if numbers:
                     await self.runs.discard(entry)
-                    invented.add(final.name)
                     logger.info("steering: %s not run (invented %s)", final.name, numbers)
                     emit(Event("notice", {"text": f"the model called {final.name} with "
                                                   f"{', '.join(numbers)}, found nowhere in the "
@@ -511,13 +508,8 @@ class Session:
                 self._turn_tools.add(final.name)
                 kept.append((final, entry))
         await self.runs.discard_all(early)  # runs of calls past the bound or not written
-        if not kept:
-            others = [t for t in self._tools if t.name not in invented]
-            if invented and others and self._recall is None:
-                # Once a turn: the step again, as a call to another tool (a lookup first).
-                self._recall = others
-                return None
-            self._answer_only = True  # nothing new to run: let it answer, calls not allowed
+        if not kept:  # nothing new to run: let it answer, calls not allowed
+            self._answer_only = True
             return None
         calls = [{"name": c.name, "arguments": dict(c.arguments)} for c, _ in kept]
         self.messages.append({"role": "assistant", "content": content, "tool_calls": calls})
@@ -537,7 +529,7 @@ class Session:
     def _invented(self, call: ToolCall) -> list[str]:
         """The long numbers in ``call``'s string values that no user, system or tool message of
         the conversation holds (:func:`~.steering.invented_numbers`)."""
-        if not self.recall_invented_numbers:
+        if not self.refuse_invented_numbers:
             return []
         texts = [
             str(m.get("content") or "")
