@@ -34,18 +34,12 @@ Invariants:
   no call may be made (``none``, or after a repeat) an answer that turns into a call anyway
   is taken back and a word written where it began, a few times, then cut where the call
   began, with a ``notice`` (:mod:`weavehost.decode.call_text`).
-* **Steering to a call or an answer** (issue 30; ``docs/agent.md``, "Steering"): an answer
-  that is, whole, a call's JSON naming no tool on offer is written again, once a turn, as a
-  call to a tool on offer that takes one of its arguments; a tool called in a later step after
-  its good result is not run (as a repeat is not); a follow-up answered without a call by
-  restating an earlier turn's result for a name the user writes now is written again as a
-  call, once a turn; after a good result or another call of the reply, a call to a tool that
-  shares no word with the user's message is not run; under ``auto``, the first step of a turn
-  whose message names a tool on offer (a word of its name) is a call, to a tool the model
-  chooses (a model that writes its calls itself: never a remote one's ``tool_choice``); a call
-  whose string value holds a long number no message of the conversation holds is not run.
-  Each is a class switch, so its effect can be measured. The tools whose call would not run
-  are refused to the reply writer, which takes their JSON back where it names them.
+* **Steering to a call or an answer** (issue 30; ``docs/agent.md``, "Steering", lists each
+  rule and what it did): a call-shaped answer or a stale follow-up is written again as a call;
+  a tool called again after its good result, a tool the request does not mention after a
+  result, and a call with an invented number are not run; a message that names a tool begins
+  with a call. Each is a class switch, so its effect can be measured. The tools whose call
+  would not run are refused to the reply writer, which takes their JSON back at their name.
 * **Tool choice** (:mod:`weavehost.agent.options`): ``required`` or a tool's name makes the
   first step a call (to that tool only, for a name); ``none`` never lets a call begin.
 * **Always fits.** Before each step the model is shown a view of the transcript that fits its
@@ -84,12 +78,17 @@ from weavehost.agent.options import (
     check_tool_choice,
 )
 from weavehost.agent.runs import RUN_BOUND_SLACK_S, CallRuns, EarlyRuns, run_bound
-from weavehost.agent.steering import call_shaped, copies, invented_numbers, new_names
+from weavehost.agent.steering import (
+    call_shaped,
+    invented_numbers,
+    restates_earlier_result,
+    told_texts,
+)
 from weavehost.agent.tools import (
     DEFAULT_CATALOG_SHARE,
     names_tool,
+    offer_tools,
     relevance,
-    select_tools,
     tool_schema,
 )
 from weavehost.config import HostConfig
@@ -212,18 +211,8 @@ class Session:
         return self._offer([tool_schema(spec) for spec in self.catalog], request)
 
     def _offer(self, tools: list[ToolSchema], request: str) -> tuple[list[ToolSchema], str | None]:
-        budget = int(self.model.n_ctx * self.catalog_share)
-        chosen, total = select_tools(
-            tools, request, budget_tokens=budget, count_tokens=self.model.count_tokens
-        )
-        if len(chosen) == len(tools):
-            return chosen, None
-        note = (
-            f"the {len(tools)} tools would take ~{total} tokens, over {self.catalog_share:.0%} of "
-            f"the {self.model.n_ctx}-token context: offering the {len(chosen)} most relevant "
-            f"({', '.join(t.name for t in chosen)})"
-        )
-        return chosen, note
+        return offer_tools(tools, request, n_ctx=self.model.n_ctx, share=self.catalog_share,
+                           count_tokens=self.model.count_tokens)  # fmt: skip
 
     # ------------------------------------------------------------------ one turn
 
@@ -527,16 +516,10 @@ class Session:
         return None
 
     def _invented(self, call: ToolCall) -> list[str]:
-        """The long numbers in ``call``'s string values that no user, system or tool message of
-        the conversation holds (:func:`~.steering.invented_numbers`)."""
+        """Long numbers in ``call``'s strings that nothing the model was told holds."""
         if not self.refuse_invented_numbers:
             return []
-        texts = [
-            str(m.get("content") or "")
-            for m in self.messages
-            if m.get("role") in ("user", "system", "tool")
-        ]
-        return invented_numbers(dict(call.arguments), texts)
+        return invented_numbers(dict(call.arguments), told_texts(self.messages))
 
     def _steered_away(self, name: str, *, in_reply: bool) -> str | None:
         """Why a call to ``name`` is not run (``None``: it runs). Shown a good result, a small
@@ -606,23 +589,12 @@ class Session:
 
     def _stale(self, text: str, tools: list[ToolSchema]) -> bool:
         """Whether an answer made without a call restates an earlier turn's result for a name
-        the user writes now and never wrote before ("And in Oslo?" answered with Paris's
-        weather, the city swapped): once a turn, where calls may be made. Restating a result
-        asked about again ("What temperature did you just tell me?") names nothing new."""
-        if (
-            not self.recall_stale
-            or self._recall is not None
-            or self._turn_calls
-            or self._answer_only
-            or self.tool_choice == "none"
-            or not tools
-        ):
+        the user writes now (:func:`~.steering.restates_earlier_result`): once a turn, where
+        calls may be made."""
+        blocked = self._recall is not None or self._turn_calls or self._answer_only
+        if not self.recall_stale or blocked or self.tool_choice == "none" or not tools:
             return False
-        earlier = self.messages[: self._turn_start]
-        results = [str(m.get("content", "")) for m in earlier if m.get("role") == "tool"]
-        prompt = str(self.messages[self._turn_start].get("content", ""))
-        names = new_names(prompt, "\n".join(str(m.get("content", "")) for m in earlier))
-        return any(n in text for n in names) and any(copies(text, r) for r in results)
+        return restates_earlier_result(text, self.messages, self._turn_start)
 
     def transcript(self) -> list[dict[str, Any]]:
         return [dict(m) for m in self.messages]

@@ -9,8 +9,9 @@ leniently: a small model's JSON may be cut or malformed.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from difflib import SequenceMatcher
+from typing import Any
 
 __all__ = [
     "INVENTED_DIGITS",
@@ -19,6 +20,8 @@ __all__ = [
     "copies",
     "invented_numbers",
     "new_names",
+    "restates_earlier_result",
+    "told_texts",
 ]
 
 # An answer that is a call's JSON: a fence, a list or doubled braces around {"name": "…"}.
@@ -88,3 +91,24 @@ def _numbers(value: object) -> list[str]:
     if isinstance(value, list | tuple):
         return [n for item in value for n in _numbers(item)]
     return []
+
+
+def told_texts(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What the model was told, not what it wrote: the user, system and tool messages'
+    texts."""
+    return [
+        str(m.get("content") or "") for m in messages if m.get("role") in ("user", "system", "tool")
+    ]
+
+
+def restates_earlier_result(text: str, messages: Sequence[Mapping[str, Any]], turn: int) -> bool:
+    """Whether ``text``, an answer to ``messages[turn]`` (the user's message), names a word
+    the user writes now and never wrote before (:func:`new_names`) and copies an earlier
+    turn's tool result (:func:`copies`): "And in Oslo?" answered with Paris's weather, the city
+    swapped. Restating a result asked about again ("What temperature did you just tell me?")
+    names nothing new."""
+    earlier = messages[:turn]
+    results = [str(m.get("content", "")) for m in earlier if m.get("role") == "tool"]
+    prompt = str(messages[turn].get("content", ""))
+    names = new_names(prompt, "\n".join(str(m.get("content", "")) for m in earlier))
+    return any(n in text for n in names) and any(copies(text, r) for r in results)

@@ -25,6 +25,7 @@ from weavehost.mcp.catalog import ToolSpec
 __all__ = [
     "DEFAULT_CATALOG_SHARE",
     "names_tool",
+    "offer_tools",
     "rank_tools",
     "relevance",
     "select_tools",
@@ -100,3 +101,25 @@ def select_tools(
         chosen.append(tool)
         used += cost[tool.name]
     return chosen, total
+
+
+def offer_tools(
+    tools: Sequence[ToolSchema],
+    request: str,
+    *,
+    n_ctx: int,
+    share: float,
+    count_tokens: Callable[[str], int],
+) -> tuple[list[ToolSchema], str | None]:
+    """The tools ``request`` is offered within ``share`` of an ``n_ctx``-token context
+    (:func:`select_tools`), and a note for the user when some were left out."""
+    chosen, total = select_tools(
+        tools, request, budget_tokens=int(n_ctx * share), count_tokens=count_tokens
+    )
+    if len(chosen) == len(tools):
+        return chosen, None
+    return chosen, (
+        f"the {len(tools)} tools would take ~{total} tokens, over {share:.0%} of the {n_ctx}-"
+        f"token context: offering the {len(chosen)} most relevant "
+        f"({', '.join(t.name for t in chosen)})"
+    )
