@@ -172,12 +172,17 @@ async def test_the_step_after_a_good_result_refuses_its_tool_to_the_reply_writer
 
 
 async def _qwen_turn(
-    qwen_gguf: Path, prompt: str, server: str = "android", **options: object
+    qwen_gguf: Path, *prompts: str, server: str = "android", **options: object
 ) -> Events:
+    """The events of the last of ``prompts``, each a turn of one conversation on the real Qwen
+    (every call approved)."""
     async with Host(servers=[str(ROOT / "tools" / f"{server}.py")], trust=[server],
                     approval="always", model=str(qwen_gguf), prompt_cache=False, threads=2,
                     n_ctx=4096, guidance=False, **options) as host:  # type: ignore[arg-type]  # fmt: skip
-        return await Events.collect(host.run(prompt), timeout=QWEN_TURN_BOUND_S)
+        session = host.session()
+        for prompt in prompts[:-1]:
+            await Events.collect(session.run(prompt), timeout=QWEN_TURN_BOUND_S)
+        return await Events.collect(session.run(prompts[-1]), timeout=QWEN_TURN_BOUND_S)
 
 
 @pytest.mark.model
@@ -354,12 +359,9 @@ async def test_on_the_real_qwen_and_in_oslo_is_answered_from_paris_s_result_unle
     qwen_gguf: Path, monkeypatch: pytest.MonkeyPatch, steered: bool
 ) -> None:
     monkeypatch.setattr(Session, "recall_stale", steered)
-    async with Host(servers=[str(ROOT / "tools" / "weather.py")], trust=["weather"],
-                    model=str(qwen_gguf), prompt_cache=False, threads=2, n_ctx=4096,
-                    guidance=False) as host:  # fmt: skip
-        session = host.session()
-        await Events.collect(session.run("What's the weather in Paris?"), timeout=QWEN_TURN_BOUND_S)
-        second = await Events.collect(session.run("And in Oslo?"), timeout=QWEN_TURN_BOUND_S)
+    second = await _qwen_turn(
+        qwen_gguf, "What's the weather in Paris?", "And in Oslo?", server="weather"
+    )
     cities = [r["arguments"].get("city") for r in second.of("tool_result")]
     if steered:
         assert cities == ["Oslo"], [e.to_json() for e in second]
@@ -375,14 +377,8 @@ async def test_on_the_real_qwen_a_follow_up_that_names_a_tool_is_a_call_unless_u
     # After the battery's result, Qwen 0.5B answered "Set the ring volume to 3." with prose
     # that reads as a result ("tool_response: set the ring volume to 3.") and set nothing.
     monkeypatch.setattr(Session, "call_named_tools", steered)
-    async with Host(servers=[str(ROOT / "tools" / "android.py")], trust=["android"],
-                    approval="always", model=str(qwen_gguf), prompt_cache=False, threads=2,
-                    n_ctx=4096, guidance=False) as host:  # fmt: skip
-        session = host.session()
-        await Events.collect(session.run("How much battery do I have?"), timeout=QWEN_TURN_BOUND_S)
-        events = await Events.collect(
-            session.run("Set the ring volume to 3."), timeout=QWEN_TURN_BOUND_S
-        )
+    first, then = "How much battery do I have?", "Set the ring volume to 3."
+    events = await _qwen_turn(qwen_gguf, first, then)
     ran = [(r["name"], r["status"]) for r in events.of("tool_result")]
     if steered:
         assert ran[:1] == [("set_volume", "ok")], [e.to_json() for e in events]
