@@ -454,3 +454,38 @@ async def test_on_the_real_qwen_call_dmitri_dials_no_made_up_number_unless_unste
         assert made_up == [], [e.to_json() for e in events]
     else:
         assert made_up, [e.to_json() for e in events]
+
+
+async def test_after_a_result_a_read_only_tool_the_message_names_and_no_call_named_is_called_once() -> (
+    None
+):
+    replies = [call("get_battery_status"), call("get_current_location"), "73%, in Zurich."]
+    events, model = await _scripted(replies, "What are my battery level and my location?")
+    assert [r["name"] for r in events.of("tool_result")] == [
+        "get_battery_status",
+        "get_current_location",
+    ]
+    assert model.forced_steps == [1, 2]  # the second call was the step's, not the model's pick
+    assert model.wrote_with[1] == ["get_current_location"]
+    # A tool the message names that acts (make_phone_call: "phone") is never called so.
+    replies = [call("search_contacts", query="Bob"), "Bob: +1-555-0102."]
+    events, model = await _scripted(replies, "What is Bob's phone number?")
+    assert [r["name"] for r in events.of("tool_result")] == ["search_contacts"]
+    assert model.forced_steps == [1]
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("steered", [False, True])
+async def test_on_the_real_qwen_rome_s_weather_and_the_battery_are_both_called_unless_unsteered(
+    qwen_gguf: Path, monkeypatch: pytest.MonkeyPatch, steered: bool
+) -> None:
+    # Forced to begin with a call, Qwen 0.5B asked for the weather and answered from it alone.
+    monkeypatch.setattr(Session, "call_named_tools", steered)
+    async with Host(servers=[str(ROOT / "tools" / "weather.py"), str(ROOT / "tools" / "android.py")],
+                    trust=["weather", "android"], approval="always", model=str(qwen_gguf),
+                    prompt_cache=False, threads=2, n_ctx=4096, guidance=False) as host:  # fmt: skip
+        prompt = "How is the weather in Rome, and how much battery do I have?"
+        events = await Events.collect(host.run(prompt), timeout=QWEN_TURN_BOUND_S)
+    ran = {r["name"] for r in events.of("tool_result") if r["status"] == "ok"}
+    both = {"get_current_weather", "get_battery_status"}
+    assert (ran >= both) == steered, [e.to_json() for e in events]

@@ -123,25 +123,14 @@ MAX_CALLS_PER_STEP = 8  # calls one reply may hold; past it the reply's calls ar
 class Session:
     """One conversation with the model, its tools and its result cache. Made by ``Host``."""
 
-    # Steering that helps small models end a turn right (issue 30; docs/agent.md, "Steering"),
-    # switchable so its effect can be measured: an answer that is a call to a tool not on offer
-    # is written again as a call; a tool called again after its good result is not run.
-    recall_call_shaped = True
-    answer_after_result = True
-    # An answer in a follow-up that restates an earlier turn's result for a name the user
-    # writes now, with no call made, is written again as a call.
-    recall_stale = True
-    # After a good result or another call of the reply, a call to a tool that shares no word
-    # with the user's message is not run (SmolLM2-135M sets an alarm after the wifi).
-    related_later_calls = True
-    # Under ``auto``, the first step of a turn whose message names a tool on offer (a word of
-    # its name: "Set the ring volume to 3.", "And the forecast there?") is a call; the model
-    # still chooses which. Qwen2.5-Coder-0.5B answered such messages in prose or from memory.
-    call_named_tools = True
-    # A call whose string value holds a long number found nowhere in the conversation (a phone
-    # number for "Call Dmitri Ivanov.") is not run. (Written again as a call to another tool,
-    # Qwen 0.5B set alarms and sent Dmitri a text: the step answers instead.)
-    refuse_invented_numbers = True
+    # Steering that helps small models end a turn right, each rule a switch so its effect can
+    # be measured (issue 30; docs/agent.md, "Steering", says what each does and did).
+    recall_call_shaped = True  # an answer that is a call to no tool on offer: written as a call
+    answer_after_result = True  # a tool called again after its good result: not run
+    recall_stale = True  # a follow-up restating an earlier result for a new name: a call
+    related_later_calls = True  # after a result, a tool the message does not mention: not run
+    call_named_tools = True  # under auto, each tool the message names is called (local models)
+    refuse_invented_numbers = True  # a call with a long number told nowhere: not run
 
     def __init__(
         self,
@@ -517,9 +506,8 @@ class Session:
 
     def _invented(self, call: ToolCall) -> list[str]:
         """Long numbers in ``call``'s strings that nothing the model was told holds."""
-        if not self.refuse_invented_numbers:
-            return []
-        return invented_numbers(dict(call.arguments), told_texts(self.messages))
+        on = self.refuse_invented_numbers
+        return invented_numbers(dict(call.arguments), told_texts(self.messages)) if on else []
 
     def _steered_away(self, name: str, *, in_reply: bool) -> str | None:
         """Why a call to ``name`` is not run (``None``: it runs). Shown a good result, a small
@@ -544,9 +532,9 @@ class Session:
 
     def _unrelated(self, name: str, *, in_reply: bool = False) -> bool:
         """Whether a call to ``name`` comes after a good result of the turn or another call of
-        its reply (``in_reply``; not after calls that only failed: a correction may go to
-        another tool), names a tool no call of the turn named ("Oslo and Paris?": the same tool
-        twice) and shares no word with the user's message (:func:`~.tools.relevance`)."""
+        its reply (``in_reply``; not after failures: a correction may go elsewhere), names a
+        tool no call of the turn named ("Oslo and Paris?": one tool twice) and shares no word
+        with the user's message (:func:`~.tools.relevance`)."""
         after = self._answered_tools or in_reply
         if not after or name in self._turn_tools or name not in self.catalog:
             return False
@@ -555,17 +543,30 @@ class Session:
 
     def _forced_tools(self, step: int, tools: list[ToolSchema]) -> list[ToolSchema]:
         """The tools a call must be written with now (none: the model decides): the first
-        step's, under ``required`` or a tool's name, and under ``auto`` where the user's
-        message names a tool on offer (:func:`~.tools.names_tool`)."""
+        step's under ``required`` or a tool's name, or under ``auto`` where the message names a
+        tool (:func:`~.tools.names_tool`); then once a turn, after a good result, the named
+        read-only tools not yet called ("Rome's weather, and my battery?"; not "Bob's phone
+        number?", which names make_phone_call)."""
         if self._recall:
             recall, self._recall = self._recall, []  # once a turn: a second one stands
             return recall
-        if step != 1 or not tools:
+        if not tools:
             return []
         if self.tool_choice == "auto" and self.call_named_tools and self.model.writes_forced_calls:
             request = str(self.messages[self._turn_start].get("content", ""))
-            return tools if any(names_tool(t, request) for t in tools) else []
-        return tools if self.tool_choice == "required" else self._forced
+            named = [t for t in tools if names_tool(t, request)]
+            if step == 1:
+                return tools if named else []
+            later = [t for t in named if t.name not in self._turn_tools and self._read_only(t.name)]
+            ready = self._answered_tools and not self._answer_only and self._recall is None
+            if not later or not ready:
+                return []
+            self._recall = []  # the turn's one steered step
+            return later
+        return (tools if self.tool_choice == "required" else self._forced) if step == 1 else []
+
+    def _read_only(self, name: str) -> bool:  # a tool a re-listing dropped reads nothing
+        return name in self.catalog and self.catalog.get(name).read_only
 
     def _recall_tools(self, text: str, tools: list[ToolSchema]) -> list[ToolSchema]:
         """The tools an answer that is a call to no tool on offer is written again as a call
@@ -588,9 +589,8 @@ class Session:
         return [t for t in tools if keys & set(t.parameters.get("properties", {}))]
 
     def _stale(self, text: str, tools: list[ToolSchema]) -> bool:
-        """Whether an answer made without a call restates an earlier turn's result for a name
-        the user writes now (:func:`~.steering.restates_earlier_result`): once a turn, where
-        calls may be made."""
+        """Whether an answer made without a call restates an earlier turn's result for a new
+        name (:func:`~.steering.restates_earlier_result`), once a turn, where calls may be."""
         blocked = self._recall is not None or self._turn_calls or self._answer_only
         if not self.recall_stale or blocked or self.tool_choice == "none" or not tools:
             return False
