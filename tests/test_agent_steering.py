@@ -166,7 +166,7 @@ async def test_the_step_after_a_good_result_refuses_its_tool_to_the_reply_writer
     monkeypatch.setattr(Session, "related_later_calls", False)
     monkeypatch.setattr(Session, "answer_after_result", steered)
     replies = [call("get_current_location"), call("get_battery_status"), "Done."]
-    _, model = await _scripted(replies, "Where am I, and how much battery do I have?")
+    _, model = await _scripted(replies, "Where am I, and is it charging?")  # names no tool
     answered = [{"get_current_location"}, {"get_current_location", "get_battery_status"}]
     assert model.refused == [set(), *answered] if steered else [set()] * 3
 
