@@ -24,7 +24,7 @@ from weavehost import Host
 from weavehost.agent.cache import ResultCache
 from weavehost.agent.model import FreeText
 from weavehost.agent.session import Session
-from weavehost.agent.tools import names_tool, rank_tools, select_tools
+from weavehost.agent.tools import named_not_called, names_tool, rank_tools, select_tools
 from weavehost.decode import ToolSchema
 from weavehost.engine.thermal import (
     CRITICAL_PAUSE_S,
@@ -359,6 +359,17 @@ def test_a_request_names_a_tool_by_a_word_of_its_name_not_of_its_description() -
     assert names_tool(volume, "Set the ring volume to 3.")
     assert not names_tool(weather, "What is the capital city of France?")  # its description's
     assert not names_tool(volume, "Can you set a timer?")  # "set" is a stop word
+
+
+def test_after_a_call_a_tool_is_still_named_only_by_a_word_no_called_tool_s_name_holds() -> None:
+    now, convert = tool("get_current_time", "Now."), tool("convert_time", "Convert a time.")
+    weather, battery = (
+        tool("get_current_weather", "Weather."),
+        tool("get_battery_status", "Battery."),
+    )
+    assert named_not_called([now, convert], "What time is it in Tokyo?", {"get_current_time"}) == []
+    rome = "How is the weather in Rome, and how much battery do I have?"
+    assert named_not_called([weather, battery], rome, {"get_current_weather"}) == [battery]
 
 
 def test_select_tools_keeps_everything_under_budget_and_the_best_that_fit_over_it() -> None:

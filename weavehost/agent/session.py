@@ -86,6 +86,7 @@ from weavehost.agent.steering import (
 )
 from weavehost.agent.tools import (
     DEFAULT_CATALOG_SHARE,
+    named_not_called,
     names_tool,
     offer_tools,
     relevance,
@@ -543,10 +544,9 @@ class Session:
 
     def _forced_tools(self, step: int, tools: list[ToolSchema]) -> list[ToolSchema]:
         """The tools a call must be written with now (none: the model decides): the first
-        step's under ``required`` or a tool's name, or under ``auto`` where the message names a
-        tool (:func:`~.tools.names_tool`); then once a turn, after a good result, the named
-        read-only tools not yet called ("Rome's weather, and my battery?"; not "Bob's phone
-        number?", which names make_phone_call)."""
+        step's under ``required``, a tool's name, or ``auto`` where the message names a tool
+        (:func:`~.tools.names_tool`); once a turn after a good result, the read-only tools it
+        names that no call answered (:func:`~.tools.named_not_called`)."""
         if self._recall:
             recall, self._recall = self._recall, []  # once a turn: a second one stands
             return recall
@@ -557,16 +557,14 @@ class Session:
             named = [t for t in tools if names_tool(t, request)]
             if step == 1:
                 return tools if named else []
-            later = [t for t in named if t.name not in self._turn_tools and self._read_only(t.name)]
+            left, catalog = named_not_called(named, request, self._turn_tools), self.catalog
+            later = [t for t in left if t.name in catalog and catalog.get(t.name).read_only]
             ready = self._answered_tools and not self._answer_only and self._recall is None
             if not later or not ready:
                 return []
             self._recall = []  # the turn's one steered step
             return later
         return (tools if self.tool_choice == "required" else self._forced) if step == 1 else []
-
-    def _read_only(self, name: str) -> bool:  # a tool a re-listing dropped reads nothing
-        return name in self.catalog and self.catalog.get(name).read_only
 
     def _recall_tools(self, text: str, tools: list[ToolSchema]) -> list[ToolSchema]:
         """The tools an answer that is a call to no tool on offer is written again as a call

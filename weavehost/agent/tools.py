@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from weavehost.decode import ToolSchema
 from weavehost.formats import tool_to_openai
@@ -25,6 +25,7 @@ from weavehost.mcp.catalog import ToolSpec
 __all__ = [
     "DEFAULT_CATALOG_SHARE",
     "names_tool",
+    "named_not_called",
     "offer_tools",
     "rank_tools",
     "relevance",
@@ -62,6 +63,18 @@ def names_tool(tool: ToolSchema, request: str) -> bool:
     volume to 3." names ``set_volume``; "What is the capital city?" names no
     ``get_current_weather``, whose description says "city")."""
     return bool(_words(tool.name) & _words(request))
+
+
+def named_not_called(
+    tools: Sequence[ToolSchema], request: str, called: Collection[str]
+) -> list[ToolSchema]:
+    """The tools ``request`` names by a word that no ``called`` tool's name holds: "the weather
+    in Rome, and how much battery" after ``get_current_weather`` names ``get_battery_status``
+    still; "What time is it in Tokyo?" after ``get_current_time`` names no ``convert_time``
+    (its one word, "time", was answered)."""
+    wanted = _words(request)
+    answered = {w for name in called for w in _words(name)}
+    return [t for t in tools if t.name not in called and (_words(t.name) & wanted) - answered]
 
 
 def _overlap(tool: ToolSchema, wanted: set[str]) -> int:
