@@ -191,7 +191,6 @@ class Session:
         self._turn_start = 0  # this turn's user message, in messages
         # None: not yet this turn; tools: the next step is a call to one of them; []: it was.
         self._recall: list[ToolSchema] | None = None
-        self._tools: list[ToolSchema] = []  # the tools on offer this turn
 
     # ------------------------------------------------------------------ tools on offer
 
@@ -233,7 +232,6 @@ class Session:
         if note:
             logger.info("%s", note)
             emit(Event("notice", {"text": note}))
-        self._tools = tools
         async with anyio.create_task_group() as tg:
             for step in range(1, self.max_steps + 1):
                 try:
@@ -466,16 +464,7 @@ class Session:
                                                   "same arguments; the repeat is not run",
                                           "housekeeping": True}))  # fmt: skip
                     continue
-                numbers = self._invented(final)
-                if numbers:
-                    await self.runs.discard(entry)
-                    logger.info("steering: %s not run (invented %s)", final.name, numbers)
-                    emit(Event("notice", {"text": f"the model called {final.name} with "
-                                                  f"{', '.join(numbers)}, found nowhere in the "
-                                                  "conversation; the call is not run",
-                                          "housekeeping": True}))  # fmt: skip
-                    continue
-                steered = self._steered_away(final.name, in_reply=bool(kept))
+                steered = self._steered_away(final, in_reply=bool(kept))
                 if steered:
                     await self.runs.discard(entry)
                     logger.info("steering: %s not run (%s)", final.name, steered)
@@ -505,21 +494,21 @@ class Session:
         self._answered_tools |= answered
         return None
 
-    def _invented(self, call: ToolCall) -> list[str]:
-        """Long numbers in ``call``'s strings that nothing the model was told holds."""
-        on = self.refuse_invented_numbers
-        return invented_numbers(dict(call.arguments), told_texts(self.messages)) if on else []
-
-    def _steered_away(self, name: str, *, in_reply: bool) -> str | None:
-        """Why a call to ``name`` is not run (``None``: it runs). Shown a good result, a small
-        model calls the same tool again with other arguments (a line of the result as a path,
-        the same alarm without its days) instead of answering; or, after a good result or
-        another call of its reply, a tool the request never mentions (an alarm for 01:01
-        after the wifi)."""
+    def _steered_away(self, call: ToolCall, *, in_reply: bool) -> str | None:
+        """Why ``call`` is not run (``None``: it runs). Shown a good result, a small model calls
+        the same tool again with other arguments (a line of the result as a path, the same
+        alarm without its days) instead of answering; or, after a good result or another call
+        of its reply, a tool the request never mentions (an alarm for 01:01 after the wifi); or
+        it writes a long number nothing it was told holds (a phone number for Dmitri)."""
+        name = call.name
         if self.answer_after_result and name in self._answered_tools:
             return "again after its good result"
         if self.related_later_calls and self._unrelated(name, in_reply=in_reply):
             return "after its first call, though the request does not mention it"
+        if self.refuse_invented_numbers:
+            numbers = invented_numbers(dict(call.arguments), told_texts(self.messages))
+            if numbers:
+                return f"with {', '.join(numbers)}, found nowhere in the conversation"
         return None
 
     def _refused(self, tools: list[ToolSchema]) -> set[str]:
