@@ -333,7 +333,7 @@ class Host(AsyncContextManagerMixin):
         if opening is None:  # not begun while the servers started (a lazy load)
             opening = self._begin_opening(native)
         opened = await anyio.to_thread.run_sync(opening.result)
-        choice, threads, metadata, detection, strategy, engine = opened[:6]
+        choice, detection, engine = opened.choice, opened.detection, opened.engine
         # What a cool device gets back after a thermal back-off (seed 003).
         self._cool_threads = self.threads or performance_thread_count()
         self.sampler.model_name = choice.path.stem  # what a server's sampling reply names
@@ -346,14 +346,14 @@ class Host(AsyncContextManagerMixin):
             "strategy": self.strategy,
             "guidance": self.guidance,
             "script_guard": self.script_guard,
-            "threads": threads,
+            "threads": opened.threads,
             "n_ctx": engine.n_ctx,
         }
         return EngineModel(
             engine,
             detection.format,
-            strategy,
-            chat_template=metadata.chat_template,
+            opened.strategy,
+            chat_template=opened.metadata.chat_template,
             prompt_cache=PromptCache.from_config(
                 replace(self.config.prompt_cache, enabled=self.prompt_cache)
             ),
