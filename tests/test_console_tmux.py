@@ -12,9 +12,11 @@ fails. Every wait polls the pane under a named bound.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -31,6 +33,7 @@ SETTLED_S = 1.0  # the pane unchanged this long: nothing more is being printed f
 SETTLE_BOUND_S = 10.0  # ... and at most this long to get there
 POLL_S = 0.1
 TMUX_BOUND_S = 10.0  # one tmux command
+DUMP_S = 2.0  # for a stuck process's stack dump to reach the pane
 READY = " ready; tools: get_current_weather"
 PROMPT = "run it? [y]es / [N]o"
 SPINNER_FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -80,8 +83,30 @@ class Pane:
             if ready(lines):
                 return lines
             if time.monotonic() > deadline:
-                pytest.fail(f"no {what} within {bound_s:g} s; the pane:\n" + "\n".join(lines))
+                pytest.fail(f"no {what} within {bound_s:g} s; {self.state()}; the pane:\n"
+                            + "\n".join(self.lines()))  # fmt: skip
             time.sleep(POLL_S)
+
+    def state(self) -> str:
+        """What tmux knows of the pane's process and, where it still runs, what each of its
+        threads waits in; its Python stacks (SIGABRT, dumped by faulthandler) then reach the
+        pane, read after :data:`DUMP_S`."""
+        fields = ("pane_dead", "pane_dead_status", "pane_dead_signal", "pane_pid")
+        known = {name: self.field(name) for name in fields}
+        text = ", ".join(f"{name}={value!r}" for name, value in known.items())
+        pid = known["pane_pid"]
+        tasks = Path(f"/proc/{pid}/task")
+        if known["pane_dead"] != "1" and pid.isdigit() and tasks.is_dir():
+            waits = []
+            for task in sorted(tasks.iterdir()):
+                with contextlib.suppress(OSError):
+                    name = (task / "comm").read_text().strip()
+                    waits.append(f"{name}:{(task / 'wchan').read_text().strip() or '-'}")
+            text += "; threads (name:kernel wait): " + " ".join(waits)
+            with contextlib.suppress(OSError):
+                os.kill(int(pid), signal.SIGABRT)
+                time.sleep(DUMP_S)
+        return text
 
     def settled(self) -> list[str]:
         """The pane once it has not changed for :data:`SETTLED_S` (at most SETTLE_BOUND_S)."""
@@ -105,8 +130,9 @@ def pane(tmp_path: Path) -> Iterator[Pane]:
     config = tmp_path / "tmux.conf"
     config.write_text("set -g remain-on-exit on\nset -g history-limit 5000\n")
     # The chat sees a terminal on stdin and stderr, as a person's: it asks before a call.
-    command = shlex.join([sys.executable, "-m", "weavehost.cli", "chat", "--server",
-                          "tools/weather.py", "--threads", "1"])  # fmt: skip
+    # -X faulthandler: a process that outlives its bound prints every thread's stack on SIGABRT.
+    command = shlex.join([sys.executable, "-X", "faulthandler", "-m", "weavehost.cli", "chat",
+                          "--server", "tools/weather.py", "--threads", "1"])  # fmt: skip
     pane = Pane(tmux, tmp_path / "tmux.sock")
     pane.run("-f", str(config), "new-session", "-d", "-s", "chat", "-x", "240", "-y", "60",
              "-c", str(ROOT), command)  # fmt: skip
