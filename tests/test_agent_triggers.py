@@ -135,20 +135,33 @@ def test_a_mark_that_began_call_text_taken_back_is_not_written_again_in_the_same
 
 
 @pytest.mark.parametrize("refused", [(), ("get_current_weather",)])
-def test_qwen_s_call_again_after_a_result_is_taken_back_where_its_json_names_a_refused_tool(
-    qwen_model: EngineModel, refused: tuple[str, ...]
+def test_qwen_s_call_again_after_a_result_is_taken_back_as_soon_as_its_json_can_name_only_a_refused_tool(
+    qwen_model: EngineModel, monkeypatch: pytest.MonkeyPatch, refused: tuple[str, ...]
 ):
     # Shown Paris's weather, Qwen opens the same call again. Calls are allowed, but the caller
-    # refuses this tool (it answered this turn): the call is taken back once it is named, with
-    # no call written, and the answer goes on from the result.
+    # refuses this tool (it answered this turn): the call is taken back once its name has
+    # begun, before the rest of the name is written (the passes that would take), with no call
+    # written, and the answer goes on from the result.
+    taken: list[str] = []
+    take_back = Continuation.take_back
+
+    def recorded(self: Continuation, first: int) -> None:
+        taken.append(self.data[self.offsets[first] :].decode("utf-8", errors="replace"))
+        take_back(self, first)
+
+    monkeypatch.setattr(Continuation, "take_back", recorded)
     qwen_model.reset()
     qwen_model.sync(PARIS_ANSWERED, [CURRENT_WEATHER])
     free = qwen_model.free_decode(lambda _text: None, 120, allow_call=True, refused=refused)
     if refused:
         assert (free.call, free.stop) == (False, "end")
         assert '"name"' not in free.text and "-2.9 C" in free.text
+        naming, head = '{"name": "get_current_weather"', '{"name": "'
+        assert taken and all(
+            naming.startswith(text) and len(head) < len(text) < len(naming) for text in taken
+        ), taken
     else:
-        assert free.call and free.text == ""
+        assert free.call and free.text == "" and not taken
 
 
 def weather_server() -> MCPServer:

@@ -24,7 +24,8 @@ Guarantees:
 * Text that could still become a trigger or a stop sequence is held back from the stream, so a
   call's opening characters are never shown as text; a stop sequence ends the text before it.
 * JSON that names a refused tool (the caller's: one whose call would not run now) is taken back
-  as soon as it names it, as a trigger is where calls are not allowed, and the reply goes on.
+  as soon as its name has begun and only refused tools' names begin so, before the rest of the
+  name is written, as a trigger is where calls are not allowed, and the reply goes on.
 * With calls not allowed, the token that began a trigger is banned at its place, and call-shaped
   text written another way (:class:`~weavehost.decode.call_text.CallText`) is taken back the
   same way up to :data:`CALL_TEXT_RETRIES` times, then cuts the reply where it began (what was
@@ -416,6 +417,8 @@ class Continuation:
             self.skip = at + 1
             at, trigger = first_trigger(self.data, triggers, self.skip)
             verdict = self.names_a_tool(self.data[at:], trigger) if at >= 0 else None
+        if verdict is None and at >= 0 and self.refuses(self.data[at:], trigger):
+            return at, trigger  # not a whole naming yet, but only a refused tool's
         return at, trigger if verdict else None
 
     def names_a_tool(self, text: bytes, trigger: Trigger) -> bool | None:
@@ -433,12 +436,19 @@ class Continuation:
 
     def refuses(self, text: bytes, trigger: Trigger) -> bool:
         """Whether the call ``text`` begins names a refused tool: JSON names its tool before
-        the call is written (taken back then, its passes not spent); a format's own tags do
-        not, and the tool is chosen after them."""
+        the call is written, and is taken back as soon as the name has begun and only refused
+        tools' names begin so (``{"name": "get_b`` where ``get_battery_status`` is refused and
+        no other offered tool's name begins ``get_b``), its passes not spent; a format's own
+        tags name no tool, which is chosen after them."""
         if not self.refused or trigger.layout is None:
             return False
         written = text.decode("utf-8", errors="ignore")
-        return any(written.startswith(trigger.layout.naming(name)) for name in self.refused)
+        layout = trigger.layout
+        if len(written) <= len(layout.naming("")) - 1:  # the name has not begun
+            return False
+        namings = {name: layout.naming(name) for name in self.offered}
+        could = [n for n, naming in namings.items() if _compatible(written, naming)]
+        return bool(could) and all(name in self.refused for name in could)
 
     def scan_call_text(self) -> tuple[int, int]:
         """Past a banned trigger, a call written another way: where it begins (-1: nowhere),
@@ -583,3 +593,8 @@ def _begins_no_word(piece: bytes) -> bool:
     whitespace, nothing, or neither a letter, a digit nor a non-ASCII character."""
     first = piece.lstrip()[:1]
     return not first or first == SPECIAL_MARK or not (first.isalnum() or first >= b"\x80")
+
+
+def _compatible(written: str, naming: str) -> bool:
+    """Whether text ``written`` from a trigger on is, or may still become, ``naming``."""
+    return written.startswith(naming) or naming.startswith(written)
