@@ -32,6 +32,7 @@ pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parent.parent
 QWEN_TURN_BOUND_S = 600  # a hang guard on a busy 2-core machine, not a speed claim
+SMOL_TURN_BOUND_S = 300
 
 
 @pytest.mark.parametrize(
@@ -489,3 +490,46 @@ async def test_on_the_real_qwen_rome_s_weather_and_the_battery_are_both_called_u
     ran = {r["name"] for r in events.of("tool_result") if r["status"] == "ok"}
     both = {"get_current_weather", "get_battery_status"}
     assert (ran >= both) == steered, [e.to_json() for e in events]
+
+
+@pytest.mark.parametrize("on_description", [False, True])
+async def test_under_auto_a_message_sharing_a_word_with_a_tool_s_description_alone_starts_with_a_call_for_a_model_that_cannot_tell(
+    on_description: bool,
+) -> None:
+    # "Turn on bluetooth." names no tool; toggle_setting's description says "Turn a setting on".
+    model = Recording([call("toggle_setting", setting="bluetooth", enabled=True), "On."])
+    model.wrote_with, model.forced_steps, model.steps = [], [], 0
+    async with Host(agent_model=model, inproc={"android": android.build_server()},
+                    trust=["android"], approver=StaticApprover(True)) as host:  # fmt: skip
+        session = host.session()
+        session.session.call_on_description = on_description
+        events = await Events.collect(session.run("Turn on bluetooth."), timeout=30)
+        greeting = await Events.collect(session.run("Hi! Who are you?"), timeout=30)
+    assert [r["name"] for r in events.of("tool_result")] == ["toggle_setting"]
+    assert model.forced_steps == ([1] if on_description else [])
+    assert not greeting.of("tool_result") and model.forced_steps == ([1] if on_description else [])
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("on_description", [False, True])
+async def test_on_the_embedded_smollm2_turn_on_bluetooth_is_a_call_and_a_greeting_is_answered_unless_unsteered(
+    embedded_model_path: Path, on_description: bool
+) -> None:
+    # Under required (the default before) SmolLM2 answered "Hi! Who are you?" with list_alarms;
+    # under auto it describes toggle_setting instead of calling it.
+    async with Host(servers=[str(ROOT / "tools" / "android.py")], trust=["android"],
+                    approval="always", model=str(embedded_model_path), prompt_cache=False,
+                    threads=2, n_ctx=4096) as host:  # fmt: skip
+        assert host.description["tool_choice"] == "auto"
+        session = host.session()
+        assert session.session.call_on_description  # the embedded model, by path too
+        session.session.call_on_description = on_description
+        bluetooth = await Events.collect(
+            session.run("Turn on bluetooth."), timeout=SMOL_TURN_BOUND_S
+        )
+        greeting = await Events.collect(host.run("Hi! Who are you?"), timeout=SMOL_TURN_BOUND_S)
+    ran = [(r["name"], r["arguments"].get("setting")) for r in bluetooth.of("tool_result")]
+    assert (ran == [("toggle_setting", "bluetooth")]) == on_description, [
+        e.to_json() for e in bluetooth
+    ]
+    assert not greeting.of("tool_result"), [e.to_json() for e in greeting]

@@ -389,7 +389,8 @@ agent_options = options(
                  metavar="[" + "|".join(TOOL_CHOICES) + "|TOOL_NAME]",
                  help="auto: the model decides; required: each turn starts with a call; "
                  "none: no call; a tool's name: each turn starts with a call to it "
-                 "(default: required on the embedded 135M model, auto otherwise)."),
+                 "(default: auto; on the embedded 135M model a message that shares a word "
+                 "with a tool's name or description starts with a call)."),
     click.option("--max-answer-tokens", type=click.IntRange(1, 131072),
                  default=DEFAULT_MAX_ANSWER_TOKENS, show_default=True,
                  help="Most tokens of free text (the answer) per step; a cut answer says so."),

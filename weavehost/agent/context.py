@@ -44,6 +44,7 @@ __all__ = [
     "ContextView",
     "fit_conversation",
     "turn_starts",
+    "view_notes",
 ]
 
 DEFAULT_LOW_WATER = 0.6  # after dropping turns, the view takes at most this share of the room
@@ -65,6 +66,21 @@ class ContextView:
     cuts: Mapping[int, int] = field(default_factory=dict)  # transcript index -> chars kept
     dropped_turns: int = 0  # turns dropped by this call (not before)
     cut_now: tuple[int, ...] = ()  # transcript indices cut (or cut further) by this call
+
+
+def view_notes(view: ContextView, transcript: Sequence[Message], n_ctx: int) -> list[str]:
+    """What the user is told of ``view``: the turns it no longer shows, and each tool result it
+    cut now."""
+    notes = []
+    if view.dropped_turns:
+        notes.append(f"the conversation outgrew the {n_ctx}-token context: the "
+                     f"{view.dropped_turns} oldest turn(s) are no longer shown to the "
+                     "model")  # fmt: skip
+    for index in view.cut_now:
+        full = len(str(transcript[index].get("content", "")))
+        notes.append(f"a tool result of {full} characters was cut to {view.cuts[index]} to fit "
+                     f"the {n_ctx}-token context")  # fmt: skip
+    return notes
 
 
 def turn_starts(messages: Sequence[Message]) -> list[int]:

@@ -66,7 +66,7 @@ import anyio.from_thread
 
 from weavehost.agent.budget import StepBudget, close_tokens
 from weavehost.agent.cache import CacheEntry, ResultCache
-from weavehost.agent.context import fit_conversation
+from weavehost.agent.context import fit_conversation, view_notes
 from weavehost.agent.events import Event
 from weavehost.agent.lock import ModelLock
 from weavehost.agent.model import AgentModel, FreeText
@@ -150,11 +150,15 @@ class Session:
         tool_choice: ToolChoice = "auto",
         reserve_tokens: int | None = None,
         run_bound_s: float | None = None,
+        call_on_description: bool = False,
     ) -> None:
         # A tool's name must be a tool of the catalog now; a re-listing may drop it later (the
         # turn then writes no forced call, see turn).
         self.tool_choice = check_tool_choice(tool_choice, catalog.names)
         self.model, self.lock, self.catalog, self.executor = model, lock, catalog, executor
+        # Under auto, a message sharing a word with a tool's description (not only its name)
+        # begins with a call: for a model that cannot tell when to call (the embedded 135M).
+        self.call_on_description = call_on_description
         self.config = config
         self.max_steps, self.free_tokens, self.call_tokens = max_steps, free_tokens, call_tokens
         self.catalog_share = catalog_share
@@ -279,17 +283,7 @@ class Session:
             cuts=self._view_cuts,
         )
         self._view_start, self._view_cuts = view.start, dict(view.cuts)
-        notes = []
-        if view.dropped_turns:
-            notes.append(f"the conversation outgrew the {self.model.n_ctx}-token context: the "
-                         f"{view.dropped_turns} oldest turn(s) are no longer shown to the "
-                         "model")  # fmt: skip
-        for index in view.cut_now:
-            kept = view.cuts[index]
-            full = len(str(self.messages[index].get("content", "")))
-            notes.append(f"a tool result of {full} characters was cut to {kept} to fit the "
-                         f"{self.model.n_ctx}-token context")  # fmt: skip
-        return view.messages, notes
+        return view.messages, view_notes(view, self.messages, self.model.n_ctx)
 
     async def _step(
         self,
@@ -534,7 +528,8 @@ class Session:
     def _forced_tools(self, step: int, tools: list[ToolSchema]) -> list[ToolSchema]:
         """The tools a call must be written with now (none: the model decides): the first
         step's under ``required``, a tool's name, or ``auto`` where the message names a tool
-        (:func:`~.tools.names_tool`); once a turn after a good result, the read-only tools it
+        (:func:`~.tools.names_tool`; with ``call_on_description``, where it shares a word with
+        one: :func:`~.tools.relevance`); once a turn after a good result, the read-only tools it
         names that no call answered (:func:`~.tools.named_not_called`)."""
         if self._recall:
             recall, self._recall = self._recall, []  # once a turn: a second one stands
@@ -545,7 +540,8 @@ class Session:
             request = str(self.messages[self._turn_start].get("content", ""))
             named = [t for t in tools if names_tool(t, request)]
             if step == 1:
-                return tools if named else []
+                said = relevance if self.call_on_description else names_tool
+                return tools if any(said(t, request) for t in tools) else []
             left, catalog = named_not_called(named, request, self._turn_tools), self.catalog
             later = [t for t in left if t.name in catalog and catalog.get(t.name).read_only]
             ready = self._answered_tools and not self._answer_only and self._recall is None

@@ -475,7 +475,7 @@ async def _run_task(
         "n_ctx": config.n_ctx,
         "max_steps": config.max_steps,
         # The user's choice, not the resolved path: the host picks its defaults (tool_choice
-        # "required" on the embedded SmolLM2) from where the model came from.
+        # and the embedded SmolLM2's calls on description words) from where the model came from.
         "model": config.model,
         "prompt_cache": variant.prompt_cache == "on",
         # Each free token's top-two gap in the timings, for where drafted answers part.
