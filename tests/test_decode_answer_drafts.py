@@ -160,16 +160,18 @@ def written(
     drafts: bool,
     plan: DecodePlan = CHEAP_ROWS,
     bound: int = 40,
+    source: AnswerDrafts | None = None,
     **options: Any,
 ) -> Written:
     """The reply to ``messages`` by a new writer. A tool is on offer (in the prompt) where
-    ``offered`` names it."""
+    ``offered`` names it; ``source`` drafts instead of the conversation's texts."""
     held = prefilled(engine, messages, [CURRENT_WEATHER] if options.get("offered") else [])
     start, drafted = len(held), engine.stats.drafted_tokens
     engine.reset_kv_peak()
     writer = ReplyWriter(engine, SMOLLM2, plan=plan)
     shown: list[str] = []
-    source = AnswerDrafts.from_messages(messages) if drafts else None
+    if source is None and drafts:
+        source = AnswerDrafts.from_messages(messages)
     free = writer.continue_reply(held, bound, shown.append, drafts=source, **options)
     assert engine.seq_len(0) == len(held)  # nothing drafted and unchosen stays in the sequence
     return Written(

@@ -326,6 +326,7 @@ class Host(AsyncContextManagerMixin):
     async def _load_model(self, native: contextlib.ExitStack) -> AgentModel:
         if self.remote is not None:
             return await self._load_remote(native, self.remote)  # type: ignore[no-any-return]
+        from weavehost.agent.answer_memory import AnswerMemory
         from weavehost.agent.prompt_cache import PromptCache
 
         # Taken only now: until it is awaited, leaving the host waits for it.
@@ -352,14 +353,19 @@ class Host(AsyncContextManagerMixin):
             "threads": opened.threads,
             "n_ctx": engine.n_ctx,
         }
+        prompt_cache = PromptCache.from_config(
+            replace(self.config.prompt_cache, enabled=self.prompt_cache)
+        )
         return EngineModel(
             engine,
             detection.format,
             opened.strategy,
             chat_template=opened.metadata.chat_template,
-            prompt_cache=PromptCache.from_config(
-                replace(self.config.prompt_cache, enabled=self.prompt_cache)
-            ),
+            prompt_cache=prompt_cache,
+            # Beside the prompt cache, and only with it: the model's earlier answers.
+            answer_memory=AnswerMemory.beside(prompt_cache.directory, choice.path)
+            if prompt_cache is not None
+            else None,
             answer_drafts=self.answer_drafts,
             guidance=self.guidance,
             script_guard=self.script_guard,

@@ -43,6 +43,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from weavehost.agent.answer_memory import AnswerMemory
 from weavehost.agent.prompt_cache import CacheStatus, PromptCache, common_prefix, stable_prefix
 from weavehost.decode import MAX_CALLS, CallResult, DecodeStrategy, ToolSchema
 from weavehost.decode.answer_drafts import AnswerDrafts
@@ -208,8 +209,12 @@ class EngineModel:
         script_guard: bool = False,
         scripts: ScriptTable | None = None,
         record_margins: bool = False,
+        answer_memory: AnswerMemory | None = None,
     ) -> None:
         self.engine, self.format, self.strategy = engine, fmt, strategy
+        # This model's answers of earlier conversations, drafted from too; each answer that
+        # ends by itself is added (weavehost.agent.answer_memory).
+        self.answer_memory = answer_memory
         # Each free token's top-two gap recorded in its FreeText (weavehost.decode.choice):
         # what bench-agent reports where drafted and undrafted answers part. Off: nothing paid.
         self.record_margins = record_margins
@@ -313,7 +318,10 @@ class EngineModel:
         engine = self.engine
         tokens = self.render(messages, tools)
         self._drafts = DraftSource.from_messages(messages, syntax=self.format.value_syntax)
-        self._answer_drafts = AnswerDrafts.from_messages(messages) if self.answer_drafts else None
+        self._answer_drafts = None
+        if self.answer_drafts:
+            earlier = self.answer_memory.texts() if self.answer_memory else ()
+            self._answer_drafts = AnswerDrafts.from_messages(messages, earlier)
         self._scripts = allowed_scripts(messages) if self.script_guard else None
         if len(tokens) >= engine.n_ctx:
             raise ContextOverflowError(
@@ -372,6 +380,8 @@ class EngineModel:
         )  # fmt: skip
         if not free.call:
             self._remember_reply()
+            if self.answer_memory is not None and free.stop in ("end", "stop_sequence"):
+                self.answer_memory.add(free.text)
         return FreeText(
             text=free.text, call=free.call, stop=free.stop, tokens=free.tokens,
             passes=free.passes, token_ids=free.token_ids, margins=free.margins,

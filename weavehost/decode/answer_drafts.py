@@ -17,7 +17,8 @@ Guarantees:
   first, and returns what followed its most recent occurrence, up to the end of that text and
   at most ``max_chars``; ``""`` when nothing matches. Never a special token's text: the texts
   are tokenized as plain text.
-* The texts are the user's messages, the tool results and the assistant's earlier text (not
+* The texts are the model's remembered answers of earlier conversations (where the host keeps
+  them), then the user's messages, the tool results and the assistant's earlier text (not
   the system prompt: its instructions and tool descriptions are rarely what an answer copies),
   and, for a tool result that is JSON, each scalar member restated as answers restate it
   (``humidity: 53``, ``humidity is 53``, with ``_`` read as a space): the answer that writes a
@@ -94,11 +95,15 @@ class AnswerDrafts:
         self._text = "".join(text + _END for text in kept)
 
     @classmethod
-    def from_messages(cls, messages: Sequence[Mapping[str, Any]]) -> AnswerDrafts:
+    def from_messages(
+        cls, messages: Sequence[Mapping[str, Any]], earlier: Sequence[str] = ()
+    ) -> AnswerDrafts:
         """The texts of OpenAI-style ``messages``, oldest first: user, tool and assistant
         content (a string, or ``{"type": "text", "text": ...}`` parts) and each JSON tool
-        result's members restated; not the system prompt."""
-        texts: list[str] = []
+        result's members restated; not the system prompt. ``earlier``: texts looked up before
+        them (the model's remembered answers, :mod:`weavehost.agent.answer_memory`), so where
+        both hold a match the conversation's, the most recent, is drafted."""
+        texts: list[str] = list(earlier)
         for message in messages:
             role = message.get("role")
             if role in ("system", "developer"):

@@ -1,0 +1,117 @@
+"""The model's remembered answers (weavehost.agent.answer_memory): bounded, kept on disk beside
+the prompt cache, never in the way of a turn, and a source of drafts that changes how many
+passes a later answer takes, never its text."""
+
+# ruff: noqa: E501 - test names are sentences
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from tests.test_decode_answer_drafts import CHEAP_ROWS, same_reply, written
+from weavehost import Host
+from weavehost.agent.answer_memory import MAX_ANSWERS, MAX_CHARS, AnswerMemory
+from weavehost.decode.answer_drafts import AnswerDrafts
+from weavehost.testing import Events
+
+ROOT = Path(__file__).resolve().parent.parent
+SMOL_TURN_BOUND_S = 300  # a hang guard on a busy 2-core machine, not a speed claim
+GREETING = [{"role": "user", "content": "Hi! Who are you?"}]
+
+
+def test_the_latest_answers_are_kept_oldest_first_each_cut_and_a_repeat_moves_to_the_end(
+    tmp_path: Path,
+) -> None:
+    memory = AnswerMemory(tmp_path / "answers.json")
+    for n in range(MAX_ANSWERS + 3):
+        memory.add(f"answer {n}")
+    memory.add("answer 10")  # already there: moved to the end, not kept twice
+    memory.add("x" * (MAX_CHARS + 50))
+    memory.add("   ")  # nothing to keep
+    texts = memory.texts()
+    assert len(texts) == MAX_ANSWERS and texts.count("answer 10") == 1
+    assert texts[-2:] == ["answer 10", "x" * MAX_CHARS]
+    assert texts[0] == "answer 4"  # the oldest ones went first
+    # Another memory of the same file (the next run) reads what this one wrote.
+    assert AnswerMemory(tmp_path / "answers.json").texts() == texts
+
+
+@pytest.mark.parametrize(
+    "content",
+    ['{"version": 1, "answers": ["ok", 3]}', '{"version": 0, "answers": []}', "[1, 2]", '{"ver'],
+)
+def test_a_torn_or_foreign_file_is_an_empty_memory_that_the_next_answer_writes_over(
+    tmp_path: Path, content: str
+) -> None:
+    path = tmp_path / "answers.json"
+    path.write_text(content)
+    memory = AnswerMemory(path)
+    assert memory.texts() == []
+    memory.add("Paris: partly cloudy")
+    assert json.loads(path.read_text()) == {"version": 1, "answers": ["Paris: partly cloudy"]}
+
+
+def test_a_memory_that_cannot_be_written_is_logged_and_the_answer_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    memory = AnswerMemory(blocked / "answers.json")  # its directory is a file
+    with caplog.at_level(logging.WARNING, logger="weavehost.agent.answer_memory"):
+        memory.add("Paris: partly cloudy")
+    assert memory.texts() == ["Paris: partly cloudy"]  # kept for this run
+    assert "could not write" in caplog.text
+
+
+def test_a_remembered_answer_is_drafted_where_the_conversation_holds_nothing_and_the_conversation_wins_where_both_do() -> (
+    None
+):
+    earlier = ["Here is the response for the function call `get_battery_status`: done"]
+    alone = AnswerDrafts.from_messages(GREETING, earlier)
+    assert alone.propose("Here is the resp") == (
+        "onse for the function call `get_battery_status`: done"
+    )
+    conversation = [*GREETING, {"role": "assistant", "content": "Here is the response: 42"}]
+    assert AnswerDrafts.from_messages(conversation, earlier).propose("Here is the resp") == (
+        "onse: 42"
+    )
+    assert AnswerDrafts.from_messages(GREETING).propose("Here is the resp") == ""
+
+
+@pytest.mark.model
+def test_on_the_embedded_smollm2_an_answer_remembered_from_another_conversation_is_written_again_in_fewer_passes_with_the_same_text(
+    fresh_engine,
+) -> None:
+    first = written(fresh_engine, GREETING, drafts=True)  # from the user's words alone
+    source = AnswerDrafts.from_messages(GREETING, [first.free.text])
+    again = written(fresh_engine, GREETING, drafts=True, source=source)
+    same_reply(again, first)
+    assert again.drafted > first.drafted and again.free.passes < first.free.passes
+
+
+@pytest.mark.model
+@pytest.mark.anyio
+async def test_a_host_drafts_its_answer_from_what_the_model_answered_in_an_earlier_host(
+    embedded_model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WEAVEHOST_CACHE", str(tmp_path))
+
+    async def greeted() -> tuple[str, int, int]:
+        async with Host(servers=[str(ROOT / "tools" / "weather.py")], trust=["weather"],
+                        model=str(embedded_model_path), threads=2, decode_plan=CHEAP_ROWS,
+                        n_ctx=2048) as host:  # fmt: skip
+            events = await Events.collect(host.run("Hi! Who are you?"), timeout=SMOL_TURN_BOUND_S)
+        timings = events.of("timings")[-1]
+        text = "".join(e["text"] for e in events if e.type == "text")
+        return text, timings["free_tokens"], timings["free_passes"]
+
+    text, tokens, passes = await greeted()
+    (memory,) = (tmp_path / "prompts").glob("answers-SmolLM2*.json")
+    assert json.loads(memory.read_text())["answers"] == [text.strip()[:MAX_CHARS]]
+    again, tokens_again, passes_again = await greeted()
+    assert (again, tokens_again) == (text, tokens)
+    assert passes_again < passes
