@@ -14,13 +14,23 @@ import pytest
 
 from tests.test_decode_answer_drafts import CHEAP_ROWS, same_reply, written
 from weavehost import Host
-from weavehost.agent.answer_memory import MAX_ANSWERS, MAX_CHARS, AnswerMemory
+from weavehost.agent.answer_memory import MAX_ANSWERS, MAX_CHARS, AnswerMemory, own_pieces
 from weavehost.decode.answer_drafts import AnswerDrafts
 from weavehost.testing import Events
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOL_TURN_BOUND_S = 300  # a hang guard on a busy 2-core machine, not a speed claim
 GREETING = [{"role": "user", "content": "Hi! Who are you?"}]
+
+
+def test_an_answer_is_kept_without_what_it_copied_from_its_conversation() -> None:
+    told = ["How much battery do I have left?", "battery at 73%, not charging"]
+    text = "Here is the response for `get_battery_status`:\n\nbattery at 73%, not charging"
+    assert own_pieces(text, told) == ["Here is the response for `get_battery_status`:\n\n"]
+    told = ["What is the weather in Paris?", "Paris: partly cloudy, -2.9 C, humidity 53%"]
+    text = "Sure! Paris: partly cloudy, -2.9 C. Anything else?"
+    assert own_pieces(text, told) == ["Sure! ", ". Anything else?"]
+    assert own_pieces("Paris: partly cloudy", told) == []  # all of it copied: nothing kept
 
 
 def test_the_latest_answers_are_kept_oldest_first_each_cut_and_a_repeat_moves_to_the_end(
@@ -42,7 +52,12 @@ def test_the_latest_answers_are_kept_oldest_first_each_cut_and_a_repeat_moves_to
 
 @pytest.mark.parametrize(
     "content",
-    ['{"version": 1, "answers": ["ok", 3]}', '{"version": 0, "answers": []}', "[1, 2]", '{"ver'],
+    [
+        '{"version": 2, "answers": [["ok", 3]]}',
+        '{"version": 1, "answers": ["ok"]}',
+        "[1, 2]",
+        '{"ver',
+    ],
 )
 def test_a_torn_or_foreign_file_is_an_empty_memory_that_the_next_answer_writes_over(
     tmp_path: Path, content: str
@@ -52,7 +67,7 @@ def test_a_torn_or_foreign_file_is_an_empty_memory_that_the_next_answer_writes_o
     memory = AnswerMemory(path)
     assert memory.texts() == []
     memory.add("Paris: partly cloudy")
-    assert json.loads(path.read_text()) == {"version": 1, "answers": ["Paris: partly cloudy"]}
+    assert json.loads(path.read_text()) == {"version": 2, "answers": [["Paris: partly cloudy"]]}
 
 
 def test_a_memory_that_cannot_be_written_is_logged_and_the_answer_goes_on(
@@ -99,19 +114,21 @@ async def test_a_host_drafts_its_answer_from_what_the_model_answered_in_an_earli
     embedded_model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("WEAVEHOST_CACHE", str(tmp_path))
+    prompt = "Hi! Who are you?"
 
     async def greeted() -> tuple[str, int, int]:
         async with Host(servers=[str(ROOT / "tools" / "weather.py")], trust=["weather"],
                         model=str(embedded_model_path), threads=2, decode_plan=CHEAP_ROWS,
                         n_ctx=2048) as host:  # fmt: skip
-            events = await Events.collect(host.run("Hi! Who are you?"), timeout=SMOL_TURN_BOUND_S)
+            events = await Events.collect(host.run(prompt), timeout=SMOL_TURN_BOUND_S)
         timings = events.of("timings")[-1]
         text = "".join(e["text"] for e in events if e.type == "text")
         return text, timings["free_tokens"], timings["free_passes"]
 
     text, tokens, passes = await greeted()
     (memory,) = (tmp_path / "prompts").glob("answers-SmolLM2*.json")
-    assert json.loads(memory.read_text())["answers"] == [text.strip()[:MAX_CHARS]]
+    # Kept without what it copied from the conversation (the user's words).
+    assert json.loads(memory.read_text())["answers"] == [own_pieces(text.strip(), [prompt])]
     again, tokens_again, passes_again = await greeted()
     assert (again, tokens_again) == (text, tokens)
     assert passes_again < passes

@@ -13,6 +13,12 @@ Guarantees:
 * **Drafts only.** The texts are never shown to the model or put in a conversation; a draft is
   kept only where it is the greedy choice, so what is remembered changes how many passes an
   answer takes, never its text.
+* **What the model wrote on its own.** What an answer copied from its conversation (a run of
+  :data:`COPIED_SPAN` characters or more that the user's messages, the tool results or earlier
+  replies hold: Paris's weather restated) is cut out before it is kept: a new conversation
+  drafts its own results from itself, and another conversation's would be drafted wrong. What
+  is kept is the model's own wording ("Here is the response for the function call `"), in
+  pieces.
 * **Bounded.** The :data:`MAX_ANSWERS` latest answers that ended by themselves (not at a bound,
   not in a call), each cut to :data:`MAX_CHARS`, in one JSON file per model file in the prompt
   cache's directory; it goes where the prompt cache goes (``--no-prompt-cache`` keeps none).
@@ -30,13 +36,14 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["MAX_ANSWERS", "MAX_CHARS", "AnswerMemory"]
+__all__ = ["COPIED_SPAN", "MAX_ANSWERS", "MAX_CHARS", "AnswerMemory", "own_pieces"]
 
 logger = logging.getLogger(__name__)
 
 MAX_ANSWERS = 32  # answers kept per model file
 MAX_CHARS = 1000  # of each answer, from its start (openings recur; a long tail rarely does)
-_VERSION = 1
+COPIED_SPAN = 8  # characters in a row an answer copied from its conversation: not kept
+_VERSION = 2  # answers as lists of pieces (1: whole texts)
 
 
 class AnswerMemory:
@@ -56,16 +63,17 @@ class AnswerMemory:
         return cls(directory / f"answers-{model.stem}-{size}.json")
 
     def texts(self) -> list[str]:
-        """The remembered answers, oldest first."""
-        return list(self._answers)
+        """The pieces of the remembered answers, oldest first."""
+        return [piece for answer in self._answers for piece in answer]
 
-    def add(self, text: str) -> None:
-        """Remember ``text`` (cut to :data:`MAX_CHARS`) as the latest answer, forgetting the
-        oldest past :data:`MAX_ANSWERS`, and write the file."""
-        text = text.strip()[:MAX_CHARS]
-        if not text:
+    def add(self, text: str, told: Sequence[str] = ()) -> None:
+        """Remember ``text`` (cut to :data:`MAX_CHARS`), less what it copied from ``told``
+        (:func:`own_pieces`), as the latest answer, forgetting the oldest past
+        :data:`MAX_ANSWERS`, and write the file."""
+        pieces = own_pieces(text.strip()[:MAX_CHARS], told)
+        if not pieces:
             return
-        answers = [a for a in self._answers if a != text] + [text]
+        answers = [a for a in self._answers if a != pieces] + [pieces]
         self._answers = answers[-MAX_ANSWERS:]
         self._write()
 
@@ -79,11 +87,11 @@ class AnswerMemory:
             return []
         ours = isinstance(record, dict) and record.get("version") == _VERSION
         answers = record.get("answers") if ours else None
-        if not _strings(answers):
+        if not (isinstance(answers, list) and all(_pieces(a) for a in answers)):
             logger.debug("answer memory: %s is not a version-%d record; starting empty",
                          self.path, _VERSION)  # fmt: skip
             return []
-        return [a[:MAX_CHARS] for a in answers[-MAX_ANSWERS:]]
+        return [list(a) for a in answers[-MAX_ANSWERS:]]
 
     def _write(self) -> None:
         record = {"version": _VERSION, "answers": self._answers}
@@ -101,9 +109,26 @@ class AnswerMemory:
             logger.warning("answer memory: could not write %s: %s", self.path, exc)
 
 
-def _strings(value: object) -> bool:
-    return (
-        isinstance(value, Sequence)
-        and not isinstance(value, str)
-        and all(isinstance(item, str) for item in value)
-    )
+def own_pieces(text: str, told: Sequence[str]) -> list[str]:
+    """The pieces of ``text`` left once every run of :data:`COPIED_SPAN` characters or more
+    that one of ``told`` holds is cut out, blank ones dropped: "Here is the weather in Paris:
+    Paris: partly cloudy, -2.9 C" after that result keeps "Here is the weather in " (the
+    rest, from "Paris: partly", is the result's)."""
+    haystack = "\x00".join(told)
+    pieces: list[str] = []
+    start = at = 0
+    while at <= len(text) - COPIED_SPAN:
+        if text[at : at + COPIED_SPAN] not in haystack:
+            at += 1
+            continue
+        end = at + COPIED_SPAN
+        while end < len(text) and text[at : end + 1] in haystack:
+            end += 1
+        pieces.append(text[start:at])
+        start = at = end
+    pieces.append(text[start:])
+    return [piece for piece in pieces if piece.strip()]
+
+
+def _pieces(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(piece, str) for piece in value)
