@@ -15,7 +15,7 @@ import pytest
 from tests.test_decode_answer_drafts import CHEAP_ROWS, same_reply, written
 from weavehost import Host
 from weavehost.agent.answer_memory import MAX_ANSWERS, MAX_CHARS, AnswerMemory, own_pieces
-from weavehost.decode.answer_drafts import AnswerDrafts
+from weavehost.decode.answer_drafts import AnswerDrafts, DraftPricing
 from weavehost.testing import Events
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -132,3 +132,20 @@ async def test_a_host_drafts_its_answer_from_what_the_model_answered_in_an_earli
     again, tokens_again, passes_again = await greeted()
     assert (again, tokens_again) == (text, tokens)
     assert passes_again < passes
+
+
+def test_a_draft_from_a_remembered_answer_is_priced_apart_at_its_own_lower_rate() -> None:
+    earlier = ["Here is the response for the function call `get_battery_status`: done"]
+    drafts = AnswerDrafts.from_messages(GREETING, earlier)
+    pricing = DraftPricing(CHEAP_ROWS)
+    written_so_far = b"Here is the response for the f"
+    tokens, bucket = drafts.tokens_after(written_so_far, pricing, 64, lambda text: list(text))
+    assert tokens and bucket == pricing.bucket(len(written_so_far), remembered=True)
+    remembered, conversation = pricing.rates(bucket), pricing.rates(pricing.bucket(30))
+    assert remembered[0] < conversation[0] and remembered[1] < conversation[1]
+    # The same words said in the conversation are a conversation draft.
+    said = [*GREETING, {"role": "assistant", "content": earlier[0]}]
+    _, bucket = AnswerDrafts.from_messages(said).tokens_after(
+        written_so_far, pricing, 64, lambda text: list(text)
+    )
+    assert bucket == pricing.bucket(len(written_so_far))
