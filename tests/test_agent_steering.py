@@ -173,11 +173,12 @@ async def test_the_step_after_a_good_result_refuses_its_tool_to_the_reply_writer
 
 
 async def _qwen_turn(
-    qwen_gguf: Path, *prompts: str, server: str = "android", **options: object
+    qwen_gguf: Path, *prompts: str, server: str | tuple[str, ...] = "android", **options: object
 ) -> Events:
     """The events of the last of ``prompts``, each a turn of one conversation on the real Qwen
-    (every call approved)."""
-    async with Host(servers=[str(ROOT / "tools" / f"{server}.py")], trust=[server],
+    with the tools of ``server`` (one name or several; every call approved)."""
+    names = [server] if isinstance(server, str) else list(server)
+    async with Host(servers=[str(ROOT / "tools" / f"{name}.py") for name in names], trust=names,
                     approval="always", model=str(qwen_gguf), prompt_cache=False, threads=2,
                     n_ctx=4096, guidance=False, **options) as host:  # type: ignore[arg-type]  # fmt: skip
         session = host.session()
@@ -482,11 +483,8 @@ async def test_on_the_real_qwen_rome_s_weather_and_the_battery_are_both_called_u
 ) -> None:
     # Forced to begin with a call, Qwen 0.5B asked for the weather and answered from it alone.
     monkeypatch.setattr(Session, "call_named_tools", steered)
-    async with Host(servers=[str(ROOT / "tools" / "weather.py"), str(ROOT / "tools" / "android.py")],
-                    trust=["weather", "android"], approval="always", model=str(qwen_gguf),
-                    prompt_cache=False, threads=2, n_ctx=4096, guidance=False) as host:  # fmt: skip
-        prompt = "How is the weather in Rome, and how much battery do I have?"
-        events = await Events.collect(host.run(prompt), timeout=QWEN_TURN_BOUND_S)
+    prompt = "How is the weather in Rome, and how much battery do I have?"
+    events = await _qwen_turn(qwen_gguf, prompt, server=("weather", "android"))
     ran = {r["name"] for r in events.of("tool_result") if r["status"] == "ok"}
     both = {"get_current_weather", "get_battery_status"}
     assert (ran >= both) == steered, [e.to_json() for e in events]

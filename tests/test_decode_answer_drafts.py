@@ -138,8 +138,8 @@ def test_a_longer_match_is_its_own_kind_of_draft() -> None:
     long_match = MATCH_BUCKETS[-1]
     for _ in range(200):
         pricing.count(pricing.bucket(MATCH_BUCKETS[0] - 1), False, False)
-    assert pricing.rows(32, matched=MATCH_BUCKETS[0] - 1) == 0  # short matches: poor
-    assert pricing.rows(32, matched=long_match) > 1  # long ones keep their own rate
+    assert pricing.rows(32, pricing.bucket(MATCH_BUCKETS[0] - 1)) == 0  # short matches: poor
+    assert pricing.rows(32, pricing.bucket(long_match)) > 1  # long ones keep their own rate
 
 
 # ----------------------------------------------------------------------- on the real model

@@ -46,8 +46,8 @@ from typing import Any, Protocol
 from weavehost.agent.answer_memory import AnswerMemory
 from weavehost.agent.prompt_cache import CacheStatus, PromptCache, common_prefix, stable_prefix
 from weavehost.decode import MAX_CALLS, CallResult, DecodeStrategy, ToolSchema
-from weavehost.decode.answer_drafts import AnswerDrafts
-from weavehost.decode.drafts import DraftSource, content_texts
+from weavehost.decode.answer_drafts import AnswerDrafts, conversation_texts
+from weavehost.decode.drafts import DraftSource
 from weavehost.decode.reply import ReplyWriter, Sampling, TextSink
 from weavehost.engine import Engine, EngineStats
 from weavehost.engine.scripts import ScriptTable, scripts_in
@@ -233,7 +233,7 @@ class EngineModel:
         # tokens a pass where the machine's costs say it pays; None: answer drafts off.
         self.answer_drafts = answer_drafts
         self._answer_drafts: AnswerDrafts | None = None
-        self._told: list[str] = []  # the texts of the conversation last synced
+        self._synced: Sequence[Mapping[str, Any]] = ()  # the conversation last synced
         self.held: list[int] = []
         # Replies as the model wrote them (text -> tokens): the history re-renders a reply as
         # text, and its tokens are reused so the cache keeps exactly what the model wrote.
@@ -323,9 +323,7 @@ class EngineModel:
         if self.answer_drafts:
             earlier = self.answer_memory.texts() if self.answer_memory else ()
             self._answer_drafts = AnswerDrafts.from_messages(messages, earlier)
-        # What an answer may copy, which its memory does not keep (agent.answer_memory).
-        self._told = [text for m in messages if m.get("role") not in ("system", "developer")
-                      for text in content_texts(m.get("content"))]  # fmt: skip
+        self._synced = messages  # what an answer may copy, which its memory does not keep
         self._scripts = allowed_scripts(messages) if self.script_guard else None
         if len(tokens) >= engine.n_ctx:
             raise ContextOverflowError(
@@ -385,7 +383,7 @@ class EngineModel:
         if not free.call:
             self._remember_reply()
             if self.answer_memory is not None and free.stop in ("end", "stop_sequence"):
-                self.answer_memory.add(free.text, self._told)
+                self.answer_memory.add(free.text, conversation_texts(self._synced))
         return FreeText(
             text=free.text, call=free.call, stop=free.stop, tokens=free.tokens,
             passes=free.passes, token_ids=free.token_ids, margins=free.margins,

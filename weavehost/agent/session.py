@@ -538,14 +538,14 @@ class Session:
             return []
         if self.tool_choice == "auto" and self.call_named_tools and self.model.writes_forced_calls:
             request = str(self.messages[self._turn_start].get("content", ""))
-            named = [t for t in tools if names_tool(t, request)]
             if step == 1:
                 said = relevance if self.call_on_description else names_tool
                 return tools if any(said(t, request) for t in tools) else []
-            left, catalog = named_not_called(named, request, self._turn_tools), self.catalog
+            if not self._answered_tools or self._answer_only or self._recall is not None:
+                return []
+            left, catalog = named_not_called(tools, request, self._turn_tools), self.catalog
             later = [t for t in left if t.name in catalog and catalog.get(t.name).read_only]
-            ready = self._answered_tools and not self._answer_only and self._recall is None
-            if not later or not ready:
+            if not later:
                 return []
             self._recall = []  # the turn's one steered step
             return later

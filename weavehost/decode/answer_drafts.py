@@ -46,6 +46,7 @@ __all__ = [
     "MIN_MATCH",
     "AnswerDrafts",
     "DraftPricing",
+    "conversation_texts",
 ]
 
 # The shortest suffix of the answer looked up: shorter ones ("the ", "s a") recur in any text,
@@ -99,10 +100,9 @@ class AnswerDrafts:
     __slots__ = ("_earlier", "_text")
 
     def __init__(self, texts: Sequence[str], earlier: Sequence[str] = ()) -> None:
-        kept = [text.replace(_END, "") for text in [*earlier, *texts] if text]
-        self._text = "".join(text + _END for text in kept)
-        # Where the remembered texts end: a match before this is the memory's.
-        self._earlier = sum(len(text) + 1 for text in kept[: len([t for t in earlier if t])])
+        remembered = "".join(text.replace(_END, "") + _END for text in earlier if text)
+        self._text = remembered + "".join(text.replace(_END, "") + _END for text in texts if text)
+        self._earlier = len(remembered)  # a match that begins before this is the memory's
 
     @classmethod
     def from_messages(
@@ -115,12 +115,9 @@ class AnswerDrafts:
         both hold a match the conversation's, the most recent, is drafted."""
         texts: list[str] = []
         for message in messages:
-            role = message.get("role")
-            if role in ("system", "developer"):
-                continue
-            contents = list(content_texts(message.get("content")))
+            contents = conversation_texts([message])
             texts.extend(contents)
-            if role == "tool":
+            if message.get("role") == "tool":
                 for content in contents:
                     texts.extend(restated_members(content))
         return cls(texts, earlier)
@@ -147,27 +144,39 @@ class AnswerDrafts:
             written = tail.decode("utf-8")
         except UnicodeDecodeError:
             return [], 0
-        text, matched = self.match(written)
+        text, matched, remembered = self.match(written)
         if not text:
             return [], 0
-        remembered = self._text.rfind(written[-matched:]) < self._earlier
         bucket = pricing.bucket(matched, remembered=remembered)
         # Priced first at the most room (memoised): a draft never sent is never tokenized.
-        draft = tokenize(text) if pricing.rows(room, matched, remembered) > 0 else []
-        rows = pricing.rows(min(room, len(draft)), matched, remembered)
+        draft = tokenize(text) if pricing.rows(room, bucket) > 0 else []
+        rows = pricing.rows(min(room, len(draft)), bucket)
         if rows <= 0:
             pricing.fade(bucket)  # not worth a row at this rate: try again later
         return draft[:rows], bucket
 
-    def match(self, written: str, *, max_chars: int = MAX_DRAFT_CHARS) -> tuple[str, int]:
-        """:meth:`propose`'s draft and the length of the suffix it followed (0: none)."""
+    def match(self, written: str, *, max_chars: int = MAX_DRAFT_CHARS) -> tuple[str, int, bool]:
+        """:meth:`propose`'s draft, the length of the suffix it followed (0: none), and
+        whether it followed it in the model's remembered answers."""
         text = self._text
         if len(written) < MIN_MATCH or max_chars <= 0 or written[-MIN_MATCH:] not in text:
-            return "", 0
+            return "", 0, False
         length = longest_suffix_in(written, text, MIN_MATCH, min(len(written), MAX_MATCH))
-        at = text.rfind(written[-length:]) + length
+        found = text.rfind(written[-length:])
+        at = found + length
         end = text.find(_END, at)
-        return text[at : min(end, at + max_chars)], length
+        return text[at : min(end, at + max_chars)], length, found < self._earlier
+
+
+def conversation_texts(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The content texts of ``messages``, oldest first, not the system prompt's: what an answer
+    may restate."""
+    return [
+        text
+        for message in messages
+        if message.get("role") not in ("system", "developer")
+        for text in content_texts(message.get("content"))
+    ]
 
 
 def restated_members(result: str) -> list[str]:
@@ -238,14 +247,13 @@ class DraftPricing:
         first, later = self._counts[bucket]
         return _rate(first), _rate(later)
 
-    def rows(self, room: int, matched: int = MIN_MATCH, remembered: bool = False) -> int:
+    def rows(self, room: int, bucket: int = 0) -> int:
         """Drafted tokens for the next pass (at most ``room``: the bound and the draft's own
-        tokens), for a draft from a match of ``matched`` characters (``remembered``: in the
-        model's remembered answers)."""
+        tokens), for a draft of kind ``bucket`` (:meth:`bucket`)."""
         room = min(room, MAX_DRAFT_ROWS)
         if self.plan.table is None or room <= 0:
             return 0
-        first, later = self.rates(self.bucket(matched, remembered=remembered))
+        first, later = self.rates(bucket)
         key = (round(first * 100), round(later * 100), room)
         rows = self._rows.get(key)
         if rows is None:

@@ -65,7 +65,7 @@ from weavehost.decode.trigger_scan import first_trigger, held_back
 from weavehost.engine import Engine, Row
 from weavehost.engine.scripts import ScriptTable, script_table
 from weavehost.engine.vocab import SPECIAL_MARK, marked_tokens
-from weavehost.formats.base import ModelFormat, Trigger
+from weavehost.formats.base import CallLayout, ModelFormat, Trigger
 
 if TYPE_CHECKING:
     from weavehost.decode.drafts import DraftSource
@@ -285,6 +285,8 @@ class Continuation:
         self.writer, self.engine, self.held = writer, writer.engine, held
         self.on_text, self.offered, self.allow_call = on_text, tuple(offered), allow_call
         self.refused = frozenset(refused)  # tools whose call is taken back where JSON names it
+        # Per JSON layout: the length of its text before a name, and each offered tool's naming.
+        self.namings: dict[CallLayout, tuple[int, dict[str, str]]] = {}
         self.start = self.engine.seq_len(0)
         self.sampling = sampling or Sampling()
         self.rng = None if self.sampling.greedy else np.random.default_rng(self.sampling.seed)
@@ -428,11 +430,8 @@ class Continuation:
         not yet known)."""
         if trigger.layout is None:
             return True
-        written = text.decode("utf-8", errors="ignore")
-        namings = [trigger.layout.naming(name) for name in self.offered]
-        if any(written.startswith(naming) for naming in namings):
-            return True
-        return None if any(naming.startswith(written) for naming in namings) else False
+        could, whole = self.could_name(text, trigger.layout)
+        return True if whole else (None if could else False)
 
     def refuses(self, text: bytes, trigger: Trigger) -> bool:
         """Whether the call ``text`` begins names a refused tool: JSON names its tool before
@@ -442,13 +441,25 @@ class Continuation:
         tags name no tool, which is chosen after them."""
         if not self.refused or trigger.layout is None:
             return False
+        could, _ = self.could_name(text, trigger.layout, begun=True)
+        return bool(could) and self.refused.issuperset(could)
+
+    def could_name(
+        self, text: bytes, layout: CallLayout, *, begun: bool = False
+    ) -> tuple[list[str], bool]:
+        """The offered tools whose naming in ``layout`` ``text`` is or may still become, and
+        whether it is one whole (``begun``: none until the name itself has begun). The namings
+        are made once per reply."""
+        made = self.namings.get(layout)
+        if made is None:
+            head = len(layout.naming("")) - 1  # the layout's text before a name
+            made = self.namings[layout] = (head, {n: layout.naming(n) for n in self.offered})
+        head, namings = made
         written = text.decode("utf-8", errors="ignore")
-        layout = trigger.layout
-        if len(written) <= len(layout.naming("")) - 1:  # the name has not begun
-            return False
-        namings = {name: layout.naming(name) for name in self.offered}
-        could = [n for n, naming in namings.items() if _compatible(written, naming)]
-        return bool(could) and all(name in self.refused for name in could)
+        if begun and len(written) <= head:
+            return [], False
+        could = [n for n, naming in namings.items() if naming.startswith(written[: len(naming)])]
+        return could, any(written.startswith(namings[n]) for n in could)
 
     def scan_call_text(self) -> tuple[int, int]:
         """Past a banned trigger, a call written another way: where it begins (-1: nowhere),
@@ -593,8 +604,3 @@ def _begins_no_word(piece: bytes) -> bool:
     whitespace, nothing, or neither a letter, a digit nor a non-ASCII character."""
     first = piece.lstrip()[:1]
     return not first or first == SPECIAL_MARK or not (first.isalnum() or first >= b"\x80")
-
-
-def _compatible(written: str, naming: str) -> bool:
-    """Whether text ``written`` from a trigger on is, or may still become, ``naming``."""
-    return written.startswith(naming) or naming.startswith(written)
