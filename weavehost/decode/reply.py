@@ -285,8 +285,7 @@ class Continuation:
         self.writer, self.engine, self.held = writer, writer.engine, held
         self.on_text, self.offered, self.allow_call = on_text, tuple(offered), allow_call
         self.refused = frozenset(refused)  # tools whose call is taken back where JSON names it
-        # Per JSON layout: the length of its text before a name, and each offered tool's naming.
-        self.namings: dict[CallLayout, tuple[int, dict[str, str]]] = {}
+        self.namings: dict[CallLayout, tuple[int, dict[str, str]]] = {}  # see could_name
         self.start = self.engine.seq_len(0)
         self.sampling = sampling or Sampling()
         self.rng = None if self.sampling.greedy else np.random.default_rng(self.sampling.seed)
@@ -434,27 +433,22 @@ class Continuation:
         return True if whole else (None if could else False)
 
     def refuses(self, text: bytes, trigger: Trigger) -> bool:
-        """Whether the call ``text`` begins names a refused tool: JSON names its tool before
-        the call is written, and is taken back as soon as the name has begun and only refused
-        tools' names begin so (``{"name": "get_b`` where ``get_battery_status`` is refused and
-        no other offered tool's name begins ``get_b``), its passes not spent; a format's own
-        tags name no tool, which is chosen after them."""
+        """Whether the JSON ``text`` begins can name only refused tools, its name begun
+        (``{"name": "get_b``): taken back then; a format's tags name no tool."""
         if not self.refused or trigger.layout is None:
             return False
         could, _ = self.could_name(text, trigger.layout, begun=True)
         return bool(could) and self.refused.issuperset(could)
 
-    def could_name(
-        self, text: bytes, layout: CallLayout, *, begun: bool = False
-    ) -> tuple[list[str], bool]:
+    def could_name(self, text: bytes, layout: CallLayout, *, begun: bool = False):  # noqa: ANN201
         """The offered tools whose naming in ``layout`` ``text`` is or may still become, and
-        whether it is one whole (``begun``: none until the name itself has begun). The namings
-        are made once per reply."""
-        made = self.namings.get(layout)
-        if made is None:
-            head = len(layout.naming("")) - 1  # the layout's text before a name
-            made = self.namings[layout] = (head, {n: layout.naming(n) for n in self.offered})
-        head, namings = made
+        whether it is one whole (``begun``: none before the name begins); namings made once."""
+        if layout not in self.namings:  # the layout's text before a name, and each naming
+            self.namings[layout] = (
+                len(layout.naming("")) - 1,
+                {n: layout.naming(n) for n in self.offered},
+            )
+        head, namings = self.namings[layout]
         written = text.decode("utf-8", errors="ignore")
         if begun and len(written) <= head:
             return [], False
