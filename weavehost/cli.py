@@ -27,6 +27,7 @@ from weavehost import __version__
 from weavehost.agent import DEFAULT_MAX_STEPS, TOOL_CHOICES
 from weavehost.agent.options import DEFAULT_MAX_ANSWER_TOKENS
 from weavehost.cli_options import (
+    KV_CACHE_HELP,
     WeavehostGroup,
     approval_option,
     config_option,
@@ -34,6 +35,7 @@ from weavehost.cli_options import (
     format_option,
     guidance_option,
     json_option,
+    kv_cache_option,
     model_option,
     options,
     root_option,
@@ -255,29 +257,47 @@ def tools(ctx: click.Context, servers: tuple[str, ...], config_path: str | None,
     help="Measure again, store nothing, and compare with the stored calibration: exit 1 if "
     "the kernel chosen differs or a width's cost relative to one row differs by more than 15%.",
 )
+@kv_cache_option(
+    "Measure with this KV cache type (default: f16); a model run with another type "
+    "decodes by the calibration of its own type."
+)
 @json_option("Print the stored calibration (with --check: the comparison) as JSON.")
 def calibrate(
-    model: str | None, threads: int | None, repeats: int, max_rows: int, check: bool, as_json: bool
+    model: str | None,
+    threads: int | None,
+    repeats: int,
+    max_rows: int,
+    check: bool,
+    kv_cache: str | None,
+    as_json: bool,
 ) -> None:
     """Measure what a pass of 1..N rows costs here and store the plan `weave` decodes by."""
     from weavehost.bench.machine import cpu_flags
     from weavehost.decode.calibration import calibrate as measure
-    from weavehost.decode.padding import DEFAULT_ACCEPT
-    from weavehost.engine.calibrate import format_table
     from weavehost.models import resolve_model
 
     choice = resolve_model(model)
     rows = sorted({r for r in DEFAULT_ROWS if r <= max_rows} | {max_rows})
+    kv_cache = kv_cache or "f16"
     if check:
-        _calibrate_check(choice.path, threads, rows, repeats, cpu_flags(), as_json)
+        _calibrate_check(choice.path, threads, rows, repeats, cpu_flags(), as_json, kv_cache)
         return
-    run = measure(choice.path, threads=threads, rows=rows, repeats=repeats, cpu_flags=cpu_flags())
+    run = measure(choice.path, threads=threads, rows=rows, repeats=repeats, cpu_flags=cpu_flags(),
+                  kv_cache=kv_cache)  # fmt: skip
     probe, calibration, plan, path = run.probe, run.calibration, run.plan, run.path
-    machine, table = run.machine, run.calibration.table
     if as_json:
         click.echo(path.read_text(), nl=False)
         return
-    click.echo(f"{choice.path.name} on {machine}: medians of {repeats} interleaved rounds")
+    click.echo(f"{choice.path.name} on {run.machine}: medians of {repeats} interleaved rounds")
+    if probe is None:
+        click.echo(f"flash attention: on (a {kv_cache} KV cache needs it; not probed)")
+    else:
+        _print_probe(probe)
+    _print_calibration(calibration, plan, path)
+
+
+def _print_probe(probe: Any) -> None:
+    """The attention probe's choice and the turns it timed."""
     turns = ", ".join(
         f"{'on' if setting else 'off'} {probe.turn_s(setting):.2f} s"
         f" ({probe.prefill_token_s[setting] * 1e3:.2f} ms a prefilled token,"
@@ -289,6 +309,14 @@ def calibrate(
         f"{PROBE_PROMPT_TOKENS} prompt tokens and {PROBE_SERIAL_PASSES} one-row passes: {turns};"
         f" off only if faster by {probe.margin:.1%}, the noise between openings {probe.noise:.1%})"
     )
+
+
+def _print_calibration(calibration: Any, plan: Any, path: Path) -> None:
+    """A stored calibration's table, padding, output costs and draft rows, and where it went."""
+    from weavehost.decode.padding import DEFAULT_ACCEPT
+    from weavehost.engine.calibrate import format_table
+
+    table = calibration.table
     if calibration.remeasured:
         click.echo(f"timed again after the shape check: {', '.join(calibration.remeasured)}")
     click.echo(format_table(table))
@@ -317,21 +345,32 @@ def calibrate(
 
 
 def _calibrate_check(
-    model: Path, threads: int | None, rows: list[int], repeats: int, flags: list[str], as_json: bool
+    model: Path,
+    threads: int | None,
+    rows: list[int],
+    repeats: int,
+    flags: list[str],
+    as_json: bool,
+    kv_cache: str,
 ) -> None:
     """``weavehost calibrate --check``: the stored table against a new measurement."""
     from weavehost.decode.calibration import check_calibration
     from weavehost.engine.calibrate import AGREEMENT
 
-    found = check_calibration(model, threads=threads, rows=rows, repeats=repeats, cpu_flags=flags)
+    found = check_calibration(model, threads=threads, rows=rows, repeats=repeats, cpu_flags=flags,
+                              kv_cache=kv_cache)  # fmt: skip
     stored, now, agreement = found.stored, found.calibration.table, found.agreement
     kind, count, worst = agreement.worst
     on_off = {True: "on", False: "off"}
     if as_json:
         report = {
             "stored": str(found.path),
-            "flash_attn": {"stored": found.stored_flash_attn, "probe": found.probe.flash_attn},
-            "attention_probe": found.probe.record(),
+            "flash_attn": {
+                "stored": found.stored_flash_attn,
+                "probe": None if found.probe is None else found.probe.flash_attn,
+            },
+            "attention_probe": None if found.probe is None else found.probe.record(),
+            "kv_cache": kv_cache,
             "relative_difference": {
                 "rows": {str(n): round(d, 4) for n, d in agreement.rows.items()},
                 "outputs": {str(n): round(d, 4) for n, d in agreement.outputs.items()},
@@ -357,10 +396,13 @@ def _calibrate_check(
         if agreement.outputs:
             outputs = ", ".join(f"{n} {d:.1%}" for n, d in agreement.outputs.items())
             click.echo(f"outputs (× one row), difference: {outputs}")
-        click.echo(
-            f"flash attention: stored {on_off[found.stored_flash_attn]}, the probe now chooses "
-            f"{on_off[found.probe.flash_attn]} (margin {found.probe.margin:.1%})"
-        )
+        if found.probe is None:
+            click.echo(f"flash attention: on (a {kv_cache} KV cache needs it; not probed)")
+        else:
+            click.echo(
+                f"flash attention: stored {on_off[found.stored_flash_attn]}, the probe now "
+                f"chooses {on_off[found.probe.flash_attn]} (margin {found.probe.margin:.1%})"
+            )
         for fault in found.calibration.shape_faults:
             click.echo(f"warning: shape check failed after re-measuring: {fault}", err=True)
         click.echo(
@@ -399,6 +441,7 @@ agent_options = options(
                  "their saved KV state from the cache directory."),
     guidance_option,
     script_guard_option,
+    kv_cache_option(KV_CACHE_HELP),
     json_option("One JSON event per line: text, calls, results, timings."),
     root_option,
 )  # fmt: skip
@@ -440,7 +483,8 @@ def _agent(ctx: click.Context, kw: dict[str, Any], body: Any, *, exit_on_error: 
                     n_ctx=kw["n_ctx"], max_steps=kw["max_steps"], on_loading=on_loading,
                     tool_choice=kw["tool_choice"], max_answer_tokens=kw["max_answer_tokens"],
                     prompt_cache=False if kw["no_prompt_cache"] else None,
-                    guidance=kw["guidance"], script_guard=kw["script_guard"])  # fmt: skip
+                    guidance=kw["guidance"], script_guard=kw["script_guard"],
+                    kv_cache=kw["kv_cache"])  # fmt: skip
 
     try:
         code = anyio.run(run_agent, make_host, body, printer)

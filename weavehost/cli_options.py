@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import click
 
-from weavehost.config import APPROVAL_MODES, SWITCHES
+from weavehost.config import APPROVAL_MODES, KV_CACHES, SWITCHES
 from weavehost.errors import WeavehostError
 
 __all__ = [
@@ -40,7 +40,9 @@ __all__ = [
     "ctx_option",
     "format_option",
     "guidance_option",
+    "KV_CACHE_HELP",
     "json_option",
+    "kv_cache_option",
     "model_option",
     "options",
     "root_option",
@@ -214,3 +216,16 @@ script_guard_option = _switch_option(
     'Chinese after an English question; default: on, or the config\'s "scriptGuard").',
 )
 """``--script-guard on|off`` into ``script_guard``."""
+
+
+def kv_cache_option(text: str) -> Decorator[Any]:
+    """``--kv-cache f16|q8_0`` into ``kv_cache`` (``None``: as configured, or f16)."""
+    return click.option("--kv-cache", "kv_cache", type=click.Choice(KV_CACHES), default=None,
+                        help=text)  # fmt: skip
+
+
+KV_CACHE_HELP = (
+    "The KV cache's type: f16 (llama.cpp's default) or q8_0 (half the memory; on the CPU a "
+    "drafted answer is then bit for bit the undrafted one, at some speed: docs/engine.md; "
+    'default: f16, or the config\'s "kvCache").'
+)

@@ -60,7 +60,8 @@ File format (every key but a server's ``command`` or ``url`` is optional)::
                    "maxSchemaBytes": 65536, "maxSchemaDepth": 32, "maxArgumentDepth": 64,
                    "maxDescriptionChars": 1024},
         "promptCache": {"enabled": true, "maxBytes": 2147483648},
-        "answerDrafts": true                     # greedy answers drafted, verified (default)
+        "answerDrafts": true,                    # greedy answers drafted, verified (default)
+        "kvCache": "f16"                         # f16 | q8_0: the KV cache's type
       }
     }
 
@@ -112,6 +113,7 @@ __all__ = [
     "APPROVAL_MODES",
     "DEFAULT_PROMPT_CACHE_BYTES",
     "ApprovalMode",
+    "KV_CACHES",
     "HostConfig",
     "Limits",
     "PromptCacheConfig",
@@ -197,6 +199,9 @@ class HostConfig:
     # Greedy free text drafted from the conversation and verified many tokens a pass where the
     # machine's costs say it pays (weavehost.decode.answer_drafts); the text is the same.
     answer_drafts: bool = True
+    # The KV cache's type (KV_CACHES): f16, llama.cpp's default, or q8_0 (half the memory, and
+    # on the CPU drafted text bit for bit the undrafted: docs/engine.md).
+    kv_cache: str = "f16"
     roots: tuple[str, ...] = ()  # directories offered to servers; () offers none
     # Persistent approvals: server -> tool -> the tool's schema_hash (or a prefix of at least
     # 16 hex digits) it was approved with; a changed definition (a rug pull) asks again.
@@ -222,8 +227,10 @@ class HostConfig:
 
 _HOST_KEYS = (
     "model", "threads", "trustedServers", "approval", "toolChoice", "timeouts", "limits",
-    "promptCache", "roots", "approved", "answerDrafts", "guidance", "scriptGuard",
+    "promptCache", "roots", "approved", "answerDrafts", "guidance", "scriptGuard", "kvCache",
 )  # fmt: skip
+# The KV cache types a local model may run with (weavehost.engine.native.KV_CACHE_TYPES).
+KV_CACHES = ("f16", "q8_0")
 # A switch in the config: on or off (true and false mean the same).
 SWITCHES = ("on", "off")
 _HASH = re.compile(r"[0-9a-fA-F]{16,64}")
@@ -292,6 +299,14 @@ def parse_config(document: Any, source: str = "<config>") -> HostConfig:
                 f"expected one of {', '.join(APPROVAL_MODES)}, got {kind_of(approval)}",
             )
         config = replace(config, approval=approval)
+    if "kvCache" in host:
+        kv_cache = host["kvCache"]
+        if kv_cache not in KV_CACHES:
+            raise check.fail(
+                "weavehost.kvCache",
+                f"expected one of {', '.join(KV_CACHES)}, got {kind_of(kv_cache)}",
+            )
+        config = replace(config, kv_cache=kv_cache)
     if "toolChoice" in host:
         # auto | required | none | a tool's name: the name is checked against the catalog
         # once the servers have listed their tools (weavehost.agent.options).
@@ -440,6 +455,7 @@ def merge_flags(
     answer_drafts: bool | None = None,
     guidance: bool | None = None,
     script_guard: bool | None = None,
+    kv_cache: str | None = None,
 ) -> HostConfig:
     """``config`` with a :class:`~weavehost.host.Host`'s keyword flags over it; every field no
     flag sets (roots, approved, timeouts …) is kept as configured.
@@ -451,8 +467,11 @@ def merge_flags(
     (no remote server), a URL the remote server it names with the config's other remote
     settings (:func:`resolve_remote`); ``threads`` and ``tool_choice`` replace the config's
     when given; ``prompt_cache`` turns the cache on or off, ``answer_drafts`` the drafts of
-    answers, ``guidance`` the host's guidance and ``script_guard`` the answer's script guard
-    (``None``: as configured)."""
+    answers, ``guidance`` the host's guidance, ``script_guard`` the answer's script guard and
+    ``kv_cache`` the KV cache's type (``None``: as configured; another type than
+    :data:`KV_CACHES` is a :class:`ConfigError`)."""
+    if kv_cache is not None and kv_cache not in KV_CACHES:
+        raise ConfigError(f"--kv-cache {kv_cache!r}: expected one of {', '.join(KV_CACHES)}")
     if servers or trust or approval:
         extra = build_config(None, servers, approval=approval)
         taken = {s.name for s in config.servers}
@@ -479,4 +498,5 @@ def merge_flags(
         tool_choice=tool_choice or config.tool_choice,
         guidance=config.guidance if guidance is None else guidance,
         script_guard=config.script_guard if script_guard is None else script_guard,
+        kv_cache=kv_cache or config.kv_cache,
     )

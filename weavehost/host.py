@@ -141,13 +141,14 @@ class Host(AsyncContextManagerMixin):
         load_model: LoadModel = True,
         decode_plan: DecodePlan | None = None,
         record_margins: bool = False,
+        kv_cache: str | None = None,
     ) -> None:
         # The flags over the config, in one place (weavehost.config.merge_flags).
         base = merge_flags(
             config or HostConfig(), servers=servers, trust=trust, approval=approval,  # type: ignore[arg-type]
             inproc=tuple(inproc or ()), model=model, threads=threads, tool_choice=tool_choice,
             prompt_cache=prompt_cache, answer_drafts=answer_drafts, guidance=guidance,
-            script_guard=script_guard,
+            script_guard=script_guard, kv_cache=kv_cache,
         )  # fmt: skip
         if load_model not in (True, False, "lazy"):
             raise ConfigError(f"load_model must be True, False or 'lazy', not {load_model!r}")
@@ -188,6 +189,7 @@ class Host(AsyncContextManagerMixin):
         # answer's script guard (on unless they turn it off). Only a model the host loads uses them.
         self.guidance = base.guidance
         self.script_guard = base.script_guard
+        self.kv_cache = base.kv_cache  # the KV cache's type (f16 unless configured or asked)
         self.model: AgentModel | None = agent_model
         self.pool: ServerPool | None = None
         self.catalog: Catalog | None = None
@@ -392,6 +394,7 @@ class Host(AsyncContextManagerMixin):
             strategy=self.strategy,
             script_guard=self.script_guard,
             plan=self.decode_plan,
+            kv_cache=self.kv_cache,
         )
 
     # ------------------------------------------------------------------ conversations

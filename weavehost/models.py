@@ -285,6 +285,7 @@ def open_local_model(
     strategy: str,
     script_guard: bool,
     plan: DecodePlan | None = None,
+    kv_cache: str = "f16",
 ) -> concurrent.futures.Future[LocalModel]:
     """``choice`` opened in a thread of its own, its native resources owned by ``native``: the
     metadata read, the format detected (``format_name`` overrides), llama.cpp's engine opened
@@ -292,8 +293,8 @@ def open_local_model(
     ``strategy`` made for that state and prepared (llguidance's view of the vocabulary), and
     the script table built where the answer's scripts are guarded, so the first call waits for
     none of it. ``plan``: decode by it instead of the calibration (:func:`open_calibrated
-    <weavehost.decode.calibration.open_calibrated>`). The future holds the
-    :class:`LocalModel`, or the error that stopped it."""
+    <weavehost.decode.calibration.open_calibrated>`); ``kv_cache``: the KV cache's type. The
+    future holds the :class:`LocalModel`, or the error that stopped it."""
     from weavehost import gguf  # looked up at the call: a test may watch the opening's first step
     from weavehost.decode import get_strategy
     from weavehost.decode.calibration import open_calibrated
@@ -303,7 +304,9 @@ def open_local_model(
         meta = gguf.read_metadata(choice.path, full_arrays=("tokenizer.ggml.tokens",))
         detection = detect_format(meta, format_name)
         opened = native.enter_context(
-            open_calibrated(choice.path, n_ctx=n_ctx, n_threads=threads, plan=plan)
+            open_calibrated(
+                choice.path, n_ctx=n_ctx, n_threads=threads, plan=plan, kv_cache=kv_cache
+            )
         )
         decoder = get_strategy(strategy, opened.state)
         decoder.prepare(opened.engine)

@@ -168,6 +168,7 @@ class AgentBenchConfig:
     remote: RemoteModelConfig | None = None  # a remote server instead of ``model``
     peers: tuple[str, ...] = ()  # stock stacks run beside (``--peer``), each a variant
     cost_model: str | None = None  # a cost file or shipped table's name (``--cost-model``)
+    kv_cache: str = "f16"  # the local model's KV cache type (``--kv-cache``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +271,9 @@ def run_agent_bench(
     if peers and config.remote is not None:
         raise BenchError("--peer starts a server over a local GGUF; it does not go with a remote "
                          "--model")  # fmt: skip
+    if peers and config.kv_cache != "f16":
+        raise BenchError(f"--kv-cache {config.kv_cache} is weavehost's own cache; the --peer "
+                         "servers run an f16 one, so the two would not compare")  # fmt: skip
     costs = _cost_model(config)  # an unknown or malformed table fails here
     model_path: str | None = None
     if config.remote is not None:
@@ -304,12 +308,14 @@ def _uncalibrated(config: AgentBenchConfig, launch: Launch) -> str | None:
 
     if config.answer_drafts == "off" or config.cost_model is not None:
         return None
-    if load_plan(launch.model, launch.threads) is not NO_PLAN:
+    if load_plan(launch.model, launch.threads, kv_cache=config.kv_cache) is not NO_PLAN:
         return None
     return (
         f"no calibration of {launch.model.name} at {launch.threads} threads on this machine: "
         "answers are not drafted, so drafts on runs as drafts off; run `weavehost calibrate "
-        f"--model {launch.model} --threads {launch.threads}` first"
+        f"--model {launch.model} --threads {launch.threads}"
+        + ("" if config.kv_cache == "f16" else f" --kv-cache {config.kv_cache}")
+        + "` first"
     )
 
 
@@ -431,6 +437,8 @@ async def _run_tasks(
         summary["setup"]["peers"] = {name: s.describe() for name, s in servers.items()}
     if plan.costs is not None:
         summary["setup"]["cost_model"] = plan.costs.describe()
+    if config.remote is None:
+        summary["setup"]["kv_cache"] = config.kv_cache
     summary_json = config.out / "summary.json"
     summary_json.write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
     return AgentBenchRun(
@@ -481,6 +489,8 @@ async def _run_task(
         # Each free token's top-two gap in the timings, for where drafted answers part.
         "record_margins": True,
     }
+    if config.remote is None and variant.peer is None:
+        kwargs["kv_cache"] = config.kv_cache
     if variant.answer_drafts is not None:
         kwargs["answer_drafts"] = variant.answer_drafts == "on"
     if plan.costs is not None and config.remote is None:  # decoded as planned for that machine

@@ -25,7 +25,7 @@ from weavehost.bench.agent_peer import LLAMA_SERVER_ENV, LLAMA_SERVER_INSTALL
 from weavehost.bench.agent_tasks import TASK_SETS
 from weavehost.bench.cli import run_options
 from weavehost.bench.costs import shipped_cost_models
-from weavehost.cli_options import config_option
+from weavehost.cli_options import config_option, kv_cache_option
 from weavehost.config import load_config, resolve_remote
 
 __all__ = ["bench_agent"]
@@ -117,6 +117,10 @@ def _ab_option(flag: str, modes: tuple[str, ...], default: str, text: str) -> An
     "drafted tokens an answer's pass carries), as `weavehost bench --cost-model` does, so this "
     "run's own times are not this machine's best (a local model only).",
 )
+@kv_cache_option(
+    "The local model's KV cache type (default: f16): q8_0 makes drafted passes compute what "
+    "one-row passes do, bit for bit (docs/engine.md); not with --peer, whose servers run f16."
+)
 def bench_agent(
     tasks: Path | None,
     task_set: str | None,
@@ -133,6 +137,7 @@ def bench_agent(
     config_path: str | None,
     peers: tuple[str, ...],
     cost_model: str | None,
+    kv_cache: str | None,
 ) -> None:
     """Run agent TASKS (default: --set examples, the 51 shipped tasks) end to end through the
     host and report success, time to first tool start and time to the answer, per strategy
@@ -155,6 +160,7 @@ def bench_agent(
         max_steps=max_steps,
         peers=peers,  # checked once, by run_agent_bench
         cost_model=cost_model,  # resolved once, by run_agent_bench
+        kv_cache=kv_cache or "f16",
     )
     run = run_agent_bench(config, progress=lambda line: click.echo(line, err=True))
     click.echo(run.table)

@@ -12,7 +12,9 @@ stored calibration or chooses the attention kernel:
 - **Checking** (:func:`check_calibration`, ``weavehost calibrate --check``): the same
   measurement again with the stored kernel, stored nowhere, compared width by width with the
   stored table (:class:`~weavehost.engine.calibrate.Agreement`).
-- **Storing** it per model file and thread count under :func:`weavehost.paths.cache_dir`
+- **Storing** it per model file, thread count and KV cache type (``f16`` unless named: a
+  quantized cache is measured with flash attention, which it needs, and no probe) under
+  :func:`weavehost.paths.cache_dir`
   (:func:`plan_path`, :func:`save_plan`) and reading it back (:func:`load_plan`,
   :func:`calibrated_flash_attn`). Without one a model gets :data:`~weavehost.decode.padding.NO_PLAN`
   and flash attention on (the engine's default).
@@ -21,11 +23,11 @@ stored calibration or chooses the attention kernel:
   plan is the stored one. The host, the bench runner (and through it the stock peers, opened
   with the engine's kernel) and so a server's sampling request all open models here.
 
-Invariant: a plan is used only with the kernel it was measured with. An engine's kernel is
-fixed when it opens; a thermal back-off that changes its thread count
-(:meth:`~weavehost.engine.Engine.set_threads`) reads that thread count's stored plan only if it
-was measured with the same kernel, and decodes with :data:`~weavehost.decode.padding.NO_PLAN`
-otherwise (:func:`stored_plans`).
+Invariant: a plan is used only with the kernel and the cache type it was measured with. An
+engine's kernel and cache are fixed when it opens; a thermal back-off that changes its thread
+count (:meth:`~weavehost.engine.Engine.set_threads`) reads that thread count's stored plan only
+if it was measured with the same kernel and cache, and decodes with
+:data:`~weavehost.decode.padding.NO_PLAN` otherwise (:func:`stored_plans`).
 """
 
 from __future__ import annotations
@@ -82,17 +84,22 @@ logger = logging.getLogger(__name__)
 CALIBRATION_VERSION = 3
 
 
-def plan_path(model: Path, threads: int) -> Path:
-    """Where the calibration of ``model`` at ``threads`` threads is stored."""
+def plan_path(model: Path, threads: int, kv_cache: str = "f16") -> Path:
+    """Where the calibration of ``model`` at ``threads`` threads with a ``kv_cache`` cache is
+    stored (an f16 cache's, the default, under the name it has always had)."""
     stat = model.stat()
     key = f"{model.stem}-{stat.st_size}-t{threads}"
+    if kv_cache != "f16":
+        key += f"-kv{kv_cache}"
     return cache_dir() / "calibration" / f"{key}.json"
 
 
-def save_plan(model: Path, threads: int, calibration: Calibration, plan: DecodePlan) -> Path:
+def save_plan(
+    model: Path, threads: int, calibration: Calibration, plan: DecodePlan, kv_cache: str = "f16"
+) -> Path:
     """Store ``calibration`` (a cost file plus how it was made and the padding) for ``model``
-    at ``threads`` threads."""
-    path = plan_path(model, threads)
+    at ``threads`` threads with a ``kv_cache`` cache."""
+    path = plan_path(model, threads, kv_cache)
     path.parent.mkdir(parents=True, exist_ok=True)
     record: dict[str, Any] = {
         "calibration": CALIBRATION_VERSION,
@@ -112,11 +119,14 @@ def _record_kernel(record: Any) -> bool:
     return not isinstance(record, dict) or record.get("flash_attn") is not False
 
 
-def calibrated_flash_attn(model: Path, threads: int) -> bool:
+def calibrated_flash_attn(model: Path, threads: int, kv_cache: str = "f16") -> bool:
     """Whether to open ``model`` at ``threads`` threads with flash attention: as the stored
     calibration was measured (``weavehost calibrate`` times both and keeps the faster; its
-    table holds for that setting only), on without one (the engine's default). An unreadable
-    calibration is :func:`load_plan`'s to report: on here."""
+    table holds for that setting only), on without one (the engine's default) and with any
+    cache but f16 (a quantized cache needs it). An unreadable calibration is
+    :func:`load_plan`'s to report: on here."""
+    if kv_cache != "f16":
+        return True
     try:
         record = json.loads(plan_path(model, threads).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -124,14 +134,17 @@ def calibrated_flash_attn(model: Path, threads: int) -> bool:
     return _record_kernel(record)
 
 
-def load_plan(model: Path, threads: int, *, flash_attn: bool | None = None) -> DecodePlan:
-    """The plan stored for ``model`` at ``threads`` threads, or :data:`NO_PLAN` if none was
-    made, or (``flash_attn`` given) if it was measured with the other kernel.
+def load_plan(
+    model: Path, threads: int, *, flash_attn: bool | None = None, kv_cache: str = "f16"
+) -> DecodePlan:
+    """The plan stored for ``model`` at ``threads`` threads with a ``kv_cache`` cache, or
+    :data:`NO_PLAN` if none was made, or (``flash_attn`` given) if it was measured with the
+    other kernel.
 
     A stored file that is damaged, or written by an older weavehost, is a :class:`ConfigError`
     that says to run ``weavehost calibrate``.
     """
-    path = plan_path(model, threads)
+    path = plan_path(model, threads, kv_cache)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -160,16 +173,17 @@ def load_plan(model: Path, threads: int, *, flash_attn: bool | None = None) -> D
     return DecodePlan.from_table(table, source=f"calibrated ({path})")
 
 
-def stored_plans(model: Path, flash_attn: bool) -> PlanSource:
-    """The plan for each thread count of ``model`` opened with the ``flash_attn`` kernel: the
-    stored one when it was measured with that kernel, :data:`NO_PLAN` otherwise."""
-    return lambda threads: load_plan(model, threads, flash_attn=flash_attn)
+def stored_plans(model: Path, flash_attn: bool, kv_cache: str = "f16") -> PlanSource:
+    """The plan for each thread count of ``model`` opened with the ``flash_attn`` kernel and a
+    ``kv_cache`` cache: the stored one when it was measured so, :data:`NO_PLAN` otherwise."""
+    return lambda threads: load_plan(model, threads, flash_attn=flash_attn, kv_cache=kv_cache)
 
 
 def decode_state(engine: Engine) -> DecodeState:
     """A new decode state for ``engine``'s model, its plans the stored calibration's for the
     kernel the engine was opened with."""
-    return DecodeState(engine.identity, plans=stored_plans(engine.path, engine.flash_attn))
+    plans = stored_plans(engine.path, engine.flash_attn, engine.identity.kv_cache)
+    return DecodeState(engine.identity, plans=plans)
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,15 +202,21 @@ def open_calibrated(
     n_ctx: int = DEFAULT_N_CTX,
     n_seq_max: int = DEFAULT_N_SEQ_MAX,
     plan: DecodePlan | None = None,
+    kv_cache: str = "f16",
 ) -> Iterator[OpenedModel]:
-    """Open ``model`` with the kernel its calibration at the thread count was measured with
-    (flash attention on without one), with its decode state; both end with the block. The
-    plan at the opening thread count is read now, so a damaged calibration fails here.
-    ``plan``: the state decodes by this plan at every thread count instead of the stored one
-    (another machine's costs: ``weavehost bench-agent --cost-model``'s projection)."""
-    flash_attn = calibrated_flash_attn(model, n_threads)
+    """Open ``model`` with a ``kv_cache`` cache and the kernel its calibration at the thread
+    count was measured with (flash attention on without one), with its decode state; both end
+    with the block. The plan at the opening thread count is read now, so a damaged calibration
+    fails here. ``plan``: the state decodes by this plan at every thread count instead of the
+    stored one (another machine's costs: ``weavehost bench-agent --cost-model``'s projection)."""
+    flash_attn = calibrated_flash_attn(model, n_threads, kv_cache)
     with Engine.open(
-        model, n_ctx=n_ctx, n_threads=n_threads, n_seq_max=n_seq_max, flash_attn=flash_attn
+        model,
+        n_ctx=n_ctx,
+        n_threads=n_threads,
+        n_seq_max=n_seq_max,
+        flash_attn=flash_attn,
+        kv_cache=kv_cache,
     ) as engine:
         if plan is None:
             state = decode_state(engine)
@@ -211,7 +231,7 @@ class CalibrationRun:
     """What :func:`calibrate` measured and stored: the attention probe, the calibration (its
     table), the plan made from it, the machine it describes and the file it went to."""
 
-    probe: AttentionProbe
+    probe: AttentionProbe | None  # None: the cache type fixed the kernel (flash attention on)
     calibration: Calibration
     plan: DecodePlan
     machine: str
@@ -225,16 +245,21 @@ def calibrate(
     rows: Sequence[int],
     repeats: int,
     cpu_flags: Sequence[str] = (),
+    kv_cache: str = "f16",
 ) -> CalibrationRun:
     """Measure ``model`` on this machine and store its calibration: flash attention off only
-    where it runs a turn clearly faster than on (:class:`AttentionProbe`), then the cost of a
-    pass of each of ``rows`` rows (medians of ``repeats`` interleaved rounds, shape-checked)
-    with that kernel, and the plan made from it."""
-    probe = probe_attention(model, n_threads=threads)
-    calibration, machine = _measure(model, threads, probe.flash_attn, rows, repeats, cpu_flags)
+    where it runs a turn clearly faster than on (:class:`AttentionProbe`; on, unprobed, with
+    a quantized ``kv_cache``, which needs it), then the cost of a pass of each of ``rows`` rows
+    (medians of ``repeats`` interleaved rounds, shape-checked) with that kernel and cache, and
+    the plan made from it."""
+    probe = probe_attention(model, n_threads=threads) if kv_cache == "f16" else None
+    flash_attn = probe.flash_attn if probe is not None else True
+    calibration, machine = _measure(
+        model, threads, flash_attn, rows, repeats, cpu_flags, kv_cache=kv_cache
+    )
     calibration = dataclasses.replace(calibration, attention=probe)
     plan = DecodePlan.from_table(calibration.table, source="calibrated")
-    path = save_plan(model, calibration.threads, calibration, plan)
+    path = save_plan(model, calibration.threads, calibration, plan, kv_cache)
     return CalibrationRun(probe, calibration, plan, machine, path)
 
 
@@ -245,16 +270,22 @@ def _measure(
     rows: Sequence[int],
     repeats: int,
     cpu_flags: Sequence[str],
+    *,
+    kv_cache: str = "f16",
 ) -> tuple[Calibration, str]:
-    """The table of ``model`` measured with the ``flash_attn`` kernel, and the machine."""
+    """The table of ``model`` measured with the ``flash_attn`` kernel and a ``kv_cache``
+    cache, and the machine."""
     with Engine.open(
         model,
         n_ctx=CALIBRATION_N_CTX,
         n_seq_max=DEFAULT_N_SEQ_MAX,
         n_threads=threads,
         flash_attn=flash_attn,
+        kv_cache=kv_cache,
     ) as engine:
         machine = f"{cpu_model()}, {engine.n_threads} threads ({', '.join(cpu_flags) or 'no AVX2'})"
+        if kv_cache != "f16":
+            machine += f", {kv_cache} KV cache"
         calibration = measure_pass_costs(engine, rows=rows, repeats=repeats, machine=machine)
     for fault in calibration.shape_faults:
         logger.warning("%s: the table's shape check failed: %s", model.name, fault)
@@ -273,13 +304,13 @@ class CalibrationCheck:
     path: Path
     stored: CostTable
     stored_flash_attn: bool
-    probe: AttentionProbe
+    probe: AttentionProbe | None  # None: the cache type fixed the kernel (flash attention on)
     calibration: Calibration
     agreement: Agreement
 
     @property
     def kernel_agrees(self) -> bool:
-        return self.probe.flash_attn == self.stored_flash_attn
+        return self.probe is None or self.probe.flash_attn == self.stored_flash_attn
 
     def passed(self, bound: float = AGREEMENT) -> bool:
         """The same kernel chosen, and every count within ``bound`` (relative to one row)."""
@@ -293,11 +324,12 @@ def check_calibration(
     rows: Sequence[int],
     repeats: int,
     cpu_flags: Sequence[str] = (),
+    kv_cache: str = "f16",
 ) -> CalibrationCheck:
     """Measure ``model`` again as :func:`calibrate` would, with the stored calibration's
     kernel, store nothing, and compare. No stored calibration (or an unreadable one) is a
     :class:`ConfigError` that says to run ``weavehost calibrate``."""
-    path = plan_path(model, threads or default_threads())
+    path = plan_path(model, threads or default_threads(), kv_cache)
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
         stored = table_from_record(record, source=str(path))
@@ -308,8 +340,10 @@ def check_calibration(
             f"{path}: the stored calibration is unreadable ({exc}); run `weavehost calibrate`"
         ) from exc
     flash_attn = _record_kernel(record)
-    probe = probe_attention(model, n_threads=threads)
-    calibration, _ = _measure(model, threads, flash_attn, rows, repeats, cpu_flags)
+    probe = probe_attention(model, n_threads=threads) if kv_cache == "f16" else None
+    calibration, _ = _measure(
+        model, threads, flash_attn, rows, repeats, cpu_flags, kv_cache=kv_cache
+    )
     calibration = dataclasses.replace(calibration, attention=probe)
     agreement = compare_tables(stored, calibration.table)
     return CalibrationCheck(path, stored, flash_attn, probe, calibration, agreement)

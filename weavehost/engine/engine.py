@@ -121,6 +121,7 @@ class Engine:
         abort: AbortFlag,
         *,
         flash_attn: bool,
+        kv_cache: str = "f16",
     ) -> None:
         self._native = native
         self.path = path
@@ -145,6 +146,7 @@ class Engine:
             n_ctx=native.n_ctx,
             llama_cpp=LLAMA_CPP_VERSION,
             flash_attn=flash_attn,
+            kv_cache=kv_cache,
         )
 
     # -- lifetime -------------------------------------------------------------------------------
@@ -160,13 +162,15 @@ class Engine:
         n_seq_max: int = DEFAULT_N_SEQ_MAX,
         n_threads: int | None = None,
         flash_attn: bool = True,
+        kv_cache: str = "f16",
     ) -> Iterator[Engine]:
         """Load the GGUF at ``path``; the model and context are freed when the block ends.
 
         ``flash_attn``: llama.cpp's flash-attention kernel, on unless asked (what llama.cpp
         chooses for the CPU). Which is faster depends on the CPU (``docs/engine.md``, "Flash
         attention"): ``weavehost calibrate`` times both, and the openers above the engine open
-        the model as it was calibrated (``decode.calibration.open_calibrated``)."""
+        the model as it was calibrated (``decode.calibration.open_calibrated``).
+        ``kv_cache``: the K and V cache's type (``open_native``'s rules)."""
         threads = n_threads or default_threads()
         abort = AbortFlag()
         with open_native(
@@ -176,9 +180,10 @@ class Engine:
             n_seq_max=n_seq_max,
             n_threads=threads,
             flash_attn=flash_attn,
+            kv_cache=kv_cache,
             abort=abort,
         ) as native:
-            yield cls(native, Path(path), threads, abort, flash_attn=flash_attn)
+            yield cls(native, Path(path), threads, abort, flash_attn=flash_attn, kv_cache=kv_cache)
 
     # -- facts ----------------------------------------------------------------------------------
 

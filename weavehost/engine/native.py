@@ -32,9 +32,10 @@ from pathlib import Path
 import llama_cpp
 import numpy as np
 
-from weavehost.errors import ModelLoadError
+from weavehost.errors import EngineError, ModelLoadError
 
 __all__ = [
+    "KV_CACHE_TYPES",
     "LLAMA_CPP_VERSION",
     "AbortFlag",
     "NativeContext",
@@ -46,6 +47,15 @@ __all__ = [
 
 # A saved sequence state is in llama.cpp's own layout: it is only read back by the same build.
 LLAMA_CPP_VERSION = str(llama_cpp.__version__)
+
+# The K and V cache's type, by the name users give it (llama.cpp's ``--cache-type-k/-v``).
+# ``f16`` is llama.cpp's default. ``q8_0`` takes half the memory, and on the CPU it keeps a
+# pass's numbers the same whatever its width: with an f16 cache, a one-row pass over 512 or more
+# cells splits the cache across threads (flash attention's split-KV path) and sums in another
+# order than a pass of several rows, so drafted and undrafted text can part at near-ties
+# (docs/engine.md, "Drafted and undrafted passes, bit for bit"). A quantized V cache needs
+# flash attention.
+KV_CACHE_TYPES = {"f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0}
 
 _llama_log = logging.getLogger("weavehost.engine.llama_cpp")
 
@@ -287,15 +297,26 @@ def open_native(
     n_seq_max: int,
     n_threads: int,
     flash_attn: bool,
+    kv_cache: str = "f16",
     abort: AbortFlag | None = None,
 ) -> Iterator[NativeContext]:
     """Load ``path`` and create a context with a unified KV cache shared by ``n_seq_max`` seqs.
+
+    ``kv_cache``: the type of the K and V cache, a key of :data:`KV_CACHE_TYPES`; any but
+    ``f16`` needs flash attention. Another type, or a quantized cache without flash attention,
+    is an :class:`EngineError` before anything loads.
 
     ``flash_attn``: llama.cpp's flash-attention kernel, on or off (never its ``auto``, which
     turns it on for the CPU).
 
     ``abort``: set from any thread, it stops the running pass at its next graph node.
     """
+    if kv_cache not in KV_CACHE_TYPES:
+        raise EngineError(
+            f"unknown KV cache type {kv_cache!r}; expected one of {', '.join(KV_CACHE_TYPES)}"
+        )
+    if kv_cache != "f16" and not flash_attn:
+        raise EngineError(f"a {kv_cache} KV cache needs flash attention (llama.cpp's rule)")
     route_llama_log()
     with contextlib.ExitStack() as stack:
         model_params = llama_cpp.llama_model_default_params()
@@ -318,6 +339,7 @@ def open_native(
         # One KV buffer for all sequences: parallel value sequences share the prompt's cells
         # and the context size is not split per sequence.
         params.kv_unified = True
+        params.type_k = params.type_v = KV_CACHE_TYPES[kv_cache]
         params.flash_attn_type = (
             llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
             if flash_attn
