@@ -117,6 +117,14 @@ def test_a_peer_does_not_go_with_a_remote_model(tmp_path: Path) -> None:
     assert "it does not go with a remote --model" in result.output
 
 
+def test_a_peer_does_not_go_with_another_kv_cache_than_its_own(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["bench-agent", str(tasks_file(tmp_path)), "--peer", "llama_cpp_server",
+                                       "--kv-cache", "q8_0", "--out", str(tmp_path / "out")])  # fmt: skip
+    assert result.exit_code == 2
+    assert "--kv-cache q8_0 is weavehost's own cache" in result.output
+    assert not (tmp_path / "out").exists()
+
+
 # --------------------------------------------------------------------------- the server's lifecycle
 
 

@@ -342,6 +342,25 @@ def test_a_stored_calibration_is_a_cost_file_and_comes_back_as_the_same_plan(tmp
     assert json.loads(path.read_text())["padding"] == {"3": 4, "5": 8, "6": 8, "7": 8}
 
 
+def test_a_calibration_with_a_quantized_kv_cache_is_stored_apart_and_opens_flash_attention(
+    tmp_path,
+):
+    engine = _fake_engine(tmp_path)
+    table = load_cost_table(AVX512)
+    f16 = Calibration(table, {128: 0.002}, repeats=3, threads=2, flash_attn=False)
+    save_plan(engine.path, 2, f16, DecodePlan.from_table(table))
+    assert plan_path(engine.path, 2, "q8_0") != plan_path(engine.path, 2)
+    assert load_plan(engine.path, 2, kv_cache="q8_0") is NO_PLAN  # f16's table: not q8_0's
+    assert calibrated_flash_attn(engine.path, 2) is False
+    assert calibrated_flash_attn(engine.path, 2, "q8_0") is True  # a quantized cache needs it
+    q8 = Calibration(table, {128: 0.002}, repeats=3, threads=2)
+    path = save_plan(engine.path, 2, q8, DecodePlan.from_table(table), "q8_0")
+    assert path == plan_path(engine.path, 2, "q8_0") and path.name.endswith("-t2-kvq8_0.json")
+    plan = load_plan(engine.path, 2, flash_attn=True, kv_cache="q8_0")
+    assert plan.source == f"calibrated ({path})"
+    assert load_plan(engine.path, 2, flash_attn=False).source != plan.source  # each its own
+
+
 STALE = {
     "an older weavehost's file": {
         "pass_ms": {"1": 7.0, "2": 9.0},

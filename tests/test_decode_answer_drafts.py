@@ -276,3 +276,40 @@ def test_a_bound_cuts_a_drafted_run_where_it_cuts_an_undrafted_one(fresh_engine,
     assert drafted.drafted > 0 and drafted.free.passes < plain.free.passes
     # No token past the bound was ever read, not even as a draft.
     assert drafted.peak <= plain.peak
+
+
+def with_notes(messages: list[dict[str, Any]], lines: int = 35) -> list[dict[str, Any]]:
+    """``messages`` after a system message of ``lines`` inventory notes: past 512 cells."""
+    facts = "\n".join(
+        f"item {i}: {i * 7} units, shelf {i % 9}, checked on day {i % 28 + 1}" for i in range(lines)
+    )
+    return [
+        {"role": "system", "content": "Inventory notes for later questions:\n" + facts},
+        *messages,
+    ]
+
+
+@pytest.fixture(scope="module")
+def q8_engine(embedded_model_path) -> Any:
+    """The embedded model with a q8_0 KV cache, two threads (where an f16 cache's one-row
+    passes over 512 cells or more take another sum order than wide ones)."""
+    with Engine.open(
+        embedded_model_path, n_ctx=2048, n_seq_max=16, n_threads=2, kv_cache="q8_0"
+    ) as engine:
+        yield engine
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("city", ["Lima", "Paris", "Rome"])
+def test_with_a_q8_0_kv_cache_drafted_and_undrafted_replies_past_512_cells_agree_in_every_logit_gap(
+    q8_engine, city
+):
+    # With an f16 cache each drafted reply is other text (measured): its one-row
+    # passes sum attention in another order than the drafted passes (docs/engine.md).
+    messages = with_notes(weather(city, "light rain", 4.5, 80))
+    drafted = written(q8_engine, messages, drafts=True, margins=True)
+    assert q8_engine.seq_len(0) - len(drafted.held) >= 512  # the prompt alone
+    plain = written(q8_engine, messages, drafts=False, margins=True)
+    same_reply(drafted, plain)
+    assert drafted.drafted > 0 and drafted.free.passes < plain.free.passes
+    assert drafted.free.margins == plain.free.margins  # bit for bit, not near-ties that held

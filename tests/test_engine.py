@@ -282,3 +282,42 @@ def test_fewer_threads_take_effect_in_llama_cpp_and_decode_the_same_tokens(
     assert float(np.max(np.abs(narrow - wide))) < LOGIT_TOLERANCE
     with pytest.raises(EngineError):
         engine.set_threads(0)
+
+
+# A context past 512 cells: there an f16 cache's one-row pass takes flash attention's split-KV
+# path (the cache split across threads, partial sums merged) and a pass of several rows does
+# not, so the same row's logits differ by up to a logit on SmolLM2 (docs/engine.md).
+LONG_PROMPT = " ".join(f"Fact {i}: the value of item {i} is {i * 7}." for i in range(60))
+
+
+@pytest.mark.parametrize("threads", [2])
+def test_with_a_q8_0_kv_cache_a_wide_pass_computes_each_row_as_one_row_passes_do_bit_for_bit(
+    embedded_model_path, threads
+):
+    with Engine.open(
+        embedded_model_path, n_ctx=2048, n_seq_max=4, n_threads=threads, kv_cache="q8_0"
+    ) as engine:
+        assert engine.identity.kv_cache == "q8_0"
+        prompt = engine.tokenize(LONG_PROMPT)[:600]
+        assert len(prompt) >= 512
+        engine.prefill(0, prompt)
+        tokens = engine.tokenize(" The value of item 12 is 84.")[:8]
+        alone = [engine.decode_one(0, token) for token in tokens]
+        engine.drop(0, len(prompt))
+        together = engine.run_pass([Row(token, (0,), logits=True) for token in tokens])
+    assert all(np.array_equal(a, b) for a, b in zip(alone, together, strict=True))
+
+
+def test_an_unknown_kv_cache_type_or_a_quantized_one_without_flash_attention_is_refused(
+    embedded_model_path,
+):
+    from weavehost.config import KV_CACHES
+    from weavehost.engine.native import KV_CACHE_TYPES
+
+    assert tuple(KV_CACHE_TYPES) == KV_CACHES  # what the config accepts, the engine opens
+    with pytest.raises(EngineError, match="unknown KV cache type 'q4'; expected one of f16, q8_0"):
+        with Engine.open(embedded_model_path, kv_cache="q4"):
+            pass
+    with pytest.raises(EngineError, match="a q8_0 KV cache needs flash attention"):
+        with Engine.open(embedded_model_path, kv_cache="q8_0", flash_attn=False):
+            pass

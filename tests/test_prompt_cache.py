@@ -58,9 +58,11 @@ TOOLS = [
 CONVERSATION = [{"role": "user", "content": QUESTION}]
 
 
-def open_engine(path: Path, n_ctx: int = N_CTX, flash_attn: bool = True) -> Any:
+def open_engine(
+    path: Path, n_ctx: int = N_CTX, flash_attn: bool = True, kv_cache: str = "f16"
+) -> Any:
     # One thread: short passes stay fast when other work shares the two CPUs.
-    return Engine.open(path, n_ctx=n_ctx, n_threads=1, flash_attn=flash_attn)
+    return Engine.open(path, n_ctx=n_ctx, n_threads=1, flash_attn=flash_attn, kv_cache=kv_cache)
 
 
 @pytest.fixture(scope="module")
@@ -239,7 +241,7 @@ def test_a_damaged_file_is_a_miss_whose_sync_equals_a_clean_one_and_is_rewritten
     assert the_only_file(cache) == path
 
 
-def test_a_file_from_another_context_size_model_file_or_attention_kernel_is_a_miss(
+def test_a_file_from_another_context_size_model_file_attention_kernel_or_cache_type_is_a_miss(
     first: Engine, cache: PromptCache, embedded_model_path: Path, tmp_path: Path
 ) -> None:
     model_on(first, cache).sync(CONVERSATION, TOOLS)
@@ -249,11 +251,11 @@ def test_a_file_from_another_context_size_model_file_or_attention_kernel_is_a_mi
         os.link(embedded_model_path, copy)
     except OSError:  # another file system
         shutil.copyfile(embedded_model_path, copy)
-    # Flash attention off: llama.cpp lays the V cache out transposed.
-    others = [(embedded_model_path, N_CTX // 2, True), (copy, N_CTX, True),
-              (embedded_model_path, N_CTX, False)]  # fmt: skip
-    for path, n_ctx, flash_attn in others:
-        with open_engine(path, n_ctx, flash_attn) as other:
+    # Flash attention off: llama.cpp lays the V cache out transposed; q8_0: another layout.
+    others = [(embedded_model_path, N_CTX // 2, True, "f16"), (copy, N_CTX, True, "f16"),
+              (embedded_model_path, N_CTX, False, "f16"), (embedded_model_path, N_CTX, True, "q8_0")]  # fmt: skip
+    for path, n_ctx, flash_attn, kv_cache in others:
+        with open_engine(path, n_ctx, flash_attn, kv_cache) as other:
             model = model_on(other, cache)
             tokens, stable = prefix_of(model)
             # The file is looked up by its own key, and even at another engine's key it is

@@ -21,7 +21,14 @@ from weavehost.bench.runner import (
     parse_strategies,
     run_bench,
 )
-from weavehost.cli_options import ctx_option, format_option, model_option, options, threads_option
+from weavehost.cli_options import (
+    ctx_option,
+    format_option,
+    kv_cache_option,
+    model_option,
+    options,
+    threads_option,
+)
 from weavehost.engine import DEFAULT_N_CTX
 
 __all__ = ["bench", "run_options"]
@@ -87,6 +94,10 @@ def run_options(*, unit: str, strategies: tuple[str, ...], threads_default: str)
     f"a shipped one by name ({', '.join(shipped_cost_models())}): re-cost every call's passes "
     "with it (a projection, reported apart) and give weave the decode plan made from it.",
 )
+@kv_cache_option(
+    "The KV cache type of weavehost's engine and the stock peers (default: f16); q8_0 makes "
+    "every strategy's passes compute what one-row passes do, bit for bit (docs/engine.md)."
+)
 def bench(
     cases: Path,
     answers: Path | None,
@@ -99,6 +110,7 @@ def bench(
     n_ctx: int,
     max_tokens: int,
     cost_model: Path | None,
+    kv_cache: str | None,
 ) -> None:
     """Run BFCL-format CASES under each strategy and summarise latency and correctness."""
     config = BenchConfig(
@@ -113,6 +125,7 @@ def bench(
         n_ctx=n_ctx,
         max_tokens=max_tokens,
         cost_model=cost_model,
+        kv_cache=kv_cache or "f16",
     )
     run = run_bench(config, progress=lambda line: click.echo(line, err=True))
     click.echo(format_table(run.summary))

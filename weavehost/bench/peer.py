@@ -179,10 +179,13 @@ class LlamaCppPythonPeer:
         n_batch: int = 512,
         lookup: bool = False,
         flash_attn: bool = True,
+        kv_cache: str = "f16",
     ) -> Iterator[LlamaCppPythonPeer]:
         """Load ``path`` as llama-cpp-python's ``Llama``; it is closed when the block ends.
-        ``flash_attn``: as the engine it is compared with was opened."""
+        ``flash_attn`` and ``kv_cache``: as the engine it is compared with was opened."""
         import llama_cpp
+
+        from weavehost.engine.native import KV_CACHE_TYPES
 
         if lookup:
             from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
@@ -203,6 +206,8 @@ class LlamaCppPythonPeer:
                 n_threads=n_threads,
                 n_threads_batch=n_threads,
                 flash_attn=flash_attn,
+                type_k=KV_CACHE_TYPES[kv_cache],
+                type_v=KV_CACHE_TYPES[kv_cache],
                 verbose=False,
                 **drafting,
             )
@@ -219,7 +224,7 @@ class LlamaCppPythonPeer:
     ) -> contextlib.AbstractContextManager[LlamaCppPythonPeer]:
         """A peer opened as ``engine`` (the calibrated engine it is compared with,
         :func:`~weavehost.decode.calibration.open_calibrated`): the same model file, threads,
-        batch and attention kernel, so a peer never chooses a kernel of its own."""
+        batch, attention kernel and KV cache type, so a peer never chooses a kernel of its own."""
         return cls.open(
             engine.path,
             n_ctx=n_ctx,
@@ -227,6 +232,7 @@ class LlamaCppPythonPeer:
             n_batch=engine.n_batch,
             lookup=lookup,
             flash_attn=engine.flash_attn,
+            kv_cache=engine.identity.kv_cache,
         )
 
     @property

@@ -151,6 +151,7 @@ class BenchConfig:
     n_ctx: int = DEFAULT_N_CTX
     max_tokens: int = DEFAULT_MAX_TOKENS
     cost_model: Path | None = None
+    kv_cache: str = "f16"  # the engine's and the stock peers' KV cache type
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +185,8 @@ def bench_command(bench: BenchConfig) -> str:
         argv += ["--max-tokens", str(bench.max_tokens)]
     if bench.cost_model is not None:
         argv += ["--cost-model", str(bench.cost_model)]
+    if bench.kv_cache != "f16":
+        argv += ["--kv-cache", bench.kv_cache]
     return shlex.join([*argv, "--out", str(bench.out)])
 
 
@@ -401,7 +404,7 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
     detection = detect_format(model_metadata, config.format)
     fmt = detection.format
     threads = config.threads or default_threads()
-    flash_attn = calibrated_flash_attn(choice.path, threads)
+    flash_attn = calibrated_flash_attn(choice.path, threads, config.kv_cache)
     try:
         config.out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -422,6 +425,7 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
         "format_reason": detection.reason,
         "threads": threads,
         "flash_attn": flash_attn,
+        "kv_cache": config.kv_cache,
         "n_ctx": config.n_ctx,
         "max_tokens": config.max_tokens,
         "kv_bytes_per_cell": kv_bytes_per_cell(model_metadata),
@@ -432,7 +436,7 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
     say(
         f"bench: {len(cases)} cases x {len(strategies)} strategies on {choice.path.name} "
         f"(format {fmt.name}, {threads} threads, n_ctx {config.n_ctx}, flash attention "
-        f"{'on' if flash_attn else 'off'})"
+        f"{'on' if flash_attn else 'off'}, {config.kv_cache} KV cache)"
     )
     say(f"bench: CPU flags {' '.join(run_info['cpu_flags']) or 'unknown'}")
     warning = busy_warning(run_info["load_average_at_start"], threads)
@@ -443,7 +447,9 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
     records: list[dict[str, Any]] = []
     started = time.perf_counter()
     with (
-        open_calibrated(choice.path, n_ctx=config.n_ctx, n_threads=threads) as opened,
+        open_calibrated(
+            choice.path, n_ctx=config.n_ctx, n_threads=threads, kv_cache=config.kv_cache
+        ) as opened,
         _maybe_peer(strategies, opened.engine, n_ctx=config.n_ctx) as peers,
         results_path.open("w", encoding="utf-8") as results,
     ):
