@@ -292,20 +292,10 @@ def parse_config(document: Any, source: str = "<config>") -> HostConfig:
                 )
         config = replace(config, trusted_servers=frozenset(trusted))
     if "approval" in host:
-        approval = host["approval"]
-        if approval not in APPROVAL_MODES:
-            raise check.fail(
-                "weavehost.approval",
-                f"expected one of {', '.join(APPROVAL_MODES)}, got {kind_of(approval)}",
-            )
-        config = replace(config, approval=approval)
+        approval = _one_of(check, host["approval"], "weavehost.approval", APPROVAL_MODES)
+        config = replace(config, approval=approval)  # type: ignore[arg-type]
     if "kvCache" in host:
-        kv_cache = host["kvCache"]
-        if kv_cache not in KV_CACHES:
-            raise check.fail(
-                "weavehost.kvCache",
-                f"expected one of {', '.join(KV_CACHES)}, got {kind_of(kv_cache)}",
-            )
+        kv_cache = _one_of(check, host["kvCache"], "weavehost.kvCache", KV_CACHES)
         config = replace(config, kv_cache=kv_cache)
     if "toolChoice" in host:
         # auto | required | none | a tool's name: the name is checked against the catalog
@@ -367,6 +357,13 @@ def _parse_approved(
                 )
         approved[server] = MappingProxyType({t: d.lower() for t, d in hashes.items()})
     return MappingProxyType(approved)
+
+
+def _one_of(check: Checker, raw: Any, key: str, choices: Sequence[str]) -> str:
+    """``raw`` where it is one of ``choices``; a clear error naming them otherwise."""
+    if raw not in choices:
+        raise check.fail(key, f"expected one of {', '.join(choices)}, got {kind_of(raw)}")
+    return str(raw)
 
 
 def _switch(check: Checker, raw: Any, key: str) -> bool:
