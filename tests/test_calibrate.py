@@ -499,6 +499,33 @@ def test_calibrate_check_measures_again_stores_nothing_and_exits_1_on_a_table_th
 
 
 @pytest.mark.model
+def test_calibrate_with_a_q8_0_cache_measures_that_cache_unprobed_and_checks_against_its_own_file(
+    embedded_model_path, tmp_path, monkeypatch
+):
+    opened: list[tuple[bool, str]] = []
+    open_engine = Engine.open
+
+    def opening(*args, **kwargs):
+        opened.append((kwargs["flash_attn"], kwargs.get("kv_cache", "f16")))
+        return open_engine(*args, **kwargs)
+
+    monkeypatch.setattr(Engine, "open", opening)
+    calibrate = _calibrate_command(embedded_model_path, tmp_path, monkeypatch, max_rows=2)
+    result = calibrate("--kv-cache", "q8_0")
+    assert result.exit_code == 0, result.output
+    assert opened == [(True, "q8_0")]  # no probe: a quantized cache needs flash attention
+    assert "flash attention: on (a q8_0 KV cache needs it; not probed)" in result.output
+    path = plan_path(embedded_model_path, 1, "q8_0")
+    assert f"stored in {path}" in result.output and not plan_path(embedded_model_path, 1).exists()
+    assert "q8_0 KV cache" in json.loads(path.read_text())["machine"]
+    checked = calibrate("--kv-cache", "q8_0", "--check", "--json")
+    report = json.loads(checked.output)
+    assert report["stored"] == str(path) and report["kv_cache"] == "q8_0"
+    assert report["flash_attn"] == {"stored": True, "probe": None}
+    assert calibrate("--check").exit_code == 2  # no f16 calibration stored: nothing to check
+
+
+@pytest.mark.model
 def test_the_attention_probe_opens_the_real_model_with_each_kernel_and_times_both(
     embedded_model_path, monkeypatch
 ):
