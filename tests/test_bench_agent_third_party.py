@@ -258,6 +258,27 @@ def test_a_scripted_run_of_the_third_party_set_is_labelled_apart_from_the_51(
     assert run.table.splitlines()[0] == "task set: third-party"
 
 
+def test_a_run_s_variants_of_a_task_see_its_fixtures_at_the_same_paths_made_fresh_each_time(
+    servers: None, tmp_path: Path
+) -> None:
+    lines = [line for line in THIRD_PARTY_TASKS.read_text().splitlines() if '"{repo}"' in line]
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(lines[0] + "\n")
+    config = AgentBenchConfig(tasks=tasks, out=tmp_path / "out", strategies=("weave",),
+                              prompt_cache="both")  # fmt: skip
+    run = run_agent_bench(config, make_model=_script)
+    records = [json.loads(line) for line in run.results.read_text().splitlines()]
+    calls = [json.dumps(r["turns"][0]["calls"]) for r in records]
+    assert len(records) == 2 and "weavehost-tasks-" in calls[0]
+    assert calls[0] == calls[1]  # the same path in both variants: their answers compare
+    assert all(r["success"] for r in records), records
+    with fixtures({"repo"}, tmp_path) as first:
+        (Path(first["repo"]) / "left-over.txt").write_text("from the first variant")
+    with fixtures({"repo"}, tmp_path) as second:
+        assert second == first and not (Path(second["repo"]) / "left-over.txt").exists()
+    assert not Path(first["repo"]).exists()  # removed on exit
+
+
 def test_a_turn_that_recovers_from_a_real_server_error_succeeds_and_one_that_gives_up_fails(
     servers: None, tmp_path: Path
 ) -> None:

@@ -46,8 +46,9 @@ Guarantees:
   tasks over third-party servers are reported apart, never mixed.
 - **Fixtures are fresh for each task run**: the folders a task's ``{files}`` and ``{repo}``
   stand for are made before its host starts and removed after it
-  (:func:`weavehost.bench.agent_third_party.fixtures`); the model factory gets the task with
-  them filled in.
+  (:func:`weavehost.bench.agent_third_party.fixtures`), at the same paths for every variant of
+  the run (one run folder), so the variants' tool results and answers compare; the model
+  factory gets the task with them filled in.
 - **Bad input fails before anything runs**: a malformed tasks file (:class:`BenchError` naming
   the line), a server path that is not there, an unknown strategy (:class:`ConfigError`), a
   model that cannot be found. Expected failures are data: a :class:`WeavehostError` met while
@@ -76,6 +77,7 @@ Guarantees:
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
@@ -405,12 +407,18 @@ async def _run_tasks(
     pairs = DraftPairs(
         (v.strategy, v.prompt_cache, v.guidance) for v in variants if v.answer_drafts == "off"
     )
-    with results.open("w", encoding="utf-8") as sink:
+    # One folder for the run's fixtures: each task's are made again at the same paths for
+    # every variant, so the variants' conversations (and answers) compare.
+    with (
+        tempfile.TemporaryDirectory(prefix="weavehost-tasks-", ignore_cleanup_errors=True) as fx,
+        results.open("w", encoding="utf-8") as sink,
+    ):
         for index, task in enumerate(tasks):
             shift = index % len(variants)
             for variant in (*variants[shift:], *variants[:shift]):
                 record = {"set": task_set}
-                record.update(await _run_task(task, variant, plan, make_model, described, servers))
+                record.update(await _run_task(task, variant, plan, make_model, described, servers,
+                                              Path(fx)))  # fmt: skip
                 if plan.costs is not None:
                     record = project_turns(record, plan.costs.table)
                 records.append(record)
@@ -461,6 +469,7 @@ async def _run_task(
     make_model: ModelFactory | None,
     described: dict[str, Any],
     servers: Mapping[str, PeerServer],
+    fixtures_under: Path | None = None,
 ) -> dict[str, Any]:
     config = plan.config
     record: dict[str, Any] = {
@@ -514,7 +523,7 @@ async def _run_task(
     try:
         # Made before the host starts (a few milliseconds of git and copying; nothing else runs
         # yet), removed after it stops.
-        with fixtures(task.fixtures) as folders:
+        with fixtures(task.fixtures, fixtures_under) as folders:
             bound = bind_task(task, folders)
             await _run_turns(bound, variant, kwargs, make_model, described, turns)
     except (AbortedError, ModelError):

@@ -222,18 +222,35 @@ def build_repository(root: Path) -> Path:
 
 
 @contextmanager
-def fixtures(names: set[str]) -> Iterator[dict[str, str]]:
-    """The fixture folders ``names`` (of :data:`FIXTURE_NAMES`), made fresh in a temporary
-    folder: ``{name: path}``; the folder is removed on exit."""
+def fixtures(names: set[str], under: Path | None = None) -> Iterator[dict[str, str]]:
+    """The fixture folders ``names`` (of :data:`FIXTURE_NAMES`), made fresh: ``{name: path}``;
+    removed on exit. In a new temporary folder, or (``under``, a folder of the caller's) in
+    ``under/task``, the same paths each time: a run's variants of one task then see the same
+    paths in the same tool results, so their answers compare (bench-agent's same text)."""
     if not names:
         yield {}
         return
-    folder = tempfile.TemporaryDirectory(prefix="weavehost-tasks-", ignore_cleanup_errors=True)
-    with folder as temporary:
-        base = Path(temporary).resolve()  # the servers see real paths (macOS's /private/var)
-        made: dict[str, str] = {}
-        if "files" in names:
-            made["files"] = str(shutil.copytree(FILES, base / "shared"))
-        if "repo" in names:
-            made["repo"] = str(build_repository(base / "garden"))
-        yield made
+    if under is None:
+        with tempfile.TemporaryDirectory(
+            prefix="weavehost-tasks-", ignore_cleanup_errors=True
+        ) as t:
+            yield _made(names, Path(t))
+        return
+    place = under / "task"
+    shutil.rmtree(place, ignore_errors=True)  # a run stopped inside a task left it
+    place.mkdir(parents=True)
+    try:
+        yield _made(names, place)
+    finally:
+        shutil.rmtree(place, ignore_errors=True)
+
+
+def _made(names: set[str], folder: Path) -> dict[str, str]:
+    """The fixtures ``names`` built in ``folder``."""
+    base = folder.resolve()  # the servers see real paths (macOS's /private/var)
+    made: dict[str, str] = {}
+    if "files" in names:
+        made["files"] = str(shutil.copytree(FILES, base / "shared"))
+    if "repo" in names:
+        made["repo"] = str(build_repository(base / "garden"))
+    return made
