@@ -290,12 +290,12 @@ def test_fewer_threads_take_effect_in_llama_cpp_and_decode_the_same_tokens(
 LONG_PROMPT = " ".join(f"Fact {i}: the value of item {i} is {i * 7}." for i in range(60))
 
 
-@pytest.mark.parametrize("threads", [2])
 def test_with_a_q8_0_kv_cache_a_wide_pass_computes_each_row_as_one_row_passes_do_bit_for_bit(
-    embedded_model_path, threads
+    embedded_model_path,
 ):
+    # Two threads: with one, an f16 cache is bit for bit too, and the test could not fail.
     with Engine.open(
-        embedded_model_path, n_ctx=2048, n_seq_max=4, n_threads=threads, kv_cache="q8_0"
+        embedded_model_path, n_ctx=2048, n_seq_max=4, n_threads=2, kv_cache="q8_0"
     ) as engine:
         assert engine.identity.kv_cache == "q8_0"
         prompt = engine.tokenize(LONG_PROMPT)[:600]

@@ -440,14 +440,14 @@ class Continuation:
         could, _ = self.could_name(text, trigger.layout, begun=True)
         return bool(could) and self.refused.issuperset(could)
 
-    def could_name(self, text: bytes, layout: CallLayout, *, begun: bool = False):  # noqa: ANN201
+    def could_name(
+        self, text: bytes, layout: CallLayout, *, begun: bool = False
+    ) -> tuple[list[str], bool]:
         """The offered tools whose naming in ``layout`` ``text`` is or may still become, and
         whether it is one whole (``begun``: none before the name begins); namings made once."""
         if layout not in self.namings:  # the layout's text before a name, and each naming
-            self.namings[layout] = (
-                len(layout.naming("")) - 1,
-                {n: layout.naming(n) for n in self.offered},
-            )
+            names = {n: layout.naming(n) for n in self.offered}
+            self.namings[layout] = (len(layout.naming("")) - 1, names)
         head, namings = self.namings[layout]
         written = text.decode("utf-8", errors="ignore")
         if begun and len(written) <= head:
