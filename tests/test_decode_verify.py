@@ -429,6 +429,24 @@ def test_a_text_the_grammar_closes_by_itself_is_complete_before_the_closer_is_re
     assert rows > 1
 
 
+def test_a_watch_sees_the_text_the_grammar_forces_before_the_pass_that_reads_it(fresh_engine):
+    # weave's provisional call watches the verified text: its closing text, forced after the
+    # chosen brace, is known before the last pass reads it, and so is the call.
+    engine = fresh_engine
+    _prompt(engine, PARIS, [FORECAST])
+    seen: list[tuple[bytes, int]] = []
+    outcome = verified_decode(
+        engine, _whole_call(engine, [FORECAST]), max_tokens=256,
+        watch=lambda text: seen.append((text, engine.stats.passes)),
+    )  # fmt: skip
+    assert outcome.finished
+    final = outcome.text.encode()
+    first_whole = next(passes for text, passes in seen if text == final)
+    assert first_whole < engine.stats.passes
+    # What it was shown ahead is what the run then wrote: each text a prefix of the final one.
+    assert all(final.startswith(text) for text, _ in seen)
+
+
 def test_a_drafted_token_the_grammar_accepts_but_its_mask_leaves_out_is_not_taken_on_trust(
     fresh_engine,
 ):

@@ -105,7 +105,8 @@ class Verifier:
     the engine's last sequence (emptied after the pass; it must be free, as it is outside
     ``weave``'s parallel values) and has more rows compute logits where that is cheaper.
     ``stop`` is checked on the written text after each token and ends the run there; ``watch``
-    is shown the written text after each token (the token is verified by then).
+    is shown the written text after each token (the token is verified by then), and before a
+    pass the text it is sure to write (:meth:`foresee`): a watch reads each text's new part.
     ``read_last=False``: a run that ends (``stop``, the grammar's end) with a token chosen but
     not yet read leaves it unread (``unread`` on the outcome): a caller that reads it again
     with a draft after it (``weave``'s write-back after its selector) saves a pass.
@@ -195,6 +196,7 @@ class Verifier:
         certain = only_allowed(masks, proposal)
         if proposal and stops and all(certain):
             self.known, self.completed_at = True, time.perf_counter()
+        self.foresee(proposal, certain)
         before = len(self.queue) - 1  # proposal[i] is verified by the logits after row before + i
         start = engine.seq_len(self.seq)
         after = self.read(proposal, certain)
@@ -228,6 +230,21 @@ class Verifier:
         self.accepted += kept
         _count_kinds(self.by_kind, kinds, max(0, kept - guessed_from), rejected=refused)
         engine.count_accepted(kept)
+
+    def foresee(self, proposal: list[int], certain: list[bool]) -> None:
+        """Show ``watch`` the text the pass is sure to write before it runs: the written text
+        and the proposal's tokens up to its first one the grammar does not force. A provisional
+        call whose last value the model chose is then sent before the pass that only reads the
+        forced text after it (``}}`` and the closer), as ``completed_at`` counts such text
+        known (not where ``stop`` may end the run inside it)."""
+        if self.watch is None or self.stop is not None:
+            return
+        forced = 0
+        while forced < len(proposal) and certain[forced]:
+            forced += 1
+        if forced:
+            token_bytes = self.engine.token_bytes
+            self.watch(self.text + b"".join(token_bytes(t) for t in proposal[:forced]))
 
     def draft(self, max_tokens: int, drafts: Drafts) -> tuple[list[int], list[str]]:
         """The next pass's draft (nothing once the run halted) and the kinds of the guessed
