@@ -312,7 +312,9 @@ def test_the_peak_resident_memory_sees_what_the_block_holds():
     size, before, holding = seen["size"], seen["before"], seen["holding"]
     assert before is not None and holding is not None
     assert holding >= before + size * 0.9  # the block's memory is resident...
-    assert seen["peak"] is not None and seen["peak"] >= holding  # ...and the peak saw it
+    # ...and the peak saw it (a sample, not the reading above: a page freed between that
+    # reading and the last sample leaves the peak a page short of it, as seen once).
+    assert seen["peak"] is not None and seen["peak"] >= before + size * 0.9
     assert seen["held"] == size
     # The kernel's high-water mark is reported in bytes, not KiB; it may trail a ``statm`` sample
     # by more than the block (in CI it read 55 MB below the sample, so it is no peak detector).
