@@ -18,7 +18,14 @@ from hypothesis import strategies as st
 
 from tests.schemas import CURRENT_WEATHER
 from tests.test_decode_reply import BARE_LIST_HISTORY, SMOLLM2, prefilled
-from weavehost.decode.answer_drafts import ACCEPT_PRIORS, MATCH_BUCKETS, AnswerDrafts, DraftPricing
+from weavehost.decode.answer_drafts import (
+    ACCEPT_PRIORS,
+    MATCH_BUCKETS,
+    MIN_OWN_MATCH,
+    AnswerDrafts,
+    DraftPricing,
+    own_match,
+)
 from weavehost.decode.padding import NO_PLAN, DecodePlan
 from weavehost.decode.reply import Continued, ReplyWriter, Sampling
 from weavehost.engine import Engine
@@ -142,6 +149,20 @@ def test_a_longer_match_is_its_own_kind_of_draft() -> None:
     assert pricing.rows(32, pricing.bucket(long_match)) > 1  # long ones keep their own rate
 
 
+def test_an_answer_s_own_earlier_text_drafts_what_followed_its_suffix_there() -> None:
+    text = "The trip budget is 100.\n- The trip budget is"
+    assert own_match(text) == (" 100.\n- The trip budget is", len("The trip budget is"))
+    assert own_match("abc, abc") == ("", 0)  # shorter than MIN_OWN_MATCH
+    assert own_match("no repeat in this text at all") == ("", 0)
+    # The answer's own text is a kind of its own, priced apart from the conversation's.
+    pricing = DraftPricing(CHEAP_ROWS)
+    own, conversation = pricing.bucket(MIN_OWN_MATCH, own=True), pricing.bucket(MIN_OWN_MATCH)
+    assert own != conversation != pricing.bucket(MIN_OWN_MATCH, remembered=True) != own
+    for _ in range(200):
+        pricing.count(own, False, False)
+    assert pricing.rows(32, own) == 0 and pricing.rows(32, conversation) > 1
+
+
 # ----------------------------------------------------------------------- on the real model
 
 
@@ -202,6 +223,19 @@ def test_a_restated_result_is_written_in_fewer_passes_with_the_same_text_stream_
     assert "53" in drafted.free.text and drafted.free.stop == "end"
     assert drafted.drafted > 0 and plain.drafted == 0
     assert drafted.free.passes < plain.free.passes == plain.free.tokens
+
+
+def test_an_answer_that_repeats_itself_is_drafted_from_its_own_text_with_the_same_text(
+    fresh_engine,
+):
+    # Nothing in the conversation to copy (an empty source): SmolLM2-135M, asked for a budget
+    # it has no file for, writes "- The trip budget is $100,000" line after line.
+    messages = [{"role": "user", "content": "What is the trip budget? It is written in notes.md."}]
+    plain = written(fresh_engine, messages, drafts=False, bound=120)
+    drafted = written(fresh_engine, messages, drafts=True, bound=120, source=AnswerDrafts([]))
+    same_reply(drafted, plain)
+    assert drafted.free.text.count("The trip budget is") >= 3
+    assert drafted.drafted > 0 and drafted.free.passes < plain.free.passes == plain.free.tokens
 
 
 @settings(

@@ -23,6 +23,11 @@ Guarantees:
   and, for a tool result that is JSON, each scalar member restated as answers restate it
   (``humidity: 53``, ``humidity is 53``, with ``_`` read as a space): the answer that writes a
   key is drafted the value.
+* Where none of them holds the suffix, the answer's own text before it is looked up (at least
+  :data:`MIN_OWN_MATCH` characters, in its last ``4 * MAX_MATCH`` bytes), as llama.cpp's
+  prompt lookup reads the text generated so far: a small model that runs on repeats itself
+  ("The city has a beautiful skyline … The city has a beautiful music scene"), and a list
+  repeats its own frame ("2. **Humidity in Oslo**: … 3. **Wind in Oslo**").
 * :class:`DraftPricing` belongs to one opened model: its acceptance counts are that model's,
   kept by the length of the match a draft came from and apart for a draft's first token and the
   tokens after it. Without a cost table, nothing is drafted (nothing says a row pays); with one,
@@ -44,9 +49,11 @@ __all__ = [
     "MATCH_BUCKETS",
     "MAX_MATCH",
     "MIN_MATCH",
+    "MIN_OWN_MATCH",
     "AnswerDrafts",
     "DraftPricing",
     "conversation_texts",
+    "own_match",
 ]
 
 # The shortest suffix of the answer looked up: shorter ones ("the ", "s a") recur in any text,
@@ -55,6 +62,9 @@ MIN_MATCH = 4
 # The longest suffix looked up: longer ones rarely pick another occurrence, and the bound keeps
 # each look-up short.
 MAX_MATCH = 128
+# The shortest suffix looked up in the answer's own earlier text: its short repeats ("the ",
+# ", a ") say little about what follows.
+MIN_OWN_MATCH = 8
 # Characters drafted at most: more than MAX_DRAFT_ROWS tokens of text.
 MAX_DRAFT_CHARS = 4 * MAX_DRAFT_ROWS
 # Ends each text: a draft never runs from one text into the next. Dropped from the texts.
@@ -82,6 +92,14 @@ ACCEPT_PRIORS = (
     # the 51 shipped tasks kept 0.57-0.80 of such drafts' first tokens and 0.66-0.77 of the
     # tokens after, against 0.84-0.92 and 0.89-0.99 for the conversation's (docs/agent.md).
     ((2.0, 1.3), (4.0, 2.7)),
+    ((2.0, 1.2), (4.0, 2.7)),
+    ((2.0, 1.5), (4.0, 2.9)),
+    ((2.0, 1.6), (4.0, 3.0)),
+    # A draft from the answer's own earlier text, kept apart too: the first 25 shipped tasks'
+    # answers seldom repeat themselves unless they ramble, so these are guesses, set as low
+    # as the remembered answers' (the measured rate soon replaces them). The shortest bucket
+    # is never used (MIN_OWN_MATCH).
+    ((2.0, 1.0), (4.0, 2.7)),
     ((2.0, 1.2), (4.0, 2.7)),
     ((2.0, 1.5), (4.0, 2.9)),
     ((2.0, 1.6), (4.0, 3.0)),
@@ -145,9 +163,13 @@ class AnswerDrafts:
         except UnicodeDecodeError:
             return [], 0
         text, matched, remembered = self.match(written)
+        own = False
+        if not text:
+            text, matched = own_match(written)
+            own = bool(text)
         if not text:
             return [], 0
-        bucket = pricing.bucket(matched, remembered=remembered)
+        bucket = pricing.bucket(matched, remembered=remembered, own=own)
         # Priced first at the most room (memoised): a draft never sent is never tokenized.
         draft = tokenize(text) if pricing.rows(room, bucket) > 0 else []
         rows = pricing.rows(min(room, len(draft)), bucket)
@@ -166,6 +188,20 @@ class AnswerDrafts:
         at = found + length
         end = text.find(_END, at)
         return text[at : min(end, at + max_chars)], length, found < self._earlier
+
+
+def own_match(written: str, *, max_chars: int = MAX_DRAFT_CHARS) -> tuple[str, int]:
+    """The text that followed the longest suffix of ``written`` (at least
+    :data:`MIN_OWN_MATCH` characters) at its most recent earlier occurrence in ``written``
+    itself, up to ``written``'s end and ``max_chars``, and the suffix's length; ``("", 0)``
+    where it does not occur before."""
+    end = len(written)
+    earlier = written[: end - 1]  # an occurrence must end before the suffix itself does
+    if end <= MIN_OWN_MATCH or max_chars <= 0 or written[-MIN_OWN_MATCH:] not in earlier:
+        return "", 0
+    length = longest_suffix_in(written, earlier, MIN_OWN_MATCH, min(end - 1, MAX_MATCH))
+    at = earlier.rfind(written[-length:]) + length
+    return written[at : at + max_chars], length
 
 
 def conversation_texts(messages: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -235,11 +271,13 @@ class DraftPricing:
         self._rows: dict[tuple[int, int, int], int] = {}  # by rates in hundredths and room
 
     @staticmethod
-    def bucket(matched: int, *, remembered: bool = False) -> int:
+    def bucket(matched: int, *, remembered: bool = False, own: bool = False) -> int:
         """The kind of a draft that came from a match of ``matched`` characters, in the
-        conversation or (``remembered``) in the model's remembered answers."""
+        conversation, (``remembered``) in the model's remembered answers or (``own``) in the
+        answer's own earlier text."""
         kinds = len(MATCH_BUCKETS) + 1
-        return sum(1 for bound in MATCH_BUCKETS if matched >= bound) + kinds * remembered
+        source = 2 if own else int(remembered)
+        return sum(1 for bound in MATCH_BUCKETS if matched >= bound) + kinds * source
 
     def rates(self, bucket: int) -> tuple[float, float]:
         """The measured acceptance of a draft's first token and of a token after an accepted
