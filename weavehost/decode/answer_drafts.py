@@ -41,7 +41,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from weavehost.decode.drafts import content_texts, longest_suffix_in
+from weavehost.decode.drafts import content_texts, earlier_suffix, longest_suffix_in
 from weavehost.decode.padding import MAX_DRAFT_ROWS, DecodePlan
 
 __all__ = [
@@ -163,10 +163,9 @@ class AnswerDrafts:
         except UnicodeDecodeError:
             return [], 0
         text, matched, remembered = self.match(written)
-        own = False
-        if not text:
+        own = not text  # nothing in the conversation: the answer's own earlier text
+        if own:
             text, matched = own_match(written)
-            own = bool(text)
         if not text:
             return [], 0
         bucket = pricing.bucket(matched, remembered=remembered, own=own)
@@ -195,12 +194,10 @@ def own_match(written: str, *, max_chars: int = MAX_DRAFT_CHARS) -> tuple[str, i
     :data:`MIN_OWN_MATCH` characters) at its most recent earlier occurrence in ``written``
     itself, up to ``written``'s end and ``max_chars``, and the suffix's length; ``("", 0)``
     where it does not occur before."""
-    end = len(written)
-    earlier = written[: end - 1]  # an occurrence must end before the suffix itself does
-    if end <= MIN_OWN_MATCH or max_chars <= 0 or written[-MIN_OWN_MATCH:] not in earlier:
+    found = earlier_suffix(written, MIN_OWN_MATCH, MAX_MATCH) if max_chars > 0 else None
+    if found is None:
         return "", 0
-    length = longest_suffix_in(written, earlier, MIN_OWN_MATCH, min(end - 1, MAX_MATCH))
-    at = earlier.rfind(written[-length:]) + length
+    length, at = found
     return written[at : at + max_chars], length
 
 

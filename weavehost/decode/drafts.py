@@ -97,6 +97,7 @@ __all__ = [
     "STRING_ENDS",
     "DraftSource",
     "Guess",
+    "earlier_suffix",
 ]
 
 # The shortest suffix of a string value that is looked up (see the module's choices).
@@ -355,16 +356,27 @@ def longest_suffix_in(text: str, haystack: str, shortest: int, longest: int) -> 
     return low
 
 
+def earlier_suffix(written: str, shortest: int, longest: int) -> tuple[int, int] | None:
+    """The longest suffix of ``written`` (``shortest`` to ``longest`` characters) that occurs
+    earlier in ``written`` itself, an occurrence ending before the suffix does: ``(its length,
+    where the text that followed its most recent occurrence begins)``; ``None`` where even the
+    shortest does not occur."""
+    end = len(written)
+    earlier = written[: end - 1]
+    if end <= shortest or written[-shortest:] not in earlier:
+        return None
+    length = longest_suffix_in(written, earlier, shortest, min(end - 1, longest))
+    return length, earlier.rfind(written[-length:]) + length
+
+
 def _repeat_draft(written: str, max_chars: int) -> str:
     """Where ``written`` ends in a loop — its last ``d`` characters (at least
     :data:`REPEAT_MIN`) written twice in a row — the loop's next ``max_chars`` characters;
     ``""`` otherwise."""
-    end = len(written)
-    earlier = written[: end - 1]  # an occurrence must end before the suffix itself does
-    if end <= REPEAT_MIN or written[-REPEAT_MIN:] not in earlier:
+    found = earlier_suffix(written, REPEAT_MIN, MAX_MATCH)
+    if found is None:
         return ""
-    low = longest_suffix_in(written, earlier, REPEAT_MIN, min(end - 1, MAX_MATCH))
-    at = earlier.rfind(written[-low:]) + low
+    (low, at), end = found, len(written)
     if low < end - at:
         return ""  # the text does not end in one period written twice over: not a loop
     draft: list[str] = []
