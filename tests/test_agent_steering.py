@@ -23,7 +23,7 @@ import pytest
 from tools import android
 from weavehost import Host
 from weavehost.agent.session import Session
-from weavehost.agent.steering import call_shaped, invented_numbers, new_names
+from weavehost.agent.steering import call_shaped, ignores_results, invented_numbers, new_names
 from weavehost.mcp.executor import StaticApprover
 from weavehost.testing import Events
 from weavehost.testing.model import ScriptedModel, call
@@ -166,7 +166,7 @@ async def test_the_step_after_a_good_result_refuses_its_tool_to_the_reply_writer
 ) -> None:
     monkeypatch.setattr(Session, "related_later_calls", False)
     monkeypatch.setattr(Session, "answer_after_result", steered)
-    replies = [call("get_current_location"), call("get_battery_status"), "Done."]
+    replies = [call("get_current_location"), call("get_battery_status"), "Zurich; 73%."]
     _, model = await _scripted(replies, "Where am I, and is it charging?")  # names no tool
     answered = [{"get_current_location"}, {"get_current_location", "get_battery_status"}]
     assert model.refused == [set(), *answered] if steered else [set()] * 3
@@ -531,3 +531,62 @@ async def test_on_the_embedded_smollm2_turn_on_bluetooth_is_a_call_and_a_greetin
         e.to_json() for e in bluetooth
     ]
     assert not greeting.of("tool_result"), [e.to_json() for e in greeting]
+
+
+LIMA = "3-day forecast for Lima:\nday 1: sunny, 15.4 C, wind 12.0 km/h\nday 2: rain, 18.1 C"
+
+
+@pytest.mark.parametrize(
+    ("answer", "results", "ignores"),
+    [
+        ('This response is a JSON object with the function name "get_forecast" and the '
+         'arguments "city" and "days".', [LIMA], True),
+        ("Sorry, but I can't assist with that request.", [LIMA], True),
+        ("To get the forecast for Lima for the next 3 days, you can use the `get_forecast` "
+         "function with the following parameters:\n\n1. `city`: Lima\n2. `days`: 3", [LIMA],
+         True),  # the 1.5B explains its call: a list's numbers are no result's
+        ("Day 2 reaches 18.1 C.", [LIMA], False),
+        ("Sunny on day 1, rain on day 2.", [LIMA], False),  # "day 1" is the result's
+        ("Lima will be sunny, then it rains.", [LIMA], True),  # the cost: no number, no pair
+        ("Done.", ["bluetooth turned on"], False),  # no number: a confirmation is not judged
+        ("Lima, for 3 days.", ["Lima 3"], False),  # nothing the request did not hold
+    ],
+)  # fmt: skip
+def test_an_answer_ignores_results_holding_a_number_when_it_states_none_of_their_numbers_or_word_pairs_the_request_and_the_call_do_not_hold(
+    answer: str, results: list[str], ignores: bool
+) -> None:
+    called = ["get_forecast", "city", "days", "units"]
+    turn = [{"role": "user", "content": "Lima, 3 days."}, {"role": "assistant", "content": ""}]
+    turn += [{"role": "tool", "name": "get_forecast", "content": r} for r in results]
+    assert ignores_results(answer, turn, called) is ignores
+
+
+@pytest.mark.parametrize("steered", [False, True])
+async def test_an_answer_stating_nothing_of_a_good_result_is_written_again_once_begun_otherwise_unless_unsteered(
+    monkeypatch: pytest.MonkeyPatch, steered: bool
+) -> None:
+    monkeypatch.setattr(Session, "reanswer_ignored_results", steered)
+    monkeypatch.setattr(Recording, "avoids_tokens", True)  # as a local model's would
+    replies = [call("get_battery_status"), "Sorry, I can't help.", "No.", "Unused."]
+    events, model = await _scripted(replies, "How much battery do I have?")
+    if steered:  # written again once, begun otherwise; the second such answer stands
+        assert events.answer.endswith("No.") and events.stop == "answer"
+        assert model.avoided == [frozenset(), frozenset(), frozenset({ord("S")})]
+        assert model.allowed_calls[2] is False  # the answer again, not another call
+        assert any("written again" in n for n in events.notices)
+    else:
+        assert events.answer == "Sorry, I can't help." and model.remaining == 2
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("steered", [False, True])
+async def test_on_the_real_qwen_lima_s_forecast_is_answered_from_its_result_unless_unsteered(
+    qwen_gguf: Path, monkeypatch: pytest.MonkeyPatch, steered: bool
+) -> None:
+    # Qwen 0.5B answers "This response is a JSON object with the function name "get_forecast"
+    # and the arguments "city" and "days"."; begun otherwise, it restates the forecast.
+    monkeypatch.setattr(Session, "reanswer_ignored_results", steered)
+    events = await _qwen_turn(qwen_gguf, "Lima, 3 days.", server="weather")
+    assert [r["name"] for r in events.of("tool_result")] == ["get_forecast"]
+    assert ("15.4 C" in events.answer) == steered, [e.to_json() for e in events]
+    assert events.stop == "answer"

@@ -8,11 +8,16 @@ Stage: agent (its output). The loop emits events as they happen; the console sho
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["Event"]
+if TYPE_CHECKING:
+    from weavehost.agent.model import FreeText, SyncReport
+    from weavehost.decode import CallResult
+    from weavehost.engine import EngineStats
+
+__all__ = ["Event", "step_timings"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,3 +53,38 @@ class Event:
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.data.get(key, default)
+
+
+def step_timings(
+    step: int,
+    synced: SyncReport,
+    free: FreeText,
+    spent: EngineStats,
+    results: Sequence[CallResult],
+    model_s: float,
+) -> dict[str, Any]:
+    """A ``timings`` event's numbers for one step: its prompt, the passes the step spent, its
+    free text, and its first and last call's latencies."""
+    timings = {
+        "step": step,
+        "prompt_tokens": synced.total,
+        "reused_tokens": synced.reused,
+        "prefilled_tokens": synced.prefilled,
+        "prompt_cache": synced.prompt_cache,
+        "decoded_tokens": spent.decoded_tokens,
+        # The step's free text: its tokens and the passes they took (drafted: fewer).
+        "free_tokens": free.tokens,
+        "free_passes": free.passes,
+        # Where the model records them (bench-agent): each free token and its top-two gap.
+        **free.choices(),
+        # Every pass of the step (the sync's prefill too) as "ROWSxOUTPUTS": count, what a
+        # cost table re-prices (weavehost bench-agent --cost-model).
+        "pass_shapes": {
+            f"{rows}x{outputs}": n for (rows, outputs), n in sorted(spent.pass_shapes.items())
+        },
+        "model_s": round(model_s, 4),
+    }
+    if results:
+        timings["tool_latency_s"] = round(results[0].tool_latency_s, 4)
+        timings["final_latency_s"] = round(results[-1].final_latency_s, 4)
+    return timings

@@ -96,9 +96,10 @@ class FreeText:
     stop: str
     tokens: int = 0
     passes: int = 0  # the passes it took (drafted text reads several tokens a pass)
-    # Where the model records them (EngineModel(record_margins=True)): the text's token ids,
-    # each one's top-two gap (its logit over the best other's, under the same masks), and the
-    # gap of the choice the text stopped at (an end of turn, a call's trigger; None otherwise).
+    # The text's token ids (a local model's); where the model records them
+    # (EngineModel(record_margins=True)), each one's top-two gap (its logit over the best
+    # other's, under the same masks), and the gap of the choice the text stopped at (an end of
+    # turn, a call's trigger; None otherwise).
     token_ids: tuple[int, ...] = ()
     margins: tuple[float, ...] | None = None
     stop_margin: float | None = None
@@ -141,6 +142,10 @@ class AgentModel(Protocol):
     # scripted model), so the host may force one of its own accord (``call_named_tools``);
     # a remote model asks its server with ``tool_choice``, which servers support unevenly.
     writes_forced_calls: bool
+    # Whether free_decode's ``avoid`` bans tokens (a local model's vocabulary): only then is
+    # an answer written again begun otherwise (``reanswer_ignored_results``). A remote
+    # server's vocabulary is its own, and a scripted model's text is its script.
+    avoids_tokens: bool
 
     @property
     def n_ctx(self) -> int: ...
@@ -170,6 +175,7 @@ class AgentModel(Protocol):
         *,
         sampling: Sampling | None = None,
         refused: Collection[str] = (),
+        avoid: Collection[int] = (),
     ) -> FreeText: ...
 
     def write_calls(
@@ -195,6 +201,7 @@ class EngineModel:
     """The real model: one engine, one format, one strategy; sequence 0 holds the conversation."""
 
     writes_forced_calls = True
+    avoids_tokens = True
 
     def __init__(
         self,
@@ -369,16 +376,19 @@ class EngineModel:
         *,
         sampling: Sampling | None = None,
         refused: Collection[str] = (),
+        avoid: Collection[int] = (),
     ) -> FreeText:
         """The reply's free text (:meth:`~weavehost.decode.reply.ReplyWriter.continue_reply`):
         remembered whole when it ends without a call. ``refused``: tools whose call would not
-        run now, taken back where the model's JSON names one (its passes not spent)."""
+        run now, taken back where the model's JSON names one (its passes not spent).
+        ``avoid``: tokens the text may not begin with, a word first (an answer written
+        again)."""
         self._reply_start = self.engine.seq_len(0)
         free = self._writer.continue_reply(
             self.held, max_tokens, on_text,
             offered=self._offered, allow_call=allow_call, sampling=sampling,
             drafts=self._answer_drafts, scripts=self._scripts, refused=refused,
-            margins=self.record_margins,
+            margins=self.record_margins, avoid=avoid,
         )  # fmt: skip
         if not free.call:
             self._remember_reply()

@@ -170,6 +170,7 @@ class RemoteModel:
     # A forced call is the server's tool_choice, which not every server takes ("required":
     # llama-cpp-python's chatml-function-calling asserts "auto"): the host forces none itself.
     writes_forced_calls = False
+    avoids_tokens = False  # its vocabulary is the server's
 
     def __init__(
         self,
@@ -342,11 +343,13 @@ class RemoteModel:
         *,
         sampling: Sampling | None = None,
         refused: Collection[str] = (),
+        avoid: Collection[int] = (),
     ) -> FreeText:
         """Stream the reply's text until it ends or a call begins (the stream then stays open
         for :meth:`write_calls`). ``max_tokens=0`` sends nothing: the call is forced next.
         ``refused`` is not the server's to know: a call it writes to a refused tool is written
-        whole, and the session does not run it."""
+        whole, and the session does not run it. ``avoid`` (token ids) is not either: the
+        server's vocabulary is its own."""
         self._drop_reply()
         if max_tokens <= 0:
             return FreeText(text="", call=False, stop="max_tokens")

@@ -35,11 +35,14 @@ Invariants:
   is taken back and a word written where it began, a few times, then cut where the call
   began, with a ``notice`` (:mod:`weavehost.decode.call_text`).
 * **Steering to a call or an answer** (issue 30; ``docs/agent.md``, "Steering", lists each
-  rule and what it did): a call-shaped answer or a stale follow-up is written again as a call;
+  rule and what it did): a call-shaped answer or a stale follow-up is written again as a call,
+  and an answer stating nothing of the turn's results is written again, begun otherwise;
   a tool called again after its good result, a tool the request does not mention after a
   result, and a call with an invented number are not run; a message that names a tool begins
-  with a call. Each is a class switch, so its effect can be measured. The tools whose call
-  would not run are refused to the reply writer, which takes their JSON back at their name.
+  with a call; an ``enum`` value the message names is the value its calls write
+  (:mod:`weavehost.agent.named_values`). Each is a class switch, so its effect can be
+  measured. The tools whose call would not run are refused to the reply writer, which takes
+  their JSON back at their name.
 * **Tool choice** (:mod:`weavehost.agent.options`): ``required`` or a tool's name makes the
   first step a call (to that tool only, for a name); ``none`` never lets a call begin.
 * **Always fits.** Before each step the model is shown a view of the transcript that fits its
@@ -67,9 +70,10 @@ import anyio.from_thread
 from weavehost.agent.budget import StepBudget, close_tokens
 from weavehost.agent.cache import CacheEntry, ResultCache
 from weavehost.agent.context import fit_conversation, view_notes
-from weavehost.agent.events import Event
+from weavehost.agent.events import Event, step_timings
 from weavehost.agent.lock import ModelLock
 from weavehost.agent.model import AgentModel, FreeText
+from weavehost.agent.named_values import bind_named_values
 from weavehost.agent.options import (
     DEFAULT_MAX_ANSWER_TOKENS,
     DEFAULT_MAX_STEPS,
@@ -80,6 +84,7 @@ from weavehost.agent.options import (
 from weavehost.agent.runs import RUN_BOUND_SLACK_S, CallRuns, EarlyRuns, run_bound
 from weavehost.agent.steering import (
     call_shaped,
+    ignores_results,
     invented_numbers,
     restates_earlier_result,
     told_texts,
@@ -132,6 +137,8 @@ class Session:
     related_later_calls = True  # after a result, a tool the message does not mention: not run
     call_named_tools = True  # under auto, each tool the message names is called (local models)
     refuse_invented_numbers = True  # a call with a long number told nowhere: not run
+    bind_named_values = True  # an enum value the message names is the call's (local models)
+    reanswer_ignored_results = True  # an answer saying nothing of the results: once again
 
     def __init__(
         self,
@@ -195,6 +202,8 @@ class Session:
         self._turn_start = 0  # this turn's user message, in messages
         # None: not yet this turn; tools: the next step is a call to one of them; []: it was.
         self._recall: list[ToolSchema] | None = None
+        # The tokens a written-again answer may not begin with (None: none was, this turn).
+        self._avoid: frozenset[int] | None = None
 
     # ------------------------------------------------------------------ tools on offer
 
@@ -218,6 +227,7 @@ class Session:
         self._answer_only = False
         self._answered_tools = set()
         self._recall = None
+        self._avoid = None
         # The catalog is read here, on the event loop that re-lists it; only counting tokens
         # (on the model) runs in the worker.
         catalog = [tool_schema(spec) for spec in self.catalog]
@@ -336,7 +346,9 @@ class Session:
                     # A tool that answered this turn would not run again (_run_calls): where
                     # the model's JSON names it, it is taken back then, not written whole.
                     refused = self._refused(tools)
-                    decode = functools.partial(self.model.free_decode, refused=refused)
+                    decode = functools.partial(
+                        self.model.free_decode, refused=refused, avoid=self._avoid or ()
+                    )
                     free = await self.lock.run(decode, on_text, free_tokens, allow_call)
                 results: list[CallResult] = []
                 if free.call:
@@ -347,35 +359,14 @@ class Session:
                         made=frozenset(self._turn_calls), on_final=on_final,
                     )  # fmt: skip
                     results = await self.lock.run(
-                        write, forced or tools, on_provisional, self.call_tokens
+                        write, self._bound(forced or tools), on_provisional, self.call_tokens
                     )
             except BaseException:
                 await self.runs.discard_all(early)  # provisional runs of calls never finished
                 raise
             spent = self.model.stats().since(before)
-        timings = {
-            "step": step,
-            "prompt_tokens": synced.total,
-            "reused_tokens": synced.reused,
-            "prefilled_tokens": synced.prefilled,
-            "prompt_cache": synced.prompt_cache,
-            "decoded_tokens": spent.decoded_tokens,
-            # The step's free text: its tokens and the passes they took (drafted: fewer).
-            "free_tokens": free.tokens,
-            "free_passes": free.passes,
-            # Where the model records them (bench-agent): each free token and its top-two gap.
-            **free.choices(),
-            # Every pass of the step (the sync's prefill too) as "ROWSxOUTPUTS": count, what a
-            # cost table re-prices (weavehost bench-agent --cost-model).
-            "pass_shapes": {
-                f"{rows}x{outputs}": n for (rows, outputs), n in sorted(spent.pass_shapes.items())
-            },
-            "model_s": round(time.perf_counter() - started, 4),
-        }
-        if results:
-            timings["tool_latency_s"] = round(results[0].tool_latency_s, 4)
-            timings["final_latency_s"] = round(results[-1].final_latency_s, 4)
-        emit(Event("timings", timings))
+        model_s = time.perf_counter() - started
+        emit(Event("timings", step_timings(step, synced, free, spent, results, model_s)))
 
         if not results:
             recall = self._recall_tools(free.text, tools)
@@ -396,6 +387,12 @@ class Session:
                                               "on offer; the step is written again as a call "
                                               f"to a tool that takes its arguments ({names})",
                                       "housekeeping": True}))  # fmt: skip
+                return None
+            if self._ignores_results(free):
+                self._avoid, self._answer_only = frozenset(free.token_ids[:1]), True
+                logger.info("steering: an answer stating nothing of the results is written again")
+                text = "the model's answer stated nothing of the tool results; it is written again"
+                emit(Event("notice", {"text": text + ", begun otherwise"}))  # shown: it was read
                 return None
             if free.stop == "call_text":
                 text = "the model wrote a call where none may be made now; its answer was cut"
@@ -524,6 +521,26 @@ class Session:
             return False
         request = str(self.messages[self._turn_start].get("content", ""))
         return relevance(tool_schema(self.catalog.get(name)), request) == 0
+
+    def _ignores_results(self, free: FreeText) -> bool:
+        """Whether an answer, after a good result of the turn, states nothing of the turn's
+        results (:func:`~.steering.ignores_results`; the called tools' names and argument names
+        do not count), once a turn, on a model that can ban its first token next."""
+        if not self.reanswer_ignored_results or self._avoid is not None:
+            return False
+        if not (self._answered_tools and free.token_ids and self.model.avoids_tokens):
+            return False
+        tools = [tool_schema(self.catalog.get(n)) for n in self._turn_tools if n in self.catalog]
+        called = [w for t in tools for w in (t.name, *t.parameters.get("properties", {}))]
+        return ignores_results(free.text, self.messages[self._turn_start :], called)
+
+    def _bound(self, tools: list[ToolSchema]) -> list[ToolSchema]:
+        """The tools as this turn's calls are written, each ``enum`` value the message names
+        bound (:func:`~.named_values.bind_named_values`); a remote server writes its own."""
+        if not self.bind_named_values or not self.model.writes_forced_calls:
+            return tools
+        request = str(self.messages[self._turn_start].get("content", ""))
+        return [bind_named_values(t, request) for t in tools]
 
     def _forced_tools(self, step: int, tools: list[ToolSchema]) -> list[ToolSchema]:
         """The tools a call must be written with now (none: the model decides): the first

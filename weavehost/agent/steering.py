@@ -18,6 +18,7 @@ __all__ = [
     "STALE_SPAN",
     "call_shaped",
     "copies",
+    "ignores_results",
     "invented_numbers",
     "new_names",
     "restates_earlier_result",
@@ -112,3 +113,55 @@ def restates_earlier_result(text: str, messages: Sequence[Mapping[str, Any]], tu
     prompt = str(messages[turn].get("content", ""))
     names = new_names(prompt, "\n".join(str(m.get("content", "")) for m in earlier))
     return any(n in text for n in names) and any(copies(text, r) for r in results)
+
+
+_WORDS = re.compile(r"[^\W_]+")
+_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
+_STOP = frozenset(
+    "a an and are as at be by can do for from how i in is it me my of on or the this to was "
+    "what when where which will with you your".split()
+)
+
+
+def _long_numbers(text: str) -> set[str]:
+    """The numbers of ``text`` of two characters or more (``15.4``, ``73``, ``14:05``; a
+    list's ``1.`` and a lone digit say too little to tell a result from a list)."""
+    return {n for n in _NUMBER.findall(text) if len(n) >= 2}
+
+
+def _pairs(text: str) -> set[str]:
+    """The pairs of words in a row in ``text`` ("partly cloudy"), case aside, where neither is
+    a stop word ("forecast for" says nothing of a forecast)."""
+    words = _WORDS.findall(text.casefold())
+    return {f"{a} {b}" for a, b in zip(words, words[1:], strict=False) if not {a, b} & _STOP}
+
+
+def _names(text: str) -> set[str]:
+    """The words of ``text`` written with a capital ("Zurich"), case aside, stop words aside."""
+    return {w.casefold() for w in _WORDS.findall(text) if w[0].isupper()} - _STOP
+
+
+def ignores_results(
+    answer: str, turn: Sequence[Mapping[str, Any]], called: Iterable[str] = ()
+) -> bool:
+    """Whether ``answer``, to the ``turn`` (the user's message, then what followed it), states
+    nothing of the turn's tool results that hold a number of their own: none of their numbers,
+    their word pairs or their names that the user's message and the ``called`` words (the
+    tools' names and argument names) do not already hold. Qwen2.5-Coder
+    -0.5B, shown Lima's forecast, answers "This response is a JSON object with the function
+    name "get_forecast" …", or "Sorry, but I can't assist with that request." after Tokyo's and
+    Berlin's weather; the 1.5B explains the call it made ("… The response will provide the
+    current weather conditions, including temperature, humidity, and wind speed."). Results
+    without a number of their own ("bluetooth turned on") are never judged: a confirmation may
+    well say nothing a result adds ("Bluetooth is on."). The cost: an answer that only
+    paraphrases ("Lima will be sunny, then it rains.") is judged to ignore them."""
+    request = str(turn[0].get("content", ""))
+    told = "\n".join([request, *(" ".join(_WORDS.findall(c)) for c in called)])
+    joined = "\n".join(str(m.get("content", "")) for m in turn if m.get("role") == "tool")
+    numbers = _long_numbers(joined) - _long_numbers(told)
+    if not numbers:
+        return False
+    told_words = set(_WORDS.findall(told.casefold()))
+    facts = numbers | (_pairs(joined) - _pairs(told)) | (_names(joined) - told_words)
+    said = _long_numbers(answer) | _pairs(answer) | set(_WORDS.findall(answer.casefold()))
+    return not facts & said

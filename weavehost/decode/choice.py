@@ -12,6 +12,7 @@ Guarantees:
   exactly (``inf`` where every other token is banned). It reads the vocabulary twice with
   ``max`` (no copy, no partition: a few microseconds on a 49k vocabulary, against ~150 µs for
   ``np.argpartition``), so recording it costs next to nothing beside a pass.
+* :class:`Sampling` is how a server's sampling request asks for its text to be chosen.
 * :class:`Margins` keeps one gap per place of the text, the last choice at a place replacing
   the ones before it (a token taken back is chosen again there), so at any time the gaps held
   are those of the tokens the text holds, and one more where the text stopped at a choice it
@@ -24,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -31,7 +33,24 @@ import numpy as np
 if TYPE_CHECKING:
     from weavehost.decode.reply import Continued
 
-__all__ = ["Margins", "choose_token", "top_two_gap"]
+__all__ = ["Margins", "Sampling", "choose_token", "top_two_gap"]
+
+
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    """How free text is chosen when a server's sampling request asks for more than the agent's
+    greedy answer: ``temperature`` (``None`` or 0: greedy; above 0: drawn from the softmax at
+    that temperature with a generator seeded by ``seed``, so one request always gets one
+    answer) and ``stop`` sequences (the text ends before the first one; it is not returned)."""
+
+    temperature: float | None = None
+    seed: int = 0
+    stop: tuple[str, ...] = ()
+
+    @property
+    def greedy(self) -> bool:
+        return not self.temperature or self.temperature <= 0
+
 
 # Where a text stopped at a choice it does not keep, whose gap is then the stop's.
 STOPS_AT_A_CHOICE = ("end", "call")

@@ -57,7 +57,7 @@ from weavehost.decode.answer_drafts import AnswerDrafts, DraftPricing
 from weavehost.decode.base import CallRequest, DecodeStrategy, ToolSchema
 from weavehost.decode.calibration import decode_state
 from weavehost.decode.call_text import CallText
-from weavehost.decode.choice import Margins, choose_token
+from weavehost.decode.choice import Margins, Sampling, choose_token
 from weavehost.decode.padding import DecodePlan, run_shaped
 from weavehost.decode.several import MAX_CALLS, IndexedProvisional, Reply
 from weavehost.decode.several import write_calls as write_reply
@@ -94,22 +94,6 @@ Stop = Literal["end", "call", "max_tokens", "stop_sequence", "call_text"]
 
 
 @dataclass(frozen=True, slots=True)
-class Sampling:
-    """How free text is chosen when a server's sampling request asks for more than the agent's
-    greedy answer: ``temperature`` (``None`` or 0: greedy; above 0: drawn from the softmax at
-    that temperature with a generator seeded by ``seed``, so one request always gets one
-    answer) and ``stop`` sequences (the text ends before the first one; it is not returned)."""
-
-    temperature: float | None = None
-    seed: int = 0
-    stop: tuple[str, ...] = ()
-
-    @property
-    def greedy(self) -> bool:
-        return not self.temperature or self.temperature <= 0
-
-
-@dataclass(frozen=True, slots=True)
 class Continued:
     """What :meth:`ReplyWriter.continue_reply` did: the free text written (all of it streamed),
     why it stopped, how many tokens it chose (what the bound counts, a token cut at a stop
@@ -120,7 +104,8 @@ class Continued:
     tokens: int = 0
     trigger: Trigger | None = None
     passes: int = 0  # the engine's passes while it was written (drafted ones read many tokens)
-    # Where asked (margins=True; decode.choice.Margins): the tokens, their gaps, the stop's.
+    # The tokens chosen (those ``tokens`` counts); where asked (margins=True;
+    # decode.choice.Margins), their gaps and the stop's.
     token_ids: tuple[int, ...] = ()
     margins: tuple[float, ...] | None = None
     stop_margin: float | None = None
@@ -203,6 +188,7 @@ class ReplyWriter:
         scripts: int | None = None,
         refused: Collection[str] = (),
         margins: bool = False,
+        avoid: Collection[int] = (),
     ) -> Continued:
         """Continue the reply on sequence 0 (whose tokens ``held`` mirrors, kept in step) until
         a call, an end or ``bound`` tokens, streaming its text to ``on_text``. ``offered``: the
@@ -213,13 +199,18 @@ class ReplyWriter:
         text may use besides Latin and common characters (``None``: any). ``refused``: tools
         on offer whose call would not run now (the caller's rule): JSON that names one is taken
         back as where calls are not allowed, and the text goes on. ``margins``: record each
-        token's top-two gap (:class:`~weavehost.decode.choice.Margins`)."""
+        token's top-two gap (:class:`~weavehost.decode.choice.Margins`). ``avoid``: tokens the
+        text may not begin with; given any, it begins with a word (the caller's rule: an
+        answer written again, begun otherwise)."""
         self.trigger = None  # a call asked for without a trigger uses the format's layout
         continuation = Continuation(
             self, held, on_text, offered, allow_call, sampling, drafts, scripts=scripts,
             refused=refused,
         )  # fmt: skip
         continuation.margins = Margins() if margins else None
+        if avoid:  # and a word first: no end of turn, no mark, where it begins again
+            continuation.banned[0] = set(avoid)
+            continuation.words.add(0)
         before = self.engine.stats.passes
         continued = continuation.run(bound)
         self.trigger = continued.trigger
@@ -366,7 +357,8 @@ class Continuation:
             self.stream(min(self.hold_back(at), self.hold_back_call_text(call_held)))
         self.stream(len(self.data))
         text = self.data.decode("utf-8", errors="replace")
-        return Continued(text=text, stop=stop, tokens=len(self.tokens))
+        return Continued(text=text, stop=stop, tokens=len(self.tokens),
+                         token_ids=tuple(self.tokens))  # fmt: skip
 
     def choose(self) -> int:
         """The next token from :meth:`masked` logits: the most likely one, or one drawn at the
@@ -472,7 +464,8 @@ class Continuation:
         self.roll_back(self.start + first)
         self.stream(self.offsets[first])
         text = self.data[: self.offsets[first]].decode("utf-8", errors="replace")
-        return Continued(text=text, stop="call", tokens=first, trigger=trigger)
+        return Continued(text=text, stop="call", tokens=first, trigger=trigger,
+                         token_ids=tuple(self.tokens[:first]))  # fmt: skip
 
     def take_back(self, first: int) -> None:
         """The text and sequence 0 cut back to before token ``first``, which is banned at its

@@ -103,6 +103,7 @@ class ScriptedModel:
 
     replies: Sequence[Step]
     writes_forced_calls: ClassVar[bool] = True  # as a local model: the host may force a call
+    avoids_tokens: ClassVar[bool] = False  # its text is its script: nothing is written again
     n_ctx: int = 4096
     hold_timeout_s: float = 5.0
     synced: list[list[dict[str, Any]]] = field(default_factory=list)
@@ -110,6 +111,7 @@ class ScriptedModel:
     holds: list[bool] = field(default_factory=list)  # whether each hold was released in time
     allowed_calls: list[bool] = field(default_factory=list)  # allow_call of each free decode
     refused: list[frozenset[str]] = field(default_factory=list)  # refused tools of each one
+    avoided: list[frozenset[int]] = field(default_factory=list)  # avoid of each one
     samplings: list[Sampling | None] = field(default_factory=list)  # sampling of each one
     resets: int = 0  # times the loop reset the model's KV cache after a decode failure
     threads: int = 4
@@ -174,13 +176,16 @@ class ScriptedModel:
         *,
         sampling: Sampling | None = None,
         refused: Collection[str] = (),
+        avoid: Collection[int] = (),
     ) -> FreeText:
         """The next scripted reply; a text answer is cut before the first of ``sampling``'s
         stop sequences, as the engine cuts it. ``refused`` is recorded; a scripted call to a
-        refused tool is still written (as a format's tags or a remote server write it)."""
+        refused tool is still written (as a format's tags or a remote server write it). Its
+        tokens are the text's UTF-8 bytes; ``avoid`` is recorded."""
         self._check()
         self.allowed_calls.append(allow_call)
         self.refused.append(frozenset(refused))
+        self.avoided.append(frozenset(avoid))
         self.samplings.append(sampling)
         reply = self._queue.popleft() if self._queue else SCRIPT_DONE
         calls = [reply] if isinstance(reply, ScriptedCall) else reply
@@ -193,7 +198,7 @@ class ScriptedModel:
                     calls, stop = calls[: calls.index(sequence)], "stop_sequence"
             if calls:
                 on_text(calls)
-            return FreeText(text=calls, call=False, stop=stop)
+            return FreeText(text=calls, call=False, stop=stop, token_ids=tuple(calls.encode()))
         if calls[0].text:
             on_text(calls[0].text)
         self._pending = deque(calls)
