@@ -35,7 +35,7 @@ def _spoken(text: str) -> str:
 
 def _names(request: str, value: str) -> bool:
     spoken = _spoken(value)
-    if not re.search(r"[a-z]", spoken):
+    if spoken not in request or not re.search(r"[a-z]", spoken):  # cheap first: huge enums
         return False
     pattern = r"(?<![a-z0-9])" + re.escape(spoken) + r"(?![a-z0-9])"
     return re.search(pattern, request) is not None
