@@ -16,6 +16,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from tests.test_agent_steering import last_turn
 from tools import android
 from weavehost import Host
 from weavehost.agent.named_values import bind_named_values, named_values
@@ -27,8 +28,6 @@ from weavehost.testing.model import ScriptedModel, call
 
 pytestmark = pytest.mark.anyio
 
-ROOT = Path(__file__).resolve().parent.parent
-TURN_BOUND_S = 600  # a hang guard on a busy 2-core machine, not a speed claim
 
 SETTINGS = ["wifi", "bluetooth", "airplane_mode", "flashlight", "do_not_disturb"]
 VOLUME = ToolSchema(
@@ -129,18 +128,6 @@ async def test_a_remote_model_s_calls_are_its_own_and_nothing_is_bound() -> None
     assert schema["properties"]["stream"]["enum"] == ["media", "ring", "alarm"]
 
 
-async def _last_turn(model: Path, server: str, *prompts: str, **options: object) -> Events:
-    """The events of the last of ``prompts``, each a turn of one conversation on a real model
-    with the tools of ``tools/SERVER.py`` (every call approved)."""
-    async with Host(servers=[str(ROOT / "tools" / f"{server}.py")], trust=[server],
-                    approval="always", model=str(model), prompt_cache=False, threads=2,
-                    n_ctx=4096, **options) as host:  # type: ignore[arg-type]  # fmt: skip
-        session = host.session()
-        for prompt in prompts[:-1]:
-            await Events.collect(session.run(prompt), timeout=TURN_BOUND_S)
-        return await Events.collect(session.run(prompts[-1]), timeout=TURN_BOUND_S)
-
-
 @pytest.mark.model
 @pytest.mark.parametrize("steered", [False, True])
 async def test_on_the_embedded_smollm2_chicago_s_weather_in_imperial_units_is_asked_in_imperial_unless_unsteered(
@@ -148,7 +135,7 @@ async def test_on_the_embedded_smollm2_chicago_s_weather_in_imperial_units_is_as
 ) -> None:
     monkeypatch.setattr(Session, "bind_named_values", steered)
     prompt = "Weather in Chicago in imperial units, please."
-    events = await _last_turn(embedded_model_path, "weather", prompt)
+    events = await last_turn(embedded_model_path, prompt, server="weather")
     ran = [(r["name"], r["arguments"].get("units")) for r in events.of("tool_result")]
     want = "imperial" if steered else "metric"
     assert ran[:1] == [("get_current_weather", want)], [e.to_json() for e in events]
@@ -161,7 +148,7 @@ async def test_on_the_real_qwen_the_ring_volume_is_set_on_the_ring_stream_unless
 ) -> None:
     monkeypatch.setattr(Session, "bind_named_values", steered)
     first, then = "How much battery do I have?", "Set the ring volume to 3."
-    events = await _last_turn(qwen_gguf, "android", first, then, guidance=False)
+    events = await last_turn(qwen_gguf, first, then)
     ran = [(r["name"], r["text"]) for r in events.of("tool_result")]
     want = "ring volume set to 3" if steered else "media volume set to 3"
     assert ran[:1] == [("set_volume", want)], [e.to_json() for e in events]

@@ -172,14 +172,15 @@ async def test_the_step_after_a_good_result_refuses_its_tool_to_the_reply_writer
     assert model.refused == [set(), *answered] if steered else [set()] * 3
 
 
-async def _qwen_turn(
-    qwen_gguf: Path, *prompts: str, server: str | tuple[str, ...] = "android", **options: object
+async def last_turn(
+    model: Path, *prompts: str, server: str | tuple[str, ...] = "android", **options: object
 ) -> Events:
-    """The events of the last of ``prompts``, each a turn of one conversation on the real Qwen
-    with the tools of ``server`` (one name or several; every call approved)."""
+    """The events of the last of ``prompts``, each a turn of one conversation on a real model
+    (the Qwen GGUF, or the embedded SmolLM2's) with the tools of ``server`` (one name or
+    several; every call approved)."""
     names = [server] if isinstance(server, str) else list(server)
     async with Host(servers=[str(ROOT / "tools" / f"{name}.py") for name in names], trust=names,
-                    approval="always", model=str(qwen_gguf), prompt_cache=False, threads=2,
+                    approval="always", model=str(model), prompt_cache=False, threads=2,
                     n_ctx=4096, guidance=False, **options) as host:  # type: ignore[arg-type]  # fmt: skip
         session = host.session()
         for prompt in prompts[:-1]:
@@ -196,7 +197,7 @@ async def test_on_the_real_qwen_the_trip_budget_prints_a_call_to_no_tool_unless_
     # "Switch off the wifi." did the same until a cut catalog was offered best first.)
     monkeypatch.setattr(Session, "recall_call_shaped", steered)
     prompt = "What is the trip budget? It is written in notes.md."
-    events = await _qwen_turn(qwen_gguf, prompt, server="files")
+    events = await last_turn(qwen_gguf, prompt, server="files")
     results = events.of("tool_result")
     if steered:  # written again as a call to a tool that takes "path"
         assert results and results[0]["name"] in {"read_file", "list_files"}, [
@@ -214,7 +215,7 @@ async def test_on_the_real_qwen_an_alarm_is_set_once_unless_it_is_set_again_afte
     qwen_gguf: Path, monkeypatch: pytest.MonkeyPatch, steered: bool
 ) -> None:
     monkeypatch.setattr(Session, "answer_after_result", steered)
-    events = await _qwen_turn(qwen_gguf, "Set an alarm for 6:30 in the morning.")
+    events = await last_turn(qwen_gguf, "Set an alarm for 6:30 in the morning.")
     runs = [r for r in events.of("tool_result") if r["name"] == "set_alarm"]
     if steered:
         assert len(runs) == 1, [e.to_json() for e in events]
@@ -263,7 +264,7 @@ async def test_on_the_real_qwen_a_cut_catalog_offered_best_first_gets_call_dmitr
     # The android catalog is over the catalog share of a 4,096-token context, so it is cut.
     # In catalog order, set_alarm came first and Qwen 0.5B set an alarm to call Dmitri.
     monkeypatch.setattr(Session, "refuse_invented_numbers", False)  # its number is made up
-    events = await _qwen_turn(qwen_gguf, "Call Dmitri Ivanov.")
+    events = await last_turn(qwen_gguf, "Call Dmitri Ivanov.")
     assert any("most relevant" in n["text"] for n in events.of("notice")), "not cut"
     runs = [r["name"] for r in events.of("tool_result")]
     assert runs[:1] == ["make_phone_call"], [e.to_json() for e in events]
@@ -275,7 +276,7 @@ async def test_on_the_real_qwen_tool_choice_none_answers_in_a_few_sentences_with
 ) -> None:
     # Shown the tools, Qwen 0.5B began a call, was refused it twice, and wrote a made-up
     # weather list that ran to the answer bound (491 tokens of "Rain: 0.0 mm").
-    events = await _qwen_turn(
+    events = await last_turn(
         qwen_gguf, "What is the weather in Paris?", server="weather", tool_choice="none",
         max_answer_tokens=160,
     )  # fmt: skip
@@ -361,7 +362,7 @@ async def test_on_the_real_qwen_and_in_oslo_is_answered_from_paris_s_result_unle
     qwen_gguf: Path, monkeypatch: pytest.MonkeyPatch, steered: bool
 ) -> None:
     monkeypatch.setattr(Session, "recall_stale", steered)
-    second = await _qwen_turn(
+    second = await last_turn(
         qwen_gguf, "What's the weather in Paris?", "And in Oslo?", server="weather"
     )
     cities = [r["arguments"].get("city") for r in second.of("tool_result")]
@@ -380,7 +381,7 @@ async def test_on_the_real_qwen_a_follow_up_that_names_a_tool_is_a_call_unless_u
     # that reads as a result ("tool_response: set the ring volume to 3.") and set nothing.
     monkeypatch.setattr(Session, "call_named_tools", steered)
     first, then = "How much battery do I have?", "Set the ring volume to 3."
-    events = await _qwen_turn(qwen_gguf, first, then)
+    events = await last_turn(qwen_gguf, first, then)
     ran = [(r["name"], r["status"]) for r in events.of("tool_result")]
     if steered:
         assert ran[:1] == [("set_volume", "ok")], [e.to_json() for e in events]
@@ -443,7 +444,7 @@ async def test_on_the_real_qwen_call_dmitri_dials_no_made_up_number_unless_unste
 ) -> None:
     # Qwen 0.5B dials "1234567890" for "Call Dmitri Ivanov." (the contacts hold +1-555-0104).
     monkeypatch.setattr(Session, "refuse_invented_numbers", steered)
-    events = await _qwen_turn(qwen_gguf, "Call Dmitri Ivanov.")
+    events = await last_turn(qwen_gguf, "Call Dmitri Ivanov.")
     dialled = [
         str(r["arguments"].get("phone_number"))
         for r in events.of("tool_result")
@@ -484,7 +485,7 @@ async def test_on_the_real_qwen_rome_s_weather_and_the_battery_are_both_called_u
     # Forced to begin with a call, Qwen 0.5B asked for the weather and answered from it alone.
     monkeypatch.setattr(Session, "call_named_tools", steered)
     prompt = "How is the weather in Rome, and how much battery do I have?"
-    events = await _qwen_turn(qwen_gguf, prompt, server=("weather", "android"))
+    events = await last_turn(qwen_gguf, prompt, server=("weather", "android"))
     ran = {r["name"] for r in events.of("tool_result") if r["status"] == "ok"}
     both = {"get_current_weather", "get_battery_status"}
     assert (ran >= both) == steered, [e.to_json() for e in events]
@@ -586,7 +587,7 @@ async def test_on_the_real_qwen_lima_s_forecast_is_answered_from_its_result_unle
     # Qwen 0.5B answers "This response is a JSON object with the function name "get_forecast"
     # and the arguments "city" and "days"."; begun otherwise, it restates the forecast.
     monkeypatch.setattr(Session, "reanswer_ignored_results", steered)
-    events = await _qwen_turn(qwen_gguf, "Lima, 3 days.", server="weather")
+    events = await last_turn(qwen_gguf, "Lima, 3 days.", server="weather")
     assert [r["name"] for r in events.of("tool_result")] == ["get_forecast"]
     assert ("15.4 C" in events.answer) == steered, [e.to_json() for e in events]
     assert events.stop == "answer"
