@@ -122,6 +122,22 @@ async def test_a_local_model_s_calls_are_written_with_the_value_the_message_name
     assert ("stream" in schema.get("required", [])) == steered
 
 
+async def test_a_value_bound_in_one_turn_is_not_bound_in_the_next() -> None:
+    replies = [call("set_volume", level=3, stream="ring"), "Done.",
+               call("set_volume", level=5), "Done."]  # fmt: skip
+    model = Recording(replies)
+    model.wrote_with = []
+    async with Host(agent_model=model, inproc={"android": android.build_server()},
+                    trust=["android"], approver=StaticApprover(True)) as host:  # fmt: skip
+        session = host.session()
+        await Events.collect(session.run("Set the ring volume to 3."), timeout=30)
+        await Events.collect(session.run("Set the volume to 5."), timeout=30)
+    first, then = (w["set_volume"] for w in model.wrote_with)
+    assert first["properties"]["stream"]["enum"] == ["ring"]
+    assert then["properties"]["stream"]["enum"] == ["media", "ring", "alarm"]
+    assert "stream" not in then.get("required", [])
+
+
 async def test_a_remote_model_s_calls_are_its_own_and_nothing_is_bound() -> None:
     model = RemoteRecording([call("set_volume", level=3, stream="ring"), "Done."])
     schema = await _volume_schema(model)

@@ -37,9 +37,9 @@ def test_a_place_chosen_again_after_a_take_back_keeps_only_its_last_gap() -> Non
     margins = Margins()
     for place, winner in [(0, 3.0), (1, 2.0), (2, 1.0), (1, 0.5), (2, 0.25)]:
         margins.record(place, np.array([winner, 0.0], dtype=np.float32), 0)
-    ended = margins.recorded(Continued("ab", "end", tokens=2), [7, 8])
+    ended = margins.recorded(Continued("ab", "end", tokens=2, token_ids=(7, 8)))
     assert (ended.token_ids, ended.margins, ended.stop_margin) == ((7, 8), (3.0, 0.5), 0.25)
-    bounded = margins.recorded(Continued("ab", "max_tokens", tokens=2), [7, 8])
+    bounded = margins.recorded(Continued("ab", "max_tokens", tokens=2))
     assert bounded.stop_margin is None  # no choice was left out of the text
 
 

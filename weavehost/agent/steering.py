@@ -147,8 +147,8 @@ def ignores_results(
     """Whether ``answer``, to the ``turn`` (the user's message, then what followed it), states
     nothing of the turn's tool results that hold a number of their own: none of their numbers,
     their word pairs or their names that the user's message and the ``called`` words (the
-    tools' names and argument names) do not already hold. Qwen2.5-Coder
-    -0.5B, shown Lima's forecast, answers "This response is a JSON object with the function
+    tools' names and argument names) do not already hold. Qwen2.5-Coder-0.5B, shown Lima's
+    forecast, answers "This response is a JSON object with the function
     name "get_forecast" …", or "Sorry, but I can't assist with that request." after Tokyo's and
     Berlin's weather; the 1.5B explains the call it made ("… The response will provide the
     current weather conditions, including temperature, humidity, and wind speed."). Results

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -92,15 +91,14 @@ class Margins:
         del self.gaps[place:]
         self.gaps.append(top_two_gap(logits, token))
 
-    def recorded(self, continued: Continued, tokens: Sequence[int]) -> Continued:
-        """``continued`` (whose text holds the first of ``tokens``, then stopped) with what was
-        recorded: its token ids, one gap per token, and the stopping choice's gap (``None``
-        where the text did not stop at a choice it does not keep)."""
+    def recorded(self, continued: Continued) -> Continued:
+        """``continued`` (whose text holds its first ``tokens``, then stopped) with what was
+        recorded: one gap per token, and the stopping choice's gap (``None`` where the text
+        did not stop at a choice it does not keep)."""
         kept = continued.tokens
         at_stop = continued.stop in STOPS_AT_A_CHOICE and len(self.gaps) > kept
         return dataclasses.replace(
             continued,
-            token_ids=tuple(tokens[:kept]),
             margins=tuple(self.gaps[:kept]),
             stop_margin=self.gaps[kept] if at_stop else None,
         )

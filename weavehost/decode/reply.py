@@ -205,18 +205,19 @@ class ReplyWriter:
         self.trigger = None  # a call asked for without a trigger uses the format's layout
         continuation = Continuation(
             self, held, on_text, offered, allow_call, sampling, drafts, scripts=scripts,
-            refused=refused,
+            refused=refused, avoid=avoid,
         )  # fmt: skip
         continuation.margins = Margins() if margins else None
-        if avoid:  # and a word first: no end of turn, no mark, where it begins again
-            continuation.banned[0] = set(avoid)
-            continuation.words.add(0)
         before = self.engine.stats.passes
         continued = continuation.run(bound)
         self.trigger = continued.trigger
-        done = dataclasses.replace(continued, passes=self.engine.stats.passes - before)
+        done = dataclasses.replace(
+            continued,
+            passes=self.engine.stats.passes - before,
+            token_ids=tuple(continuation.tokens[: continued.tokens]),
+        )
         if continuation.margins is not None:
-            done = continuation.margins.recorded(done, continuation.tokens)
+            done = continuation.margins.recorded(done)
         return done
 
     def write_calls(
@@ -272,6 +273,7 @@ class Continuation:
         *,
         scripts: int | None = None,
         refused: Collection[str] = (),
+        avoid: Collection[int] = (),
     ) -> None:
         self.writer, self.engine, self.held = writer, writer.engine, held
         self.on_text, self.offered, self.allow_call = on_text, tuple(offered), allow_call
@@ -286,13 +288,15 @@ class Continuation:
         self.offsets: list[int] = []  # where each token's bytes begin in data
         self.data = b""
         self.shown = ""
-        # With calls not allowed, a token that began a trigger is banned at its position.
-        self.banned: dict[int, set[int]] = {}
+        # With calls not allowed, a token that began a trigger is banned at its position; the
+        # caller's ``avoid`` at the first (an answer written again, begun otherwise).
+        self.banned: dict[int, set[int]] = {0: set(avoid)} if avoid else {}
         # With calls not allowed, call-shaped text written past the ban ends the answer.
         self.call_text = None if allow_call else CallText(self.offered)
         self.skip = 0  # bytes before this are prose: a trigger there named no tool on offer
         self.retries = 0  # call-shaped texts taken back so far
-        self.words: set[int] = set()  # where a call was taken back: a word must come
+        # Where a call was taken back, and where an answer begins again: a word must come.
+        self.words: set[int] = {0} if avoid else set()
         # Marks (no letter, no digit) that began call text taken back: banned at every later
         # place too, since a reply that may not call has no use for the same opening again
         # (each new try would cost the passes to write it before it is taken back).
@@ -357,8 +361,7 @@ class Continuation:
             self.stream(min(self.hold_back(at), self.hold_back_call_text(call_held)))
         self.stream(len(self.data))
         text = self.data.decode("utf-8", errors="replace")
-        return Continued(text=text, stop=stop, tokens=len(self.tokens),
-                         token_ids=tuple(self.tokens))  # fmt: skip
+        return Continued(text=text, stop=stop, tokens=len(self.tokens))
 
     def choose(self) -> int:
         """The next token from :meth:`masked` logits: the most likely one, or one drawn at the
@@ -464,8 +467,7 @@ class Continuation:
         self.roll_back(self.start + first)
         self.stream(self.offsets[first])
         text = self.data[: self.offsets[first]].decode("utf-8", errors="replace")
-        return Continued(text=text, stop="call", tokens=first, trigger=trigger,
-                         token_ids=tuple(self.tokens[:first]))  # fmt: skip
+        return Continued(text=text, stop="call", tokens=first, trigger=trigger)
 
     def take_back(self, first: int) -> None:
         """The text and sequence 0 cut back to before token ``first``, which is banned at its
