@@ -206,6 +206,10 @@ def test_the_llama_server_peer_runs_every_task_beside_weavehost_labelled_with_it
     summary = json.loads(run.summary_json.read_text())
     assert set(summary["variants"]) == {"weave cache=off drafts=on", "peer=llama_server"}
     assert summary["variants"]["peer=llama_server"]["succeeded"] == 1
+    (beside,) = summary["beside_peers"]
+    assert beside["weavehost"] == "weave cache=off drafts=on"
+    assert beside["peer"] == "peer=llama_server"
+    assert beside["both_complete"] == ["weather-paris"] and beside["geo_answer_ratio"] > 0
     command = summary["setup"]["peers"]["llama_server"]["command"]
     assert command[0] == str(fake_llama_server)
     assert {"--jinja", "-m", "-c", "2048", "-t", "2", "--parallel", "--host", "127.0.0.1"} <= set(

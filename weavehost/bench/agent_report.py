@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from weavehost.bench.agent_beside import beside_peers, format_beside
 from weavehost.bench.agent_tasks import RECOVERABLE, AgentTurn
 from weavehost.bench.answer_gaps import (
     NEAR_TIE_LOGITS,
@@ -320,7 +321,8 @@ def project_turns(record: Mapping[str, Any], table: CostTable) -> dict[str, Any]
 def summarize_agent(
     records: Sequence[Mapping[str, Any]], variants: Sequence[str]
 ) -> dict[str, Any]:
-    """``{"variants": {label: numbers}, "by_tag": {tag: {label: {"n", "success"}}}}``."""
+    """``{"variants": {label: numbers}, "by_tag": {tag: {label: {"n", "success"}}}}``, and
+    ``"beside_peers"`` where a peer ran (:func:`~weavehost.bench.agent_beside.beside_peers`)."""
     by_variant: dict[str, list[Mapping[str, Any]]] = {label: [] for label in variants}
     for record in records:
         by_variant.setdefault(record["variant"], []).append(record)
@@ -366,7 +368,11 @@ def summarize_agent(
                 cell["n"] += 1
                 cell["success"] += 1 if record.get("success") else 0
     _projection_ratios(numbers, by_variant)
-    return {"variants": numbers, "by_tag": dict(sorted(by_tag.items()))}
+    summary = {"variants": numbers, "by_tag": dict(sorted(by_tag.items()))}
+    pairs = beside_peers(by_variant)
+    if pairs:
+        summary["beside_peers"] = pairs
+    return summary
 
 
 def _setting(rows: Sequence[Mapping[str, Any]]) -> tuple[Any, Any, Any] | None:
@@ -459,6 +465,7 @@ def format_tables(summary: Mapping[str, Any]) -> str:
     lines.append(" provisional calls / all tool results; cache hits: turns whose prompt came")
     lines.append(" from the prompt cache / all turns)")
     lines += _answer_table(variants, (summary.get("setup") or {}).get("cost_model"))
+    lines += format_beside(summary.get("beside_peers") or ())
     tags: Mapping[str, Mapping[str, Mapping[str, int]]] = summary["by_tag"]
     if tags:
         labels = list(variants)
