@@ -26,10 +26,13 @@ from weavehost.decode.answer_drafts import (
     DraftPricing,
     own_match,
 )
+from weavehost.decode.drafts import message_calls
 from weavehost.decode.padding import NO_PLAN, DecodePlan
 from weavehost.decode.reply import Continued, ReplyWriter, Sampling
 from weavehost.engine import Engine
 from weavehost.engine.calibrate import CostTable
+from weavehost.formats import ToolCall
+from weavehost.formats.qwen import QWEN
 
 # A machine where extra rows cost little (a phone's 4-row pass costs 1.1-1.2x one row): drafts pay.
 CHEAP_ROWS = DecodePlan.from_table(
@@ -94,6 +97,36 @@ def test_a_json_result_s_members_are_restated_so_a_key_drafts_its_value() -> Non
         drafts.propose('"city": "Paris", "cond')
         == 'itions": "partly cloudy", "temperature_c": -2.9, "humidity": 53}'
     )
+
+
+def test_a_call_the_assistant_made_is_a_text_as_the_format_writes_it_so_a_call_begun_again_is_drafted() -> (
+    None
+):
+    drafts = AnswerDrafts.from_messages(WEATHER, render_call=QWEN.render_call)
+    # Qwen, after the result, begins the same call again (bare, or fenced and indented): from its
+    # name on, the rest is drafted from the call it made.
+    assert drafts.propose('{"name').startswith('": "get_current_weather", "arguments": {"city"')
+    assert drafts.propose('```json\n{\n  "name').startswith('": "get_current_weather"')
+    assert AnswerDrafts.from_messages(WEATHER).propose('{"name') == ""  # no format: no call texts
+
+
+def test_the_calls_of_a_message_are_read_in_either_shape_and_a_malformed_one_is_left_out() -> None:
+    message = {
+        "role": "assistant",
+        "tool_calls": [
+            {"name": "get_current_weather", "arguments": {"city": "Oslo"}},
+            {"function": {"name": "get_forecast", "arguments": '{"city": "Oslo", "days": 2}'}},
+            {"function": {"name": "get_forecast", "arguments": "{not json"}},
+            {"name": "", "arguments": {}},
+            {"name": "list_files", "arguments": ["not", "an", "object"]},
+            "not a call",
+        ],
+    }
+    assert message_calls(message) == [
+        ToolCall("get_current_weather", {"city": "Oslo"}),
+        ToolCall("get_forecast", {"city": "Oslo", "days": 2}),
+    ]
+    assert message_calls({"role": "assistant", "content": "hi"}) == []
 
 
 # ------------------------------------------------------------------------- the pricing rule

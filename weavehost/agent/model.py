@@ -329,7 +329,9 @@ class EngineModel:
         self._answer_drafts = None
         if self.answer_drafts:
             earlier = self.answer_memory.texts() if self.answer_memory else ()
-            self._answer_drafts = AnswerDrafts.from_messages(messages, earlier)
+            self._answer_drafts = AnswerDrafts.from_messages(
+                messages, earlier, render_call=self.format.render_call
+            )
         self._synced = messages  # what an answer may copy, which its memory does not keep
         self._scripts = allowed_scripts(messages) if self.script_guard else None
         if len(tokens) >= engine.n_ctx:

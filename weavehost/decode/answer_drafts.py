@@ -22,7 +22,9 @@ Guarantees:
   the system prompt: its instructions and tool descriptions are rarely what an answer copies),
   and, for a tool result that is JSON, each scalar member restated as answers restate it
   (``humidity: 53``, ``humidity is 53``, with ``_`` read as a space): the answer that writes a
-  key is drafted the value.
+  key is drafted the value; and, where the model's format is given, each call the assistant
+  made, as the format writes it: a small model often begins its answer with the same call
+  again, and that text, drafted, reaches the refused name in a pass or two.
 * Where none of them holds the suffix, the answer's own text before it is looked up (at least
   :data:`MIN_OWN_MATCH` characters, in its last ``4 * MAX_MATCH`` bytes), as llama.cpp's
   prompt lookup reads the text generated so far: a small model that runs on repeats itself
@@ -41,8 +43,14 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from weavehost.decode.drafts import content_texts, earlier_suffix, longest_suffix_in
+from weavehost.decode.drafts import (
+    content_texts,
+    earlier_suffix,
+    longest_suffix_in,
+    message_calls,
+)
 from weavehost.decode.padding import MAX_DRAFT_ROWS, DecodePlan
+from weavehost.formats.base import ToolCall
 
 __all__ = [
     "ACCEPT_PRIORS",
@@ -124,13 +132,21 @@ class AnswerDrafts:
 
     @classmethod
     def from_messages(
-        cls, messages: Sequence[Mapping[str, Any]], earlier: Sequence[str] = ()
+        cls,
+        messages: Sequence[Mapping[str, Any]],
+        earlier: Sequence[str] = (),
+        *,
+        render_call: Callable[[ToolCall], str] | None = None,
     ) -> AnswerDrafts:
         """The texts of OpenAI-style ``messages``, oldest first: user, tool and assistant
         content (a string, or ``{"type": "text", "text": ...}`` parts) and each JSON tool
         result's members restated; not the system prompt. ``earlier``: texts looked up before
         them (the model's remembered answers, :mod:`weavehost.agent.answer_memory`), so where
-        both hold a match the conversation's, the most recent, is drafted."""
+        both hold a match the conversation's, the most recent, is drafted. ``render_call``:
+        the model format's text of a call; each call an assistant message made is then a text
+        too, as the model wrote it, since a small model after a result often begins the same
+        call again, which the reply writer takes back where it names a refused tool: drafted,
+        that costs a pass or two, not one a token."""
         texts: list[str] = []
         for message in messages:
             contents = conversation_texts([message])
@@ -138,6 +154,8 @@ class AnswerDrafts:
             if message.get("role") == "tool":
                 for content in contents:
                     texts.extend(restated_members(content))
+            if render_call is not None and message.get("role") == "assistant":
+                texts.extend(render_call(call) for call in message_calls(message))
         return cls(texts, earlier)
 
     def propose(self, written: str, *, max_chars: int = MAX_DRAFT_CHARS) -> str:
