@@ -26,12 +26,12 @@ from weavehost.decode.answer_drafts import (
     DraftPricing,
     own_match,
 )
-from weavehost.decode.drafts import message_calls
 from weavehost.decode.padding import NO_PLAN, DecodePlan
 from weavehost.decode.reply import Continued, ReplyWriter, Sampling
 from weavehost.engine import Engine
 from weavehost.engine.calibrate import CostTable
 from weavehost.formats import ToolCall
+from weavehost.formats.base import message_calls
 from weavehost.formats.qwen import QWEN
 
 # A machine where extra rows cost little (a phone's 4-row pass costs 1.1-1.2x one row): drafts pay.
@@ -99,9 +99,7 @@ def test_a_json_result_s_members_are_restated_so_a_key_drafts_its_value() -> Non
     )
 
 
-def test_a_call_the_assistant_made_is_a_text_as_the_format_writes_it_so_a_call_begun_again_is_drafted() -> (
-    None
-):
+def test_a_call_the_assistant_made_is_drafted_when_the_answer_begins_it_again() -> None:
     drafts = AnswerDrafts.from_messages(WEATHER, render_call=QWEN.render_call)
     # Qwen, after the result, begins the same call again (bare, or fenced and indented): from its
     # name on, the rest is drafted from the call it made.
@@ -110,7 +108,7 @@ def test_a_call_the_assistant_made_is_a_text_as_the_format_writes_it_so_a_call_b
     assert AnswerDrafts.from_messages(WEATHER).propose('{"name') == ""  # no format: no call texts
 
 
-def test_the_calls_of_a_message_are_read_in_either_shape_and_a_malformed_one_is_left_out() -> None:
+def test_a_message_s_calls_are_read_in_either_shape_and_a_malformed_one_is_left_out() -> None:
     message = {
         "role": "assistant",
         "tool_calls": [

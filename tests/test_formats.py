@@ -643,6 +643,20 @@ def test_smollm2_writes_a_reply_s_several_calls_as_one_list_and_renders_them_so(
     assert text in "".join(s.text for s in segments)
 
 
+def test_smollm2_renders_a_reply_s_calls_given_openai_style_with_their_arguments_as_json_text():
+    openai = [
+        {"function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
+        for c in SEVERAL_DICTS
+    ]
+
+    def rendered(calls):
+        messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": calls}]
+        return "".join(s.text for s in SMOLLM2.render_prompt(messages, [], chat_template=None))
+
+    assert rendered(openai) == rendered(SEVERAL_DICTS)
+    assert render_calls(SMOLLM2, SEVERAL) in rendered(openai)
+
+
 @pytest.mark.parametrize("fmt", [QWEN, SMOLLM2], ids=lambda f: f.name)
 def test_each_call_of_a_reply_is_read_back_alone_in_the_layout_it_is_written_in(fmt):
     first, more = first_call_format(fmt), call_format(fmt, fmt.several.more)

@@ -43,14 +43,9 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from weavehost.decode.drafts import (
-    content_texts,
-    earlier_suffix,
-    longest_suffix_in,
-    message_calls,
-)
+from weavehost.decode.drafts import content_texts, earlier_suffix, longest_suffix_in
 from weavehost.decode.padding import MAX_DRAFT_ROWS, DecodePlan
-from weavehost.formats.base import ToolCall
+from weavehost.formats.base import ToolCall, message_calls
 
 __all__ = [
     "ACCEPT_PRIORS",

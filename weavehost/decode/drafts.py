@@ -86,7 +86,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
-from weavehost.formats.base import ToolCall
+from weavehost.formats.base import read_call
 from weavehost.formats.declared import ValueSyntax
 from weavehost.formats.jsoncalls import JSON_STRINGS
 
@@ -99,7 +99,6 @@ __all__ = [
     "DraftSource",
     "Guess",
     "earlier_suffix",
-    "message_calls",
 ]
 
 # The shortest suffix of a string value that is looked up (see the module's choices).
@@ -489,40 +488,13 @@ def content_texts(content: Any) -> Iterator[str]:
 
 
 def _argument_texts(call: Any) -> Iterator[str]:
-    """The string and number values of a call's arguments (``{"name", "arguments"}`` or
-    ``{"function": {...}}``; arguments a dict or its JSON text), in order."""
-    if not isinstance(call, Mapping):
-        return
-    function = call.get("function")
-    arguments = (function if isinstance(function, Mapping) else call).get("arguments")
+    """The string and number values of a call's arguments (:func:`read_call`), in order;
+    arguments that are not JSON, as their text."""
+    _, arguments = read_call(call)
     if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except json.JSONDecodeError:
-            yield arguments
-            return
+        yield arguments
+        return
     yield from _leaf_texts(arguments)
-
-
-def message_calls(message: Mapping[str, Any]) -> list[ToolCall]:
-    """The calls of an assistant ``message`` (its ``tool_calls``: ``{"name", "arguments"}`` or
-    OpenAI's ``{"function": {...}}``, arguments an object or its JSON text); one that names no
-    tool or whose arguments are not an object is left out."""
-    calls: list[ToolCall] = []
-    for call in message.get("tool_calls") or ():
-        if not isinstance(call, Mapping):
-            continue
-        function = call.get("function")
-        body = function if isinstance(function, Mapping) else call
-        name, arguments = body.get("name"), body.get("arguments", {})
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments)
-            except json.JSONDecodeError:
-                continue
-        if isinstance(name, str) and name and isinstance(arguments, Mapping):
-            calls.append(ToolCall(name, dict(arguments)))
-    return calls
 
 
 def _leaf_texts(value: Any) -> Iterator[str]:

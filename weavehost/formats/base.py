@@ -52,6 +52,8 @@ __all__ = [
     "call_parts",
     "complete_value_end",
     "leading_value_end",
+    "message_calls",
+    "read_call",
     "render_chat_template",
     "tool_to_openai",
 ]
@@ -80,6 +82,35 @@ class ToolCall:
 
     def __hash__(self) -> int:
         return hash(self.canonical())
+
+
+def read_call(call: Any) -> tuple[Any, Any]:
+    """The name and arguments of one entry of an OpenAI-style message's ``tool_calls``:
+    ``{"name", "arguments"}`` or ``{"function": {...}}``, arguments an object or its JSON text
+    (parsed where it parses, else left as the text); ``(None, None)`` for an entry that is not
+    an object."""
+    if not isinstance(call, Mapping):
+        return None, None
+    function = call.get("function")
+    body = function if isinstance(function, Mapping) else call
+    arguments = body.get("arguments", {})
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError:
+            pass
+    return body.get("name"), arguments
+
+
+def message_calls(message: Mapping[str, Any]) -> list[ToolCall]:
+    """The calls of an assistant ``message`` (:func:`read_call`); one that names no tool or
+    whose arguments are not an object is left out."""
+    calls: list[ToolCall] = []
+    for call in message.get("tool_calls") or ():
+        name, arguments = read_call(call)
+        if isinstance(name, str) and name and isinstance(arguments, Mapping):
+            calls.append(ToolCall(name, dict(arguments)))
+    return calls
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ from weavehost.formats.base import (
     Segment,
     ToolCall,
     merge_segments,
+    message_calls,
     render_chat_template,
 )
 from weavehost.formats.several import render_calls
@@ -189,12 +190,7 @@ def _render_tools_in_text(
     plain: list[dict[str, Any]] = []
     for message in messages:
         if message.get("role") == "assistant" and message.get("tool_calls"):
-            calls = [
-                ToolCall(c["function"]["name"], c["function"]["arguments"])
-                if "function" in c
-                else ToolCall(c["name"], c["arguments"])
-                for c in message["tool_calls"]
-            ]
+            calls = message_calls(message)
             text = (message.get("content") or "") + render_calls(fmt, calls)  # type: ignore[arg-type]
             plain.append({"role": "assistant", "content": text})
         elif message.get("role") == "tool":
