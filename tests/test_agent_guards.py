@@ -127,15 +127,36 @@ TIME = ToolSchema(
         "required": ["timezone"],
     },
 )
+
+
 # A correct call and a good result, then an answer that may not call again (the call was
 # repeated): unguarded, Qwen 0.5B answers "抱歉，我无法协助完成这个请求。".
-LONDON_ANSWERED = [
-    {"role": "user", "content": "What's the time in London right now?"},
-    {"role": "assistant", "content": "", "tool_calls": [
-        {"name": "get_current_time", "arguments": {"timezone": "Europe/London"}}]},
-    {"role": "tool",
-     "content": '{"timezone": "Europe/London", "datetime": "2026-12-01T17:23:00+00:00", "is_dst": false}'},
-]  # fmt: skip
+def time_answered(question: str, zone: str, clock: str) -> list[dict[str, object]]:
+    """A time question, Qwen's call and the time server's result: the answer comes next."""
+    result = {"timezone": zone, "datetime": clock, "is_dst": False}
+    return [
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"name": "get_current_time", "arguments": {"timezone": zone}}]},
+        {"role": "tool", "content": json.dumps(result)},
+    ]  # fmt: skip
+
+
+# After these, guided Qwen2.5-Coder-0.5B Q4_0 answers some in Chinese ("抱歉，我无法协助完成这个
+# 请求。"): London on an AVX-512 EPYC; Paris, Sydney and Madrid on an AVX2 one, where London is
+# answered with its JSON. Which of them switch moves with the machine's sums (near-ties).
+TIME_ANSWERED = [
+    time_answered(
+        "What's the time in London right now?", "Europe/London", "2026-12-01T17:23:00+00:00"
+    ),
+    time_answered(
+        "What's the time in Paris right now?", "Europe/Paris", "2026-12-01T18:23:00+01:00"
+    ),
+    time_answered("Tell me the time in Sydney.", "Australia/Sydney", "2026-12-02T04:23:00+11:00"),
+    time_answered(
+        "What's the time in Madrid right now?", "Europe/Madrid", "2026-12-01T18:23:00+01:00"
+    ),
+]
 
 
 @pytest.fixture(scope="module")
@@ -177,19 +198,23 @@ def test_on_the_real_qwen_the_prompt_cache_keys_on_the_guided_prefix(qwen, tmp_p
     assert paths[0] != paths[1]
 
 
-@pytest.mark.parametrize("guarded", [False, True])
 def test_on_the_real_qwen_an_unguarded_answer_switches_to_chinese_and_a_guarded_one_keeps_the_user_s_scripts(
-    qwen, guarded
+    qwen,
 ):
-    model = qwen_model(qwen, guidance=True, script_guard=guarded)
-    model.sync(LONDON_ANSWERED, [TIME])
-    shown: list[str] = []
-    free = model.free_decode(shown.append, 24, allow_call=False)
-    assert free.text == "".join(shown)
-    if guarded:
-        assert free.text.strip() and scripts_in(free.text) == 0
-    else:
-        assert scripts_in(free.text) & HAN, free.text
+    switched = []
+    for conversation in TIME_ANSWERED:
+        answers = {}
+        for guarded in (False, True):
+            model = qwen_model(qwen, guidance=True, script_guard=guarded)
+            model.sync(conversation, [TIME])
+            shown: list[str] = []
+            free = model.free_decode(shown.append, 24, allow_call=False)
+            assert free.text == "".join(shown)
+            answers[guarded] = free.text
+        assert answers[True].strip() and scripts_in(answers[True]) == 0, answers[True]
+        if scripts_in(answers[False]) & HAN:
+            switched.append(conversation[0]["content"])
+    assert switched, "no unguarded answer switched to Chinese: the test shows the guard nothing"
 
 
 @pytest.mark.parametrize(

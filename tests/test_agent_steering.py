@@ -515,22 +515,24 @@ async def test_on_the_embedded_smollm2_turn_on_bluetooth_is_a_call_and_a_greetin
     embedded_model_path: Path, on_description: bool
 ) -> None:
     # Under required (the default before) SmolLM2 answered "Hi! Who are you?" with list_alarms;
-    # under auto it describes toggle_setting instead of calling it.
+    # under auto it describes toggle_setting instead of calling it ("The function
+    # "toggle_setting" is a function that can be used …") for most such requests: which of
+    # them it still calls unsteered moves with the machine's sums (bluetooth on an AVX2 EPYC).
+    settings = {"Turn on bluetooth.": "bluetooth", "Turn on wifi.": "wifi"}
     async with Host(servers=[str(ROOT / "tools" / "android.py")], trust=["android"],
                     approval="always", model=str(embedded_model_path), prompt_cache=False,
                     threads=2, n_ctx=4096) as host:  # fmt: skip
         assert host.description["tool_choice"] == "auto"
-        session = host.session()
-        assert session.session.call_on_description  # the embedded model, by path too
-        session.session.call_on_description = on_description
-        bluetooth = await Events.collect(
-            session.run("Turn on bluetooth."), timeout=SMOL_TURN_BOUND_S
-        )
+        called = {}
+        for request, setting in settings.items():
+            session = host.session()
+            assert session.session.call_on_description  # the embedded model, by path too
+            session.session.call_on_description = on_description
+            turn = await Events.collect(session.run(request), timeout=SMOL_TURN_BOUND_S)
+            ran = [(r["name"], r["arguments"].get("setting")) for r in turn.of("tool_result")]
+            called[request] = ran == [("toggle_setting", setting)]
         greeting = await Events.collect(host.run("Hi! Who are you?"), timeout=SMOL_TURN_BOUND_S)
-    ran = [(r["name"], r["arguments"].get("setting")) for r in bluetooth.of("tool_result")]
-    assert (ran == [("toggle_setting", "bluetooth")]) == on_description, [
-        e.to_json() for e in bluetooth
-    ]
+    assert all(called.values()) == on_description, called
     assert not greeting.of("tool_result"), [e.to_json() for e in greeting]
 
 

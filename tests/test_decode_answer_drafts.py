@@ -259,13 +259,22 @@ def test_a_restated_result_is_written_in_fewer_passes_with_the_same_text_stream_
 def test_an_answer_that_repeats_itself_is_drafted_from_its_own_text_with_the_same_text(
     fresh_engine,
 ):
-    # Nothing in the conversation to copy (an empty source): SmolLM2-135M, asked for a budget
-    # it has no file for, writes "- The trip budget is $100,000" line after line.
-    messages = [{"role": "user", "content": "What is the trip budget? It is written in notes.md."}]
+    # Nothing to copy (an empty source): SmolLM2-135M, shown a list whose lines share a frame,
+    # writes the next list in the same frame ("1. The task for Tuesday is to buy eggs.\n2. The
+    # task for Tuesday is to ..."), whose later lines its own first line drafts.
+    messages = [
+        {"role": "user", "content": "Give me the list of tasks for Monday."},
+        {
+            "role": "assistant",
+            "content": "1. The task for Monday is to buy milk.\n2. The task for Monday is to "
+            "call Anna.\n3. The task for Monday is to pay rent.",
+        },
+        {"role": "user", "content": "Now the list of tasks for Tuesday."},
+    ]
     plain = written(fresh_engine, messages, drafts=False, bound=120)
     drafted = written(fresh_engine, messages, drafts=True, bound=120, source=AnswerDrafts([]))
     same_reply(drafted, plain)
-    assert drafted.free.text.count("The trip budget is") >= 3
+    assert drafted.free.text.count("The task for Tuesday is") >= 2
     assert drafted.drafted > 0 and drafted.free.passes < plain.free.passes == plain.free.tokens
 
 
