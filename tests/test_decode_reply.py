@@ -121,12 +121,16 @@ def test_a_trigger_stops_the_reply_at_its_first_token_and_the_call_is_written_in
     start = len(held)
     shown: list[str] = []
     writer = ReplyWriter(fresh_engine, SMOLLM2)
+    prompt_logits = fresh_engine.last_logits(0)
+    before = fresh_engine.stats.snapshot()
     free = writer.continue_reply(held, 40, shown.append, offered=[CURRENT_WEATHER.name])
     assert (free.stop, free.call, free.text, free.tokens, shown) == ("call", True, "", 0, [])
     assert free.trigger is not None and free.trigger.layout is not None  # the bare list's
     assert len(held) == start and fresh_engine.seq_len(0) == start
-    # The tokens read while the list was undecided are taken back; the prompt's last token is
-    # read again, so the call is written from the prompt's own next-token logits.
+    # The tokens read while the list was undecided are taken back, and the call is written
+    # from the prompt's own next-token logits, kept: no pass reads the prompt's last token again.
+    assert free.passes > 0 and fresh_engine.stats.prefill_passes == before.prefill_passes
+    assert fresh_engine.last_logits(0) is prompt_logits
     assert int(fresh_engine.last_logits(0).argmax()) == first[0]
     reply = writer.write_calls(get_strategy("weave"), [CURRENT_WEATHER], 64, max_calls=1)
     assert reply.calls == [ToolCall("get_current_weather", {"city": "Paris"})]

@@ -16,7 +16,8 @@ Guarantees:
   tokens) is kept in step with it at every token, also when decoding stops with an error.
 * When one of the format's triggers appears in free text (``<tool_call>``, Qwen's bare
   ``{"name"`` …), sequence 0 is rolled back to the token that holds its first character, with
-  next-token logits there; the text before it is the reply's free text, and
+  next-token logits there (those that token was chosen from, kept: no pass reads the token
+  before it again); the text before it is the reply's free text, and
   :meth:`ReplyWriter.write_calls` writes the whole call from there in the trigger's layout
   (``forced=True``), whose head begins with the trigger's text. A trigger with a layout of its
   own (JSON that may be a call) is one only once it names a tool on offer; JSON that cannot is
@@ -73,6 +74,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CALL_TEXT_RETRIES",
+    "KEPT_LOGITS",
     "Continuation",
     "Continued",
     "ReplyWriter",
@@ -84,6 +86,10 @@ __all__ = [
 # With calls not allowed, how many times call-shaped text is taken back and the token that
 # began it banned at its place before the answer is cut there instead (decode.call_text).
 CALL_TEXT_RETRIES = 4
+# The latest tokens whose logits a reply keeps (about 0.6 MB each on a 152k vocabulary), so
+# that rolling back to one (a trigger, call text taken back) needs no pass: triggers and call
+# text are found within a few tokens of where they begin.
+KEPT_LOGITS = 32
 # A letter, a digit or a non-ASCII character's byte: the text has begun to say something.
 _WORD = re.compile(rb"[0-9A-Za-z\x80-\xff]")
 
@@ -312,6 +318,9 @@ class Continuation:
         # accepted drafted token (not the draft's first).
         self.ahead_bucket = 0
         self.ahead_later = False
+        # The logits each of the last KEPT_LOGITS tokens was chosen from, by its place: a
+        # roll-back to one of them has its next-token logits without reading a token again.
+        self.chosen_from: dict[int, np.ndarray] = {}
         self.steps = 0  # tokens chosen so far (what the bound counts)
         self.margins: Margins | None = None  # each choice's top-two gap, where asked
         self.bound = 0
@@ -391,6 +400,9 @@ class Continuation:
 
     def take(self, token: int) -> None:
         """``token`` written into the text (not read yet: a check may still take it back)."""
+        place = len(self.tokens)
+        self.chosen_from[place] = self.logits
+        self.chosen_from.pop(place - KEPT_LOGITS, None)
         self.offsets.append(len(self.data))
         self.tokens.append(token)
         self.data += self.engine.token_bytes(token)
@@ -491,12 +503,17 @@ class Continuation:
         return _WORD.search(self.engine.token_bytes(opener)) is None
 
     def roll_back(self, position: int) -> None:
-        """Sequence 0 cut back to ``position``, with next-token logits there: its last token
+        """Sequence 0 cut back to ``position``, with next-token logits there: those the token
+        at ``position`` was chosen from, where this reply chose it lately, else its last token
         is read again."""
         self.drop_ahead()
         engine, held = self.engine, self.held
         if position < engine.seq_len(0):
             del held[position:]
+            kept = self.chosen_from.get(position - self.start)
+            if kept is not None:
+                engine.drop(0, position, next_logits=kept)
+                return
             engine.drop(0, position)
             last = held[-1]
             engine.drop(0, len(held) - 1)
