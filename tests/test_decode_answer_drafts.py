@@ -105,6 +105,9 @@ def test_a_call_the_assistant_made_is_drafted_when_the_answer_begins_it_again() 
     # name on, the rest is drafted from the call it made.
     assert drafts.propose('{"name').startswith('": "get_current_weather", "arguments": {"city"')
     assert drafts.propose('```json\n{\n  "name').startswith('": "get_current_weather"')
+    # A fenced copy is drafted from its fence on, its indented head too, not only from its name.
+    fenced = drafts.propose("Here is the weather in Paris:\n\n```json")
+    assert fenced.startswith('\n{\n  "name": "get_current_weather",\n  "arguments": {\n    "city"')
     assert AnswerDrafts.from_messages(WEATHER).propose('{"name') == ""  # no format: no call texts
 
 
