@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any, NamedTuple
 
 import pytest
@@ -31,7 +32,7 @@ from weavehost.decode.reply import Continued, ReplyWriter, Sampling
 from weavehost.engine import Engine
 from weavehost.engine.calibrate import CostTable
 from weavehost.formats import ToolCall
-from weavehost.formats.base import message_calls
+from weavehost.formats.base import call_texts, message_calls
 from weavehost.formats.qwen import QWEN
 
 # A machine where extra rows cost little (a phone's 4-row pass costs 1.1-1.2x one row): drafts pay.
@@ -100,14 +101,14 @@ def test_a_json_result_s_members_are_restated_so_a_key_drafts_its_value() -> Non
 
 
 def test_a_call_the_assistant_made_is_drafted_when_the_answer_begins_it_again() -> None:
-    drafts = AnswerDrafts.from_messages(WEATHER, render_call=QWEN.render_call)
+    drafts = AnswerDrafts.from_messages(WEATHER, render_calls=partial(call_texts, QWEN))
     # Qwen, after the result, begins the same call again (bare, or fenced and indented): from its
     # name on, the rest is drafted from the call it made.
     assert drafts.propose('{"name').startswith('": "get_current_weather", "arguments": {"city"')
     assert drafts.propose('```json\n{\n  "name').startswith('": "get_current_weather"')
     # A fenced copy is drafted from its fence on, its indented head too, not only from its name.
     fenced = drafts.propose("Here is the weather in Paris:\n\n```json")
-    assert fenced.startswith('\n{\n  "name": "get_current_weather",\n  "arguments": {\n    "city"')
+    assert fenced.startswith('\n{\n  "name": "get_current_weather",\n  "arguments": {')
     assert AnswerDrafts.from_messages(WEATHER).propose('{"name') == ""  # no format: no call texts
 
 

@@ -36,6 +36,7 @@ stand-in for tests is the test kit's :mod:`weavehost.testing.model`. Invariants 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections import OrderedDict
@@ -53,6 +54,7 @@ from weavehost.engine import Engine, EngineStats
 from weavehost.engine.scripts import ScriptTable, scripts_in
 from weavehost.errors import ContextOverflowError
 from weavehost.formats import ModelFormat, ToolCall, tool_to_openai
+from weavehost.formats.base import call_texts
 
 __all__ = [
     "AgentModel",
@@ -330,7 +332,7 @@ class EngineModel:
         if self.answer_drafts:
             earlier = self.answer_memory.texts() if self.answer_memory else ()
             self._answer_drafts = AnswerDrafts.from_messages(
-                messages, earlier, render_call=self.format.render_call
+                messages, earlier, render_calls=functools.partial(call_texts, self.format)
             )
         self._synced = messages  # what an answer may copy, which its memory does not keep
         self._scripts = allowed_scripts(messages) if self.script_guard else None

@@ -23,9 +23,9 @@ Guarantees:
   and, for a tool result that is JSON, each scalar member restated as answers restate it
   (``humidity: 53``, ``humidity is 53``, with ``_`` read as a space): the answer that writes a
   key is drafted the value; and, where the model's format is given, each call the assistant
-  made, as the format writes it and as a fenced JSON block (:func:`fenced_call`): a small model
-  often begins its answer with the same call again, bare or fenced, and that text, drafted,
-  reaches the refused name in a pass or two.
+  made, in each layout the format reads (:func:`~weavehost.formats.base.call_texts`): a small
+  model often begins its answer with the same call again, bare or fenced, and that text,
+  drafted, reaches the refused name in a pass or two.
 * Where none of them holds the suffix, the answer's own text before it is looked up (at least
   :data:`MIN_OWN_MATCH` characters, in its last ``4 * MAX_MATCH`` bytes), as llama.cpp's
   prompt lookup reads the text generated so far: a small model that runs on repeats itself
@@ -57,7 +57,6 @@ __all__ = [
     "AnswerDrafts",
     "DraftPricing",
     "conversation_texts",
-    "fenced_call",
     "own_match",
 ]
 
@@ -133,18 +132,18 @@ class AnswerDrafts:
         messages: Sequence[Mapping[str, Any]],
         earlier: Sequence[str] = (),
         *,
-        render_call: Callable[[ToolCall], str] | None = None,
+        render_calls: Callable[[ToolCall], Sequence[str]] | None = None,
     ) -> AnswerDrafts:
         """The texts of OpenAI-style ``messages``, oldest first: user, tool and assistant
         content (a string, or ``{"type": "text", "text": ...}`` parts) and each JSON tool
         result's members restated; not the system prompt. ``earlier``: texts looked up before
         them (the model's remembered answers, :mod:`weavehost.agent.answer_memory`), so where
-        both hold a match the conversation's, the most recent, is drafted. ``render_call``:
-        the model format's text of a call; each call an assistant message made is then a text
-        too, as the model wrote it and as a fenced block (:func:`fenced_call`), since a small
-        model after a result often begins the same call again, which the reply writer takes
-        back where it names a refused tool: drafted, that costs a pass or two, not one a
-        token."""
+        both hold a match the conversation's, the most recent, is drafted. ``render_calls``:
+        the model format's texts of a call (:func:`~weavehost.formats.base.call_texts`); each
+        call an assistant message made is then drafted as the model may write it again, since
+        a small model after a result often begins the same call again, bare or fenced, which
+        the reply writer takes back where it names a refused tool: drafted, that costs a pass
+        or two, not one a token."""
         texts: list[str] = []
         for message in messages:
             contents = conversation_texts([message])
@@ -152,9 +151,9 @@ class AnswerDrafts:
             if message.get("role") == "tool":
                 for content in contents:
                     texts.extend(restated_members(content))
-            if render_call is not None and message.get("role") == "assistant":
+            if render_calls is not None and message.get("role") == "assistant":
                 for call in message_calls(message):
-                    texts += [render_call(call), fenced_call(call)]
+                    texts.extend(render_calls(call))
         return cls(texts, earlier)
 
     def propose(self, written: str, *, max_chars: int = MAX_DRAFT_CHARS) -> str:
@@ -204,14 +203,6 @@ class AnswerDrafts:
         at = found + length
         end = text.find(_END, at)
         return text[at : min(end, at + max_chars)], length, found < self._earlier
-
-
-def fenced_call(call: ToolCall) -> str:
-    """``call`` written out in prose as a small model writes it there: a fenced JSON block,
-    indented by two (Qwen2.5-Coder after a result, "```json\\n{\\n  \"name\": …"), so a copy
-    begun with its fence is drafted from the fence on, not only from its name."""
-    body = {"name": call.name, "arguments": dict(call.arguments)}
-    return "```json\n" + json.dumps(body, indent=2, ensure_ascii=False) + "\n```"
 
 
 def own_match(written: str, *, max_chars: int = MAX_DRAFT_CHARS) -> tuple[str, int]:

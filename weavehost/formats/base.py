@@ -49,6 +49,7 @@ __all__ = [
     "ToolCall",
     "Trigger",
     "call_format",
+    "call_texts",
     "call_parts",
     "complete_value_end",
     "leading_value_end",
@@ -350,6 +351,13 @@ class LayoutView:
     def parse_calls(self, text: str) -> list[ToolCall]:
         before, after = self.layout.reads_as
         return self.base.parse_calls(before + text.removeprefix(self.layout.joins) + after)
+
+
+def call_texts(fmt: ModelFormat, call: ToolCall) -> list[str]:
+    """``call`` as ``fmt`` writes it in its own layout and in each layout its triggers read
+    (Qwen's bare, fenced and indented JSON): the texts a model may write the call in."""
+    views = [fmt] + [LayoutView(fmt, t.layout) for t in fmt.triggers if t.layout is not None]
+    return [view.render_call(call) for view in views]
 
 
 def call_format(fmt: ModelFormat, trigger: Trigger | None) -> ModelFormat:
