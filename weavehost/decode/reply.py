@@ -65,7 +65,7 @@ from weavehost.decode.several import write_calls as write_reply
 from weavehost.decode.trigger_scan import first_trigger, held_back
 from weavehost.engine import Engine, Row
 from weavehost.engine.scripts import ScriptTable, script_table
-from weavehost.engine.vocab import SPECIAL_MARK, marked_tokens
+from weavehost.engine.vocab import no_word_start
 from weavehost.formats.base import CallLayout, ModelFormat, Trigger
 
 if TYPE_CHECKING:
@@ -150,17 +150,9 @@ class ReplyWriter:
 
     @functools.cached_property
     def no_word_start(self) -> np.ndarray:
-        """Per token of the vocabulary: whether it cannot begin a word of an answer — its text,
-        after leading whitespace, is empty or begins with neither a letter, a digit nor a
-        non-ASCII character (so ``{``, ``(``, ``"``, ``<``, a line break alone), or it is a
-        special, control or end-of-generation token. Built once per model from the engine's
-        vocabulary table (:func:`~weavehost.engine.vocab.marked_tokens`, kept on disk)."""
-        engine = self.engine
-        out = np.fromiter(
-            map(_begins_no_word, marked_tokens(engine)), dtype=bool, count=engine.n_vocab
-        )
-        out[list(engine.end_of_generation_tokens)] = True
-        return out
+        """Per token: whether it cannot begin a word of an answer
+        (:func:`~weavehost.engine.vocab.no_word_start`), built once per model."""
+        return no_word_start(self.engine)
 
     @property
     def scripts(self) -> ScriptTable:
@@ -318,9 +310,9 @@ class Continuation:
         # accepted drafted token (not the draft's first).
         self.ahead_bucket = 0
         self.ahead_later = False
-        # The logits each of the last KEPT_LOGITS tokens was chosen from, by its place: a
-        # roll-back to one of them has its next-token logits without reading a token again.
-        self.chosen_from: dict[int, np.ndarray] = {}
+        # Per token, the logits it was chosen from, kept for the last KEPT_LOGITS (None before):
+        # a roll-back to one of them has its next-token logits without reading a token again.
+        self.chosen_from: list[np.ndarray | None] = []
         self.steps = 0  # tokens chosen so far (what the bound counts)
         self.margins: Margins | None = None  # each choice's top-two gap, where asked
         self.bound = 0
@@ -400,9 +392,9 @@ class Continuation:
 
     def take(self, token: int) -> None:
         """``token`` written into the text (not read yet: a check may still take it back)."""
-        place = len(self.tokens)
-        self.chosen_from[place] = self.logits
-        self.chosen_from.pop(place - KEPT_LOGITS, None)
+        if len(self.chosen_from) >= KEPT_LOGITS:
+            self.chosen_from[-KEPT_LOGITS] = None
+        self.chosen_from.append(self.logits)
         self.offsets.append(len(self.data))
         self.tokens.append(token)
         self.data += self.engine.token_bytes(token)
@@ -491,7 +483,7 @@ class Continuation:
         if self.bans_everywhere(opener):
             self.openers.add(opener)
         self.data = self.data[: self.offsets[first]]
-        del self.tokens[first:], self.offsets[first:]
+        del self.tokens[first:], self.offsets[first:], self.chosen_from[first:]
         if self.call_text is not None:
             self.call_text.cut(len(self.data))
         self.worded = self.worded and _WORD.search(self.data) is not None
@@ -510,7 +502,8 @@ class Continuation:
         engine, held = self.engine, self.held
         if position < engine.seq_len(0):
             del held[position:]
-            kept = self.chosen_from.get(position - self.start)
+            place = position - self.start
+            kept = self.chosen_from[place] if 0 <= place < len(self.chosen_from) else None
             if kept is not None:
                 engine.drop(0, position, next_logits=kept)
                 return
@@ -603,10 +596,3 @@ class Continuation:
         if len(text) > len(self.shown):
             self.on_text(text[len(self.shown) :])
             self.shown = text
-
-
-def _begins_no_word(piece: bytes) -> bool:
-    """A token's bytes (a special one marked ``b"\\xff"``) begin no word: after leading
-    whitespace, nothing, or neither a letter, a digit nor a non-ASCII character."""
-    first = piece.lstrip()[:1]
-    return not first or first == SPECIAL_MARK or not (first.isalnum() or first >= b"\x80")

@@ -9,6 +9,7 @@ special parsing reaches (special and control ones) marked by a leading :data:`SP
 (llguidance's convention). The table depends only on the model file and the llama.cpp build, so
 it is kept on disk under ``cache_dir()/vocab`` and read back only when its key, size and
 checksum all match; a file system that refuses the write costs only the cache.
+:func:`no_word_start` derives from it which tokens cannot begin a word (a reply's word-start rule).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ __all__ = [
     "SPECIAL_MARK",
     "VOCAB_FILE_VERSION",
     "marked_tokens",
+    "no_word_start",
     "read_vocab_file",
     "vocab_file",
     "write_vocab_file",
@@ -70,6 +72,21 @@ def marked_tokens(engine: Engine) -> list[bytes]:
     ends = np.cumsum([0, *map(len, tokens)], dtype=np.int64).astype("<u4")
     write_vocab_file(path, key, ends.tobytes() + b"".join(tokens))
     return tokens
+
+
+def no_word_start(engine: Engine) -> np.ndarray:
+    """Per token of the vocabulary: whether it cannot begin a word of an answer — its text,
+    after leading whitespace, is empty or begins with neither a letter, a digit nor a
+    non-ASCII character (so ``{``, ``(``, ``"``, ``<``, a line break alone), or it is a
+    special, control or end-of-generation token (the reply writer's word-start rule)."""
+    out = np.fromiter(map(_begins_no_word, marked_tokens(engine)), dtype=bool, count=engine.n_vocab)
+    out[list(engine.end_of_generation_tokens)] = True
+    return out
+
+
+def _begins_no_word(piece: bytes) -> bool:
+    first = piece.lstrip()[:1]
+    return not first or first == SPECIAL_MARK or not (first.isalnum() or first >= b"\x80")
 
 
 def vocab_file(engine: Engine, suffix: str, version: int) -> tuple[Path, str]:

@@ -7,8 +7,9 @@ text itself (:class:`ToolsInText`, SmolLM2's way), and the host's guidance in th
 words. :func:`render_prompt` is the one function that turns a style and a conversation into
 segments.
 
-Guarantees: every rendering goes through :func:`~weavehost.formats.base.render_chat_template`,
-so the sandbox and the untrusted-text segments of :mod:`weavehost.formats.base` hold for every
+Guarantees: every rendering goes through
+:func:`~weavehost.formats.chat_template.render_chat_template`, so the sandbox and the
+untrusted-text segments of :mod:`weavehost.formats.chat_template` hold for every
 format; text a format writes itself around a conversation (:class:`ToolsInText`) is never
 parsed for special tokens.
 
@@ -28,13 +29,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from weavehost.formats.base import (
-    Segment,
-    ToolCall,
-    merge_segments,
-    message_calls,
-    render_chat_template,
-)
+from weavehost.formats.base import Segment, ToolCall, message_calls
+from weavehost.formats.chat_template import merge_segments, render_chat_template
 from weavehost.formats.several import render_calls
 
 __all__ = ["PromptStyle", "StyledPrompt", "ToolsInText", "render_prompt"]
