@@ -15,6 +15,7 @@ from weavehost.bench.answer_gaps import (
     DraftPairs,
     answer_choices,
     first_difference,
+    turn_differences,
 )
 
 
@@ -152,6 +153,29 @@ def test_the_summary_counts_each_drafted_variant_s_differences_and_near_ties_and
         label: {**n, "answer_tokens_per_pass": 1.0} for label, n in summary["variants"].items()
     }
     assert "differ (near-tie)" in format_tables(summary) and " 2 (1)" in format_tables(summary)
+
+
+def test_a_turn_after_one_that_differed_counts_as_its_cause_since_it_was_told_another_conversation() -> (
+    None
+):
+    far = turn(
+        "Chicago: sun",
+        timing(2, [], [], "call", 2.0),
+        timing(3, [11, 12, 13, 17], [4.0, 6.0, 1.5, 2.0], "end", 1.0),
+    )
+    # Turn 0 parts at a near-tie; turn 1 then parts where drafts off preferred "sun" by 2.0.
+    drafted = {**record("on", "a", DRAFTED), "turns": [DRAFTED, UNDRAFTED]}
+    undrafted = {**record("off", "a", UNDRAFTED), "turns": [UNDRAFTED, far]}
+    differences = turn_differences(drafted, undrafted)
+    assert [(d["turn"], d.get("after_turn"), d["near_tie"]) for d in differences] == [
+        (0, None, True),
+        (1, 0, True),
+    ]
+    assert differences[1]["undrafted_gap"] == 2.0  # its own gap is still shown
+    # Where turn 0 is the same, turn 1's difference is its own: not a near-tie.
+    same_first = {**drafted, "turns": [UNDRAFTED, UNDRAFTED]}
+    only = turn_differences(same_first, undrafted)
+    assert [(d["turn"], d.get("after_turn"), d["near_tie"]) for d in only] == [(1, None, False)]
 
 
 def test_a_drafted_record_is_written_once_its_undrafted_partner_ran_with_its_differences() -> None:

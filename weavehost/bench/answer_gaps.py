@@ -16,7 +16,8 @@ Pure functions over judged turns and records:
   drafted pass's logits (computed in a batch of several rows, in another order of sums) may
   rank the two tokens the other way. ``None`` where the answers are the same.
 - :func:`difference_counts`: per drafted variant, how many turns differ and how many of those
-  are near-ties (``summary.json``'s ``answer_differences`` and
+  are near-ties (a turn after one that differed counts as its cause does: it was told
+  another conversation) (``summary.json``'s ``answer_differences`` and
   ``answer_differences_near_tie``).
 - :class:`DraftPairs`: the order ``results.jsonl`` is written in. A drafted record is held
   until the same task's undrafted one has run (at most the rest of that task's variants), then
@@ -132,13 +133,21 @@ def turn_differences(
     drafted: Mapping[str, Any], undrafted: Mapping[str, Any]
 ) -> list[dict[str, Any]]:
     """Each turn of a drafted record whose answer differs from the undrafted record's same
-    turn: its :func:`first_difference`, with the turn's index (``turn``)."""
-    found = []
+    turn: its :func:`first_difference`, with the turn's index (``turn``).
+
+    A later turn reads the earlier answers, so once one turn differs every later one is told
+    another conversation: its difference is that turn's consequence, not a choice of its own.
+    It carries ``after_turn`` (the first turn that differed) and that turn's ``near_tie``."""
+    found: list[dict[str, Any]] = []
     turns = zip(drafted.get("turns") or [], undrafted.get("turns") or [], strict=False)
     for index, (mine, theirs) in enumerate(turns):
         difference = first_difference(mine, theirs)
-        if difference is not None:
-            found.append({"turn": index, **difference})
+        if difference is None:
+            continue
+        if found:
+            cause = found[0]
+            difference = {**difference, "after_turn": cause["turn"], "near_tie": cause["near_tie"]}
+        found.append({"turn": index, **difference})
     return found
 
 
