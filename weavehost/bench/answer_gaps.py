@@ -16,9 +16,9 @@ Pure functions over judged turns and records:
   drafted pass's logits (computed in a batch of several rows, in another order of sums) may
   rank the two tokens the other way. ``None`` where the answers are the same.
 - :func:`difference_counts`: per drafted variant, how many turns differ and how many of those
-  are near-ties (a turn after one that differed counts as its cause does: it was told
-  another conversation) (``summary.json``'s ``answer_differences`` and
-  ``answer_differences_near_tie``).
+  are near-ties (``summary.json``'s ``answer_differences`` and
+  ``answer_differences_near_tie``). A turn after one that differed counts as its cause does:
+  it was told another conversation.
 - :class:`DraftPairs`: the order ``results.jsonl`` is written in. A drafted record is held
   until the same task's undrafted one has run (at most the rest of that task's variants), then
   written with its turns' differences (``answer_differences``); every other record is written

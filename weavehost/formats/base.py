@@ -386,7 +386,3 @@ def call_parts(fmt: ModelFormat, call: ToolCall) -> list[tuple[str, bool]]:
         parts.append((fmt.encode_value(value), False))
     parts.append((layout.tail, True))
     return parts
-
-
-# ---------------------------------------------------------------------------------------------
-# Chat templates with untrusted text kept apart
