@@ -7,6 +7,8 @@ there (``SeveralCalls.after_call``); the reply never takes more than its budget;
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.schemas import CURRENT_WEATHER
@@ -162,7 +164,7 @@ def test_the_closer_is_spelled_in_the_models_own_tokens_in_one_pass_once_the_spe
         def spell(guess: list[int]) -> tuple[list[int], int]:
             engine.drop(0, len(head) - 1)
             passes = engine.stats.passes
-            tokens, text = _spell(engine, closer, head[-1], guess)
+            tokens, text = _spell(engine, closer, head[-1], [guess])
             assert text.startswith(closer)
             assert engine.seq_len(0) == len(head) + len(tokens)
             assert engine.has_next_logits(0)
@@ -179,3 +181,67 @@ def test_the_closer_is_spelled_in_the_models_own_tokens_in_one_pass_once_the_spe
         plain = plain_tokens(engine, closer.decode())
         assert plain != own
         assert spell(plain)[0] == own
+
+
+@pytest.mark.model
+def test_a_closer_after_another_value_end_is_drafted_from_the_tail_of_the_last_spelling(
+    qwen_gguf,
+):
+    from weavehost.decode.call_tokens import _spell
+    from weavehost.engine import Engine
+
+    with Engine.open(qwen_gguf, n_ctx=512, n_threads=2) as engine:
+
+        def spell(text: str, target: bytes, guesses: list[list[int]]) -> tuple[list[int], int]:
+            head = engine.tokenize(text)
+            engine.clear()
+            engine.prefill(0, head[:-1], logits_last=False)
+            passes = engine.stats.passes
+            tokens, _text = _spell(engine, target, head[-1], guesses)
+            return tokens, engine.stats.passes - passes
+
+        own, _ = spell(
+            '<tool_call>\n{"name": "get_weather", "arguments": {}}\n', b"</tool_call>", []
+        )
+        # The last call ended with ``}}``; this one ends with a string value's ``"}}``.
+        head = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris'
+        unguessed, unguessed_passes = spell(head, b'"}}\n</tool_call>', [])
+        guessed, guessed_passes = spell(head, b'"}}\n</tool_call>', [own])
+        assert guessed == unguessed  # the same spelling, the model's own
+        assert unguessed[-len(own) :] == own
+        assert guessed_passes < unguessed_passes
+
+
+@pytest.mark.model
+def test_a_closer_is_spelled_a_token_a_pass_where_drafted_rows_cost_most_of_a_pass(qwen_gguf):
+    from weavehost.bench.costs import resolve_cost_model
+    from weavehost.decode.call_tokens import SpellingPricing, _spell
+    from weavehost.decode.padding import DecodePlan
+    from weavehost.decode.state import DraftAcceptance
+    from weavehost.engine import Engine
+    from weavehost.engine.calibrate import load_cost_table
+
+    costs = Path(__file__).parent / "data" / "costs"
+    dear = DecodePlan.from_table(load_cost_table(costs / "avx512-qwen2.5-coder-0.5b-q4_0-t2.json"))
+    flat = DecodePlan.from_table(load_cost_table(resolve_cost_model("gpu-flat")))
+    with Engine.open(qwen_gguf, n_ctx=512, n_threads=2) as engine:
+        head = engine.tokenize('<tool_call>\n{"name": "get_weather", "arguments": {}}\n')
+
+        def spell(plan: DecodePlan) -> tuple[list[int], int, int]:
+            engine.clear()
+            engine.prefill(0, head[:-1], logits_last=False)
+            passes, rows = engine.stats.passes, _rows(engine)
+            pricing = SpellingPricing(plan, DraftAcceptance())
+            tokens, _text = _spell(engine, b"</tool_call>", head[-1], [], pricing)
+            passes = engine.stats.passes - passes
+            return tokens, passes, _rows(engine) - rows - passes
+
+        def _rows(engine: Engine) -> int:
+            return sum(width * count for width, count in engine.stats.pass_rows.items())
+
+        on_dear, dear_passes, dear_drafted = spell(dear)
+        assert dear_drafted == 0  # one row a pass: the token before the closer, then each
+        assert dear_passes == len(on_dear) + 1
+        on_flat, flat_passes, flat_drafted = spell(flat)
+        assert on_flat == on_dear
+        assert flat_drafted > 0 and flat_passes < dear_passes

@@ -36,11 +36,13 @@ import numpy as np
 from weavehost.engine import Engine, Row
 
 if TYPE_CHECKING:
-    from weavehost.decode.state import DecodeState
+    from weavehost.decode.padding import DecodePlan
+    from weavehost.decode.state import DecodeState, DraftAcceptance
 
 __all__ = [
     "SPELL_TOP_K",
     "Respelled",
+    "SpellingPricing",
     "opener_tables",
     "plain_tokens",
     "respell_closer",
@@ -188,23 +190,63 @@ def respell_closer(
     if not target or not held.endswith(target):
         return None
     engine.drop(0, engine.seq_len(0) - (len(call) - cut) - 1)
-    tokens, text = _spell(engine, held, call[cut - 1], state.closer_spellings.get(held) or [])
+    # This closer's last spelling first, then any other's whose tail spells what is left: a
+    # call whose last value ends otherwise (``"}}`` or ``}}`` before ``\n</tool_call>``)
+    # still writes ``</tool_call>`` as the last one did.
+    guesses = [state.closer_spellings.get(held) or [], *state.closer_spellings.newest()]
+    pricing = SpellingPricing(state.plan(engine), state.acceptance(SPELLING))
+    tokens, text = _spell(engine, held, call[cut - 1], guesses, pricing)
     state.closer_spellings[held] = tokens
     return Respelled(len(call) - cut, tokens, text[len(held) :])
 
 
-def _spell(engine: Engine, target: bytes, first: int, guess: list[int]) -> tuple[list[int], bytes]:
+# The draft kinds of a spelling, for its acceptance (:class:`SpellingPricing`): the tail of an
+# earlier spelling, or the tokenizer's own split of what is left.
+SPELLING = "spelling"
+TAIL, PLAIN = "tail", "plain"
+
+
+@dataclass(frozen=True, slots=True)
+class SpellingPricing:
+    """How many drafted tokens a spelling's pass carries: the plan's price of its rows (each
+    drafted one asks for logits) against the acceptance of that kind of draft, measured over
+    the model's spellings (``acceptance``, by :data:`TAIL` and :data:`PLAIN`). On a table where
+    a drafted row costs most of a pass, a spelling that often parts from its guess is written a
+    token a pass."""
+
+    plan: DecodePlan
+    acceptance: DraftAcceptance
+
+    def length(self, kind: str, base_rows: int, available: int) -> int:
+        rate = self.acceptance.rate(kind)
+        return self.plan.draft_length(base_rows, [rate] * available)
+
+    def record(self, kind: str, drafted: int, kept: int) -> None:
+        """A pass reached ``kept`` drafted tokens and the one after them, if any."""
+        if drafted:
+            self.acceptance.add({kind: (min(drafted, kept + 1), kept)})
+
+
+def _spell(
+    engine: Engine,
+    target: bytes,
+    first: int,
+    guesses: Sequence[list[int]],
+    pricing: SpellingPricing | None = None,
+) -> tuple[list[int], bytes]:
     """``target`` written on sequence 0 after ``first`` (read again here) in the model's own
     tokens: each the greedy choice among the tokens that spell on (a prefix of what is left, or
-    all of it and more), and the text they write. ``guess`` is drafted and verified: each
-    drafted token is kept only if it is that greedy choice, so the result is the same with any
-    guess, in fewer passes with a good one. Sequence 0 ends with the spelling, its last token
-    read with logits."""
+    all of it and more), and the text they write. Earlier spellings (``guesses``) are drafted
+    and verified: each drafted token is kept only if it is that greedy choice, so the result is
+    the same with any guesses, in fewer passes with a good one; ``pricing`` says how many
+    (``None``: all). Sequence 0 ends with the spelling, its last token read with logits."""
     tokens: list[int] = []
     text = b""
     pending = [first]
     while pending:
-        draft = _spelling_draft(engine, target, text, tokens, guess)
+        draft, kind = _spelling_draft(engine, target[len(text) :], guesses)
+        if pricing is not None and draft:
+            draft = draft[: pricing.length(kind, len(pending), len(draft))]
         rows = [Row(t, (0,), logits=i == len(pending) - 1) for i, t in enumerate(pending)]
         rows += [Row(t, (0,), logits=True) for t in draft]
         start = engine.seq_len(0)
@@ -227,27 +269,46 @@ def _spell(engine: Engine, target: bytes, first: int, guess: list[int]) -> tuple
                 continue
             pending = [choice]
             break
+        if pricing is not None:
+            pricing.record(kind, len(draft), kept)
         if kept < len(draft):
             engine.drop(0, start + len(rows) - len(draft) + kept, next_logits=outs[kept])
     return tokens, text
 
 
 def _spelling_draft(
-    engine: Engine, target: bytes, text: bytes, tokens: list[int], guess: list[int]
-) -> list[int]:
-    """What to draft while spelling ``target`` (``text`` spelled so far, in ``tokens``, the
-    last of them pending): the rest of the last spelling while this one follows it, else the
-    tokenizer's own tokens for the rest (a spelling that splits differently, ``_call`` where
-    the last had ``_`` ``call``, then still ends in one more pass)."""
-    rest = target[len(text) :]
+    engine: Engine, rest: bytes, guesses: Sequence[list[int]]
+) -> tuple[list[int], str]:
+    """What to draft while ``rest`` is left to spell, and its kind: the tail of the first
+    earlier spelling (``guesses``, in order) that spells it from a token's start (:data:`TAIL`),
+    else the tokenizer's own tokens for it (:data:`PLAIN`: a spelling that splits otherwise,
+    ``_call`` where the last had ``_`` ``call``, then still ends in one more pass)."""
     if not rest:
-        return []
-    if guess[: len(tokens)] == tokens and len(guess) > len(tokens):
-        return guess[len(tokens) :]
+        return [], PLAIN
+    for guess in guesses:
+        tail = _tail_spelling(engine, guess, rest)
+        if tail:
+            return tail, TAIL
     try:
-        return plain_tokens(engine, rest.decode("utf-8"))
+        return plain_tokens(engine, rest.decode("utf-8")), PLAIN
     except UnicodeDecodeError:  # the rest begins inside a character the last token began
-        return []
+        return [], PLAIN
+
+
+def _tail_spelling(engine: Engine, guess: list[int], rest: bytes) -> list[int] | None:
+    """The last tokens of ``guess`` that spell ``rest`` from the first one's start, the last
+    one perhaps spelling past it (as a spelling's last token may); ``None``: no such tail."""
+    if not guess:
+        return None
+    last = len(engine.token_bytes(guess[-1]))
+    tail = b""
+    for start in range(len(guess) - 1, -1, -1):
+        tail = engine.token_bytes(guess[start]) + tail
+        if len(tail) - last >= len(rest):
+            return None  # the tail already spells past ``rest`` before its last token
+        if tail.startswith(rest):
+            return guess[start:]
+    return None
 
 
 def spells_on(engine: Engine, rest: bytes, token: int) -> bool:
@@ -261,10 +322,12 @@ def spells_on(engine: Engine, rest: bytes, token: int) -> bool:
 
 def _best(logits: np.ndarray, allowed: Callable[[int], bool]) -> int | None:
     """The allowed token with the highest logit: the :data:`SPELL_TOP_K` best first, then
-    all."""
+    all (sorted only when none of those is allowed: a sort of Qwen's vocabulary takes ~8 ms)."""
     order = np.argpartition(-logits, SPELL_TOP_K)[:SPELL_TOP_K]
-    for pool in (order[np.argsort(-logits[order])], np.argsort(-logits)):
-        for token in pool:
-            if allowed(int(token)):
-                return int(token)
+    for token in order[np.argsort(-logits[order])]:
+        if allowed(int(token)):
+            return int(token)
+    for token in np.argsort(-logits):
+        if allowed(int(token)):
+            return int(token)
     return None
