@@ -227,6 +227,9 @@ def test_a_closer_is_spelled_a_token_a_pass_where_drafted_rows_cost_most_of_a_pa
     with Engine.open(qwen_gguf, n_ctx=512, n_threads=2) as engine:
         head = engine.tokenize('<tool_call>\n{"name": "get_weather", "arguments": {}}\n')
 
+        def _rows(engine: Engine) -> int:
+            return sum(width * count for width, count in engine.stats.pass_rows.items())
+
         def spell(plan: DecodePlan) -> tuple[list[int], int, int]:
             engine.clear()
             engine.prefill(0, head[:-1], logits_last=False)
@@ -236,12 +239,22 @@ def test_a_closer_is_spelled_a_token_a_pass_where_drafted_rows_cost_most_of_a_pa
             passes = engine.stats.passes - passes
             return tokens, passes, _rows(engine) - rows - passes
 
-        def _rows(engine: Engine) -> int:
-            return sum(width * count for width, count in engine.stats.pass_rows.items())
-
         on_dear, dear_passes, dear_drafted = spell(dear)
         assert dear_drafted == 0  # one row a pass: the token before the closer, then each
         assert dear_passes == len(on_dear) + 1
         on_flat, flat_passes, flat_drafted = spell(flat)
         assert on_flat == on_dear
         assert flat_drafted > 0 and flat_passes < dear_passes
+
+
+@pytest.mark.model
+@pytest.mark.parametrize(
+    "rest", [b"</tool_call>", b">", b'"}}\n</tool_call>', b"\n", b"}]</tool_call>"]
+)
+def test_the_spelling_index_finds_exactly_the_tokens_that_spell_on(engine, rest):
+    from weavehost.decode.call_tokens import SpellingIndex, spells_on
+
+    found = SpellingIndex.of(engine).spelling_on(rest)
+    expected = [t for t in range(engine.n_vocab) if spells_on(engine, rest, t)]
+    assert found.tolist() == expected
+    assert expected  # each rest is spelled by some token

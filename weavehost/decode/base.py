@@ -358,8 +358,11 @@ class StatefulStrategy:
 
     def prepare(self, engine: Engine) -> None:
         """Builds now what this strategy's calls read and build only once per model (the
-        constraint factory), so the first call does not pay it."""
-        self.state_for(engine).constraints(engine)
+        constraint factory, the vocabulary by bytes a closer is spelled from), so the first
+        call does not pay it."""
+        state = self.state_for(engine)
+        state.constraints(engine)
+        state.spelling_index(engine)
 
 
 def read_calls(

@@ -21,19 +21,21 @@ llama.cpp's tokenizer would put a token the model never writes lives here, once:
 
 What the model's spellings cost to find is kept in its
 :class:`~weavehost.decode.state.DecodeState` (an opener's table of the tokens that spell on at
-each offset, a closer's last spelling).
+each offset, a closer's last spelling, every token by its bytes).
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from weavehost.engine import Engine, Row
+from weavehost.engine.vocab import SPECIAL_MARK, marked_tokens
 
 if TYPE_CHECKING:
     from weavehost.decode.padding import DecodePlan
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SPELL_TOP_K",
     "Respelled",
+    "SpellingIndex",
     "SpellingPricing",
     "opener_tables",
     "plain_tokens",
@@ -195,7 +198,8 @@ def respell_closer(
     # still writes ``</tool_call>`` as the last one did.
     guesses = [state.closer_spellings.get(held) or [], *state.closer_spellings.newest()]
     pricing = SpellingPricing(state.plan(engine), state.acceptance(SPELLING))
-    tokens, text = _spell(engine, held, call[cut - 1], guesses, pricing)
+    by_bytes = functools.partial(state.spelling_index, engine)
+    tokens, text = _spell(engine, held, call[cut - 1], guesses, pricing, by_bytes)
     state.closer_spellings[held] = tokens
     return Respelled(len(call) - cut, tokens, text[len(held) :])
 
@@ -233,13 +237,16 @@ def _spell(
     first: int,
     guesses: Sequence[list[int]],
     pricing: SpellingPricing | None = None,
+    by_bytes: Callable[[], SpellingIndex] | None = None,
 ) -> tuple[list[int], bytes]:
     """``target`` written on sequence 0 after ``first`` (read again here) in the model's own
     tokens: each the greedy choice among the tokens that spell on (a prefix of what is left, or
     all of it and more), and the text they write. Earlier spellings (``guesses``) are drafted
     and verified: each drafted token is kept only if it is that greedy choice, so the result is
     the same with any guesses, in fewer passes with a good one; ``pricing`` says how many
-    (``None``: all). Sequence 0 ends with the spelling, its last token read with logits."""
+    (``None``: all). Where none of the best tokens spells on, ``by_bytes`` (``None``: a scan of
+    the vocabulary) finds those that do. Sequence 0 ends with the spelling, its last token read
+    with logits."""
     tokens: list[int] = []
     text = b""
     pending = [first]
@@ -256,7 +263,8 @@ def _spell(
             rest = target[len(text) :]
             if not rest:
                 break
-            choice = _best(logits, functools.partial(spells_on, engine, rest))
+            spelling_on = functools.partial(_spelling_on, by_bytes, rest) if by_bytes else None
+            choice = _best(logits, functools.partial(spells_on, engine, rest), spelling_on)
             if choice is None:  # no token spells on: the tokenizer's own tokens for the rest
                 engine.drop(0, start + len(rows) - len(draft) + kept, next_logits=logits)
                 rest_tokens = plain_tokens(engine, rest.decode("utf-8", errors="replace"))
@@ -320,14 +328,54 @@ def spells_on(engine: Engine, rest: bytes, token: int) -> bool:
     return rest.startswith(piece) or piece.startswith(rest)
 
 
-def _best(logits: np.ndarray, allowed: Callable[[int], bool]) -> int | None:
-    """The allowed token with the highest logit: the :data:`SPELL_TOP_K` best first, then
-    all (sorted only when none of those is allowed: a sort of Qwen's vocabulary takes ~8 ms)."""
+def _best(
+    logits: np.ndarray,
+    allowed: Callable[[int], bool],
+    candidates: Callable[[], np.ndarray] | None = None,
+) -> int | None:
+    """The allowed token with the highest logit: the :data:`SPELL_TOP_K` best first; where
+    none of them is allowed, the best of ``candidates`` (every allowed token), else of all in
+    order (a sort of Qwen's vocabulary, ~8 ms, and a scan of it, up to tens of ms)."""
     order = np.argpartition(-logits, SPELL_TOP_K)[:SPELL_TOP_K]
     for token in order[np.argsort(-logits[order])]:
         if allowed(int(token)):
             return int(token)
+    if candidates is not None:
+        found = candidates()
+        return int(found[int(np.argmax(logits[found]))]) if found.size else None
     for token in np.argsort(-logits):
         if allowed(int(token)):
             return int(token)
     return None
+
+
+def _spelling_on(by_bytes: Callable[[], SpellingIndex], rest: bytes) -> np.ndarray:
+    return by_bytes().spelling_on(rest)
+
+
+class SpellingIndex:
+    """Every token of a vocabulary by its bytes (special ones as their text), for the tokens
+    that spell on where some bytes are left (:func:`spells_on`, found without a scan). Built
+    once per model from :func:`~weavehost.engine.vocab.marked_tokens` (about 0.1 s)."""
+
+    def __init__(self, pieces: Sequence[bytes], excluded: Collection[int]) -> None:
+        self._tokens: dict[bytes, list[int]] = {}
+        for token, piece in enumerate(pieces):
+            if piece and token not in excluded:
+                self._tokens.setdefault(piece, []).append(token)
+        self._sorted = sorted(self._tokens)
+
+    @classmethod
+    def of(cls, engine: Engine) -> SpellingIndex:
+        """The index of ``engine``'s vocabulary; end-of-generation tokens spell nothing."""
+        pieces = [p.removeprefix(SPECIAL_MARK) for p in marked_tokens(engine)]
+        return cls(pieces, engine.end_of_generation_tokens)
+
+    def spelling_on(self, rest: bytes) -> np.ndarray:
+        """The tokens whose bytes are a prefix of ``rest`` or begin with it, in token order."""
+        found = [t for end in range(1, len(rest) + 1) for t in self._tokens.get(rest[:end], ())]
+        at = bisect.bisect_left(self._sorted, rest)
+        while at < len(self._sorted) and self._sorted[at].startswith(rest):
+            found.extend(self._tokens[self._sorted[at]])
+            at += 1
+        return np.unique(np.array(found, dtype=np.int64))

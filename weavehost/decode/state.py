@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 import numpy as np
 
 from weavehost.decode.answer_drafts import DraftPricing
+from weavehost.decode.call_tokens import SpellingIndex
 from weavehost.decode.constraint import ConstraintFactory
 from weavehost.decode.padding import NO_PLAN, DecodePlan
 from weavehost.decode.proposals import CLOSE, END, GRAMMAR
@@ -206,6 +207,7 @@ class DecodeState:
         self.closings: Bounded[str, list[int]] = Bounded(CLOSINGS_CAP)
         self.closer_spellings: Bounded[bytes, list[int]] = Bounded(SPELLINGS_CAP)
         self.opener_spellings: Bounded[bytes, list[np.ndarray]] = Bounded(OPENERS_CAP)
+        self._spelling_index: SpellingIndex | None = None
 
     def serve(self, engine: Engine) -> DecodeState:
         """This state, checked to be ``engine``'s (a state without an identity takes the first
@@ -252,6 +254,14 @@ class DecodeState:
         if found is None:
             found = self._answer_pricing[engine.n_threads] = DraftPricing(self.plan(engine))
         return found
+
+    def spelling_index(self, engine: Engine) -> SpellingIndex:
+        """The model's tokens by their bytes, for spelling a closer where none of the model's
+        best tokens spells on: built on first need."""
+        self.serve(engine)
+        if self._spelling_index is None:
+            self._spelling_index = SpellingIndex.of(engine)
+        return self._spelling_index
 
     def acceptance(self, strategy: str) -> DraftAcceptance:
         """The acceptance rates ``strategy`` (by name) has seen on this model."""
