@@ -341,6 +341,24 @@ def test_a_ban_cuts_a_drafted_run_where_it_cuts_an_undrafted_one(fresh_engine):
     assert drafted.drafted > 0
 
 
+@pytest.mark.parametrize("refused", [False, True])
+def test_a_drafted_call_is_read_no_further_than_where_the_reply_decides_on_it(
+    fresh_engine, refused
+):
+    # The earlier reply's call is drafted again. The reply stops for it once its JSON names the
+    # tool, or (the tool refused) takes it back once the name has begun: drafted rows past that
+    # point would be dropped unread, so they are not read at all, and the reply is the same.
+    options: dict[str, Any] = {"offered": [CURRENT_WEATHER.name]}
+    if refused:
+        options["refused"] = [CURRENT_WEATHER.name]
+    plain = written(fresh_engine, BARE_LIST_HISTORY, drafts=False, **options)
+    drafted = written(fresh_engine, BARE_LIST_HISTORY, drafts=True, **options)
+    same_reply(drafted, plain)
+    naming = fresh_engine.tokenize('[{"name": "get_current_weather"')
+    assert 0 < drafted.drafted <= len(naming)
+    assert drafted.free.stop == ("end" if refused else "call")
+
+
 @pytest.mark.parametrize("bound", [9, 14])
 def test_a_bound_cuts_a_drafted_run_where_it_cuts_an_undrafted_one(fresh_engine, bound):
     plain = written(fresh_engine, WEATHER, drafts=False, bound=bound, plan=CHEAP_UNPADDED)

@@ -57,6 +57,15 @@ class CallText:
             at = data.find(b'"', at + 1)
         return -1, held
 
+    def begins_in(self, data: bytes) -> bool:
+        """Whether call text begins in ``data`` (text that may never be written: drafted), the
+        scan of the text written left as it was."""
+        cursor = self._cursor
+        try:
+            return self.scan(data)[0] >= 0
+        finally:
+            self._cursor = cursor
+
     def cut(self, length: int) -> None:
         """The text was cut back to ``length`` bytes (a banned trigger): scan it again from
         there as it grows."""

@@ -59,14 +59,15 @@ from weavehost.decode.base import CallRequest, DecodeStrategy, ToolSchema
 from weavehost.decode.calibration import decode_state
 from weavehost.decode.call_text import CallText
 from weavehost.decode.choice import Margins, Sampling, choose_token
+from weavehost.decode.namings import Namings
 from weavehost.decode.padding import DecodePlan, run_shaped
 from weavehost.decode.several import MAX_CALLS, IndexedProvisional, Reply
 from weavehost.decode.several import write_calls as write_reply
-from weavehost.decode.trigger_scan import first_trigger, held_back
+from weavehost.decode.trigger_scan import held_back
 from weavehost.engine import Engine, Row
 from weavehost.engine.scripts import ScriptTable, script_table
 from weavehost.engine.vocab import no_word_start
-from weavehost.formats.base import CallLayout, ModelFormat, Trigger
+from weavehost.formats.base import ModelFormat, Trigger
 
 if TYPE_CHECKING:
     from weavehost.decode.drafts import DraftSource
@@ -275,8 +276,8 @@ class Continuation:
     ) -> None:
         self.writer, self.engine, self.held = writer, writer.engine, held
         self.on_text, self.offered, self.allow_call = on_text, tuple(offered), allow_call
-        self.refused = frozenset(refused)  # tools whose call is taken back where JSON names it
-        self.namings: dict[CallLayout, tuple[int, dict[str, str]]] = {}  # see could_name
+        # The tools JSON may name, and those whose call is taken back where JSON names one.
+        self.namings = Namings(self.offered, refused)
         self.start = self.engine.seq_len(0)
         self.sampling = sampling or Sampling()
         self.rng = None if self.sampling.greedy else np.random.default_rng(self.sampling.seed)
@@ -342,7 +343,7 @@ class Continuation:
             at, trigger = self.scan_triggers()
             if trigger is not None:
                 first = self.token_at(at)
-                if self.allow_call and not self.refuses(self.data[at:], trigger):
+                if self.allow_call and not self.namings.refuses(self.data[at:], trigger):
                     return self.stop_for_call(first, trigger)
                 self.take_back(first)
                 continue
@@ -408,51 +409,10 @@ class Continuation:
         return True
 
     def scan_triggers(self) -> tuple[int, Trigger | None]:
-        """Where a call begins in the text and with which trigger (``None``: none does yet).
-        JSON that cannot name a tool on offer is prose: the scan looks past it from then on."""
-        triggers = self.writer.triggers
-        at, trigger = first_trigger(self.data, triggers, self.skip)
-        verdict = self.names_a_tool(self.data[at:], trigger) if at >= 0 else None
-        while verdict is False:
-            self.skip = at + 1
-            at, trigger = first_trigger(self.data, triggers, self.skip)
-            verdict = self.names_a_tool(self.data[at:], trigger) if at >= 0 else None
-        if verdict is None and at >= 0 and self.refuses(self.data[at:], trigger):
-            return at, trigger  # not a whole naming yet, but only a refused tool's
-        return at, trigger if verdict else None
-
-    def names_a_tool(self, text: bytes, trigger: Trigger) -> bool | None:
-        """Whether what the model wrote from ``trigger`` on is a call: its own tags always are
-        (the strategy then picks the tool); a trigger with a layout of its own (JSON that may be
-        a call) is one only once it names a tool on offer, and is not once it cannot (None:
-        not yet known)."""
-        if trigger.layout is None:
-            return True
-        could, whole = self.could_name(text, trigger.layout)
-        return True if whole else (None if could else False)
-
-    def refuses(self, text: bytes, trigger: Trigger) -> bool:
-        """Whether the JSON ``text`` begins can name only refused tools, its name begun
-        (``{"name": "get_b``): taken back then; a format's tags name no tool."""
-        if not self.refused or trigger.layout is None:
-            return False
-        could, _ = self.could_name(text, trigger.layout, begun=True)
-        return bool(could) and self.refused.issuperset(could)
-
-    def could_name(
-        self, text: bytes, layout: CallLayout, *, begun: bool = False
-    ) -> tuple[list[str], bool]:
-        """The offered tools whose naming in ``layout`` ``text`` is or may still become, and
-        whether it is one whole (``begun``: none before the name begins); namings made once."""
-        if layout not in self.namings:  # the layout's text before a name, and each naming
-            names = {n: layout.naming(n) for n in self.offered}
-            self.namings[layout] = (len(layout.naming("")) - 1, names)
-        head, namings = self.namings[layout]
-        written = text.decode("utf-8", errors="ignore")
-        if begun and len(written) <= head:
-            return [], False
-        could = [n for n, naming in namings.items() if naming.startswith(written[: len(naming)])]
-        return could, any(written.startswith(namings[n]) for n in could)
+        """Where a call begins in the text and with which trigger (``None``: none does yet):
+        :meth:`Namings.scan`, the prose it finds skipped from then on."""
+        at, trigger, self.skip = self.namings.scan(self.data, self.writer.triggers, self.skip)
+        return at, trigger
 
     def scan_call_text(self) -> tuple[int, int]:
         """Past a banned trigger, a call written another way: where it begins (-1: nowhere),
@@ -560,6 +520,22 @@ class Continuation:
         draft, self.ahead_bucket = self.drafts.tokens_after(
             self.data, pricing, room, engine.tokenize
         )
+        return self.until_decided(draft)
+
+    def until_decided(self, draft: list[int]) -> list[int]:
+        """``draft`` up to the token with which the loop would stop writing on, if it is
+        chosen: one that completes a stop sequence, a trigger (a call begins, or JSON that
+        can name only refused tools is taken back) or call text. The loop drops what is ahead
+        there unread, so rows past it are only cost (a copy of a refused call drafted to its
+        end): the text is the same."""
+        data, skip = self.data, self.skip
+        for place, token in enumerate(draft):
+            data += self.engine.token_bytes(token)
+            if any(stop in data for stop in self.stops):
+                return draft[: place + 1]
+            at, trigger, skip = self.namings.scan(data, self.writer.triggers, skip)
+            if trigger is not None or (self.call_text and self.call_text.begins_in(data)):
+                return draft[: place + 1]
         return draft
 
     def drop_ahead(self) -> None:

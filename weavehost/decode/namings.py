@@ -1,0 +1,77 @@
+"""Where a call begins in a reply's free text: a trigger, and whether JSON after it names a
+tool on offer, or only tools whose call is refused now.
+
+Stage: decoding (used by :class:`~weavehost.decode.reply.Continuation` at every token of free
+text, and on the drafted text ahead of it). No model: the offered and refused tools in, bytes
+in, verdicts out; each layout's namings are made once per reply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from weavehost.decode.trigger_scan import first_trigger
+from weavehost.formats.base import CallLayout, Trigger
+
+__all__ = ["Namings"]
+
+
+class Namings:
+    """The tools ``offered`` to a reply and those of them ``refused`` (a call to one is taken
+    back where JSON names it), and how JSON in each call layout names each."""
+
+    def __init__(self, offered: Sequence[str], refused: Collection[str]) -> None:
+        self.offered = tuple(offered)
+        self.refused = frozenset(refused)
+        # Per layout: the length of its text before a name, and each tool's naming.
+        self._namings: dict[CallLayout, tuple[int, dict[str, str]]] = {}
+
+    def scan(
+        self, text: bytes, triggers: Sequence[tuple[Trigger, bytes]], skip: int
+    ) -> tuple[int, Trigger | None, int]:
+        """Where a call begins in ``text`` and with which trigger (``None``: none does yet),
+        and from where the text is not known prose (``skip``, at least the one given). JSON
+        that cannot name a tool on offer is prose; JSON that can name only refused tools, its
+        name begun, is a trigger already (the reply takes it back there)."""
+        at, trigger = first_trigger(text, triggers, skip)
+        verdict = self.names_a_tool(text[at:], trigger) if at >= 0 else None
+        while verdict is False:
+            skip = at + 1
+            at, trigger = first_trigger(text, triggers, skip)
+            verdict = self.names_a_tool(text[at:], trigger) if at >= 0 else None
+        if verdict is None and at >= 0 and self.refuses(text[at:], trigger):
+            return at, trigger, skip  # not a whole naming yet, but only a refused tool's
+        return at, (trigger if verdict else None), skip
+
+    def names_a_tool(self, text: bytes, trigger: Trigger) -> bool | None:
+        """Whether what the model wrote from ``trigger`` on is a call: its own tags always are
+        (the strategy then picks the tool); a trigger with a layout of its own (JSON that may be
+        a call) is one only once it names a tool on offer, and is not once it cannot (None:
+        not yet known)."""
+        if trigger.layout is None:
+            return True
+        could, whole = self.could_name(text, trigger.layout)
+        return True if whole else (None if could else False)
+
+    def refuses(self, text: bytes, trigger: Trigger) -> bool:
+        """Whether the JSON ``text`` begins can name only refused tools, its name begun
+        (``{"name": "get_b``): taken back then; a format's tags name no tool."""
+        if not self.refused or trigger.layout is None:
+            return False
+        could, _ = self.could_name(text, trigger.layout, begun=True)
+        return bool(could) and self.refused.issuperset(could)
+
+    def could_name(
+        self, text: bytes, layout: CallLayout, *, begun: bool = False
+    ) -> tuple[list[str], bool]:
+        """The offered tools whose naming in ``layout`` ``text`` is or may still become, and
+        whether it is one whole (``begun``: none before the name begins); namings made once."""
+        if layout not in self._namings:  # the layout's text before a name, and each naming
+            names = {n: layout.naming(n) for n in self.offered}
+            self._namings[layout] = (len(layout.naming("")) - 1, names)
+        head, namings = self._namings[layout]
+        written = text.decode("utf-8", errors="ignore")
+        if begun and len(written) <= head:
+            return [], False
+        could = [n for n, naming in namings.items() if naming.startswith(written[: len(naming)])]
+        return could, any(written.startswith(namings[n]) for n in could)
