@@ -153,18 +153,19 @@ def test_a_reply_never_takes_more_than_its_budget_where_the_decision_and_close_w
 def test_the_closer_is_spelled_in_the_models_own_tokens_in_one_pass_once_the_spelling_is_known(
     qwen_gguf,
 ):
-    from weavehost.decode.call_tokens import _spell, plain_tokens
+    from weavehost.decode.call_tokens import SpellingIndex, _spell, plain_tokens
     from weavehost.engine import Engine
 
     closer = b"</tool_call>"
     with Engine.open(qwen_gguf, n_ctx=512, n_threads=2) as engine:
+        index = SpellingIndex.of(engine)
         head = engine.tokenize('<tool_call>\n{"name": "get_weather", "arguments": {}}\n')
         engine.prefill(0, head[:-1], logits_last=False)
 
         def spell(guess: list[int]) -> tuple[list[int], int]:
             engine.drop(0, len(head) - 1)
             passes = engine.stats.passes
-            tokens, text = _spell(engine, closer, head[-1], [guess])
+            tokens, text = _spell(engine, index, closer, head[-1], [guess])
             assert text.startswith(closer)
             assert engine.seq_len(0) == len(head) + len(tokens)
             assert engine.has_next_logits(0)
@@ -187,17 +188,18 @@ def test_the_closer_is_spelled_in_the_models_own_tokens_in_one_pass_once_the_spe
 def test_a_closer_after_another_value_end_is_drafted_from_the_tail_of_the_last_spelling(
     qwen_gguf,
 ):
-    from weavehost.decode.call_tokens import _spell
+    from weavehost.decode.call_tokens import SpellingIndex, _spell
     from weavehost.engine import Engine
 
     with Engine.open(qwen_gguf, n_ctx=512, n_threads=2) as engine:
+        index = SpellingIndex.of(engine)
 
         def spell(text: str, target: bytes, guesses: list[list[int]]) -> tuple[list[int], int]:
             head = engine.tokenize(text)
             engine.clear()
             engine.prefill(0, head[:-1], logits_last=False)
             passes = engine.stats.passes
-            tokens, _text = _spell(engine, target, head[-1], guesses)
+            tokens, _text = _spell(engine, index, target, head[-1], guesses)
             return tokens, engine.stats.passes - passes
 
         own, _ = spell(
@@ -215,7 +217,7 @@ def test_a_closer_after_another_value_end_is_drafted_from_the_tail_of_the_last_s
 @pytest.mark.model
 def test_a_closer_is_spelled_a_token_a_pass_where_drafted_rows_cost_most_of_a_pass(qwen_gguf):
     from weavehost.bench.costs import resolve_cost_model
-    from weavehost.decode.call_tokens import SpellingPricing, _spell
+    from weavehost.decode.call_tokens import SpellingIndex, SpellingPricing, _spell
     from weavehost.decode.padding import DecodePlan
     from weavehost.decode.state import DraftAcceptance
     from weavehost.engine import Engine
@@ -225,6 +227,7 @@ def test_a_closer_is_spelled_a_token_a_pass_where_drafted_rows_cost_most_of_a_pa
     dear = DecodePlan.from_table(load_cost_table(costs / "avx512-qwen2.5-coder-0.5b-q4_0-t2.json"))
     flat = DecodePlan.from_table(load_cost_table(resolve_cost_model("gpu-flat")))
     with Engine.open(qwen_gguf, n_ctx=512, n_threads=2) as engine:
+        index = SpellingIndex.of(engine)
         head = engine.tokenize('<tool_call>\n{"name": "get_weather", "arguments": {}}\n')
 
         def _rows(engine: Engine) -> int:
@@ -235,7 +238,7 @@ def test_a_closer_is_spelled_a_token_a_pass_where_drafted_rows_cost_most_of_a_pa
             engine.prefill(0, head[:-1], logits_last=False)
             passes, rows = engine.stats.passes, _rows(engine)
             pricing = SpellingPricing(plan, DraftAcceptance())
-            tokens, _text = _spell(engine, b"</tool_call>", head[-1], [], pricing)
+            tokens, _text = _spell(engine, index, b"</tool_call>", head[-1], [], pricing)
             passes = engine.stats.passes - passes
             return tokens, passes, _rows(engine) - rows - passes
 
@@ -258,3 +261,18 @@ def test_the_spelling_index_finds_exactly_the_tokens_that_spell_on(engine, rest)
     expected = [t for t in range(engine.n_vocab) if spells_on(engine, rest, t)]
     assert found.tolist() == expected
     assert expected  # each rest is spelled by some token
+
+
+@pytest.mark.model
+def test_a_plain_token_that_begins_with_the_byte_marking_specials_is_indexed_by_its_bytes(
+    qwen_gguf,
+):
+    from weavehost.decode.call_tokens import SpellingIndex, spells_on
+    from weavehost.engine import Engine
+
+    # Qwen's byte-level vocabulary has a token for the byte 0xff, which the vocabulary file
+    # also puts before a special token's text.
+    with Engine.open(qwen_gguf, n_ctx=256, n_threads=2) as engine:
+        found = SpellingIndex.of(engine).spelling_on(b"\xff")
+        expected = [t for t in range(engine.n_vocab) if spells_on(engine, b"\xff", t)]
+    assert found.tolist() == expected and expected

@@ -27,8 +27,7 @@ each offset, a closer's last spelling, every token by its bytes).
 from __future__ import annotations
 
 import bisect
-import functools
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -42,7 +41,6 @@ if TYPE_CHECKING:
     from weavehost.decode.state import DecodeState, DraftAcceptance
 
 __all__ = [
-    "SPELL_TOP_K",
     "Respelled",
     "SpellingIndex",
     "SpellingPricing",
@@ -54,9 +52,9 @@ __all__ = [
     "tokenize_call_text",
 ]
 
-# A spelling's choice scans the vocabulary from the best logit down; past this many it sorts
-# it all.
-SPELL_TOP_K = 64
+# The texts left to spell whose tokens a SpellingIndex keeps found (a model's openers and
+# closers have a few dozen suffixes between them); past this many it forgets them all.
+SPELLING_RESTS_CAP = 256
 
 
 def tokenize_call_text(engine: Engine, parts: Sequence[tuple[str, bool]]) -> list[int]:
@@ -107,26 +105,10 @@ def plain_tokens(engine: Engine, text: str) -> list[int]:
 
 
 def _opener_table(state: DecodeState, engine: Engine, opener: bytes) -> list[np.ndarray]:
-    """For each offset ``i`` of ``opener``, the tokens that spell on from there: their bytes
-    are a prefix of ``opener[i:]`` or begin with it. End-of-generation tokens and tokens
-    without bytes spell nothing. Built once per engine and opener (one vocabulary scan, about
-    0.3 s for Qwen's 152k tokens), kept in the model's ``state``."""
-    found = state.opener_spellings.get(opener)
-    if found is not None:
-        return found
-    candidates: list[list[int]] = [[] for _ in opener]
-    firsts = set(opener)
-    for token in range(engine.n_vocab):
-        piece = engine.token_bytes(token)
-        if not piece or piece[0] not in firsts or engine.is_end_of_generation(token):
-            continue
-        for i in range(len(opener)):
-            rest = opener[i:]
-            if rest.startswith(piece) or piece.startswith(rest):
-                candidates[i].append(token)
-    found = [np.array(c, dtype=np.int64) for c in candidates]
-    state.opener_spellings[opener] = found
-    return found
+    """For each offset ``i`` of ``opener``, the tokens that spell on from there
+    (:meth:`SpellingIndex.spelling_on` of ``opener[i:]``)."""
+    index = state.spelling_index(engine)
+    return [index.spelling_on(opener[i:]) for i in range(len(opener))]
 
 
 def opener_tables(
@@ -196,10 +178,11 @@ def respell_closer(
     # This closer's last spelling first, then any other's whose tail spells what is left: a
     # call whose last value ends otherwise (``"}}`` or ``}}`` before ``\n</tool_call>``)
     # still writes ``</tool_call>`` as the last one did.
-    guesses = [state.closer_spellings.get(held) or [], *state.closer_spellings.newest()]
+    state.closer_spellings.get(held)  # marked newest: this closer's own spelling is tried first
+    guesses = state.closer_spellings.newest()
     pricing = SpellingPricing(state.plan(engine), state.acceptance(SPELLING))
-    by_bytes = functools.partial(state.spelling_index, engine)
-    tokens, text = _spell(engine, held, call[cut - 1], guesses, pricing, by_bytes)
+    vocabulary = state.spelling_index(engine)
+    tokens, text = _spell(engine, vocabulary, held, call[cut - 1], guesses, pricing)
     state.closer_spellings[held] = tokens
     return Respelled(len(call) - cut, tokens, text[len(held) :])
 
@@ -233,20 +216,19 @@ class SpellingPricing:
 
 def _spell(
     engine: Engine,
+    vocabulary: SpellingIndex,
     target: bytes,
     first: int,
     guesses: Sequence[list[int]],
     pricing: SpellingPricing | None = None,
-    by_bytes: Callable[[], SpellingIndex] | None = None,
 ) -> tuple[list[int], bytes]:
     """``target`` written on sequence 0 after ``first`` (read again here) in the model's own
     tokens: each the greedy choice among the tokens that spell on (a prefix of what is left, or
     all of it and more), and the text they write. Earlier spellings (``guesses``) are drafted
     and verified: each drafted token is kept only if it is that greedy choice, so the result is
     the same with any guesses, in fewer passes with a good one; ``pricing`` says how many
-    (``None``: all). Where none of the best tokens spells on, ``by_bytes`` (``None``: a scan of
-    the vocabulary) finds those that do. Sequence 0 ends with the spelling, its last token read
-    with logits."""
+    (``None``: all). ``vocabulary`` finds the tokens that spell on. Sequence 0 ends with the
+    spelling, its last token read with logits."""
     tokens: list[int] = []
     text = b""
     pending = [first]
@@ -263,8 +245,8 @@ def _spell(
             rest = target[len(text) :]
             if not rest:
                 break
-            spelling_on = functools.partial(_spelling_on, by_bytes, rest) if by_bytes else None
-            choice = _best(logits, functools.partial(spells_on, engine, rest), spelling_on)
+            allowed = vocabulary.spelling_on(rest)
+            choice = int(allowed[int(np.argmax(logits[allowed]))]) if allowed.size else None
             if choice is None:  # no token spells on: the tokenizer's own tokens for the rest
                 engine.drop(0, start + len(rows) - len(draft) + kept, next_logits=logits)
                 rest_tokens = plain_tokens(engine, rest.decode("utf-8", errors="replace"))
@@ -328,31 +310,6 @@ def spells_on(engine: Engine, rest: bytes, token: int) -> bool:
     return rest.startswith(piece) or piece.startswith(rest)
 
 
-def _best(
-    logits: np.ndarray,
-    allowed: Callable[[int], bool],
-    candidates: Callable[[], np.ndarray] | None = None,
-) -> int | None:
-    """The allowed token with the highest logit: the :data:`SPELL_TOP_K` best first; where
-    none of them is allowed, the best of ``candidates`` (every allowed token), else of all in
-    order (a sort of Qwen's vocabulary, ~8 ms, and a scan of it, up to tens of ms)."""
-    order = np.argpartition(-logits, SPELL_TOP_K)[:SPELL_TOP_K]
-    for token in order[np.argsort(-logits[order])]:
-        if allowed(int(token)):
-            return int(token)
-    if candidates is not None:
-        found = candidates()
-        return int(found[int(np.argmax(logits[found]))]) if found.size else None
-    for token in np.argsort(-logits):
-        if allowed(int(token)):
-            return int(token)
-    return None
-
-
-def _spelling_on(by_bytes: Callable[[], SpellingIndex], rest: bytes) -> np.ndarray:
-    return by_bytes().spelling_on(rest)
-
-
 class SpellingIndex:
     """Every token of a vocabulary by its bytes (special ones as their text), for the tokens
     that spell on where some bytes are left (:func:`spells_on`, found without a scan). Built
@@ -365,18 +322,32 @@ class SpellingIndex:
             if piece and token not in excluded:
                 self._tokens.setdefault(piece, []).append(token)
         self._sorted = sorted(self._tokens)
+        # By rest: what is left to spell repeats (a closer's, an opener's suffixes).
+        self._found: dict[bytes, np.ndarray] = {}
 
     @classmethod
     def of(cls, engine: Engine) -> SpellingIndex:
-        """The index of ``engine``'s vocabulary; end-of-generation tokens spell nothing."""
-        pieces = [p.removeprefix(SPECIAL_MARK) for p in marked_tokens(engine)]
+        """The index of ``engine``'s vocabulary; end-of-generation tokens spell nothing. A marked
+        piece (a special token's, or a plain one whose bytes begin with the mark's byte) is read
+        again from the engine: the mark alone cannot tell the two apart."""
+        pieces = [
+            engine.token_bytes(token) if piece.startswith(SPECIAL_MARK) else piece
+            for token, piece in enumerate(marked_tokens(engine))
+        ]
         return cls(pieces, engine.end_of_generation_tokens)
 
     def spelling_on(self, rest: bytes) -> np.ndarray:
-        """The tokens whose bytes are a prefix of ``rest`` or begin with it, in token order."""
-        found = [t for end in range(1, len(rest) + 1) for t in self._tokens.get(rest[:end], ())]
-        at = bisect.bisect_left(self._sorted, rest)
-        while at < len(self._sorted) and self._sorted[at].startswith(rest):
-            found.extend(self._tokens[self._sorted[at]])
-            at += 1
-        return np.unique(np.array(found, dtype=np.int64))
+        """The tokens whose bytes are a prefix of ``rest`` or begin with it (:func:`spells_on`),
+        in token order."""
+        found = self._found.get(rest)
+        if found is None:
+            prefixes = (rest[:end] for end in range(1, len(rest) + 1))
+            tokens = [t for prefix in prefixes for t in self._tokens.get(prefix, ())]
+            at = bisect.bisect_left(self._sorted, rest)
+            while at < len(self._sorted) and self._sorted[at].startswith(rest):
+                tokens.extend(self._tokens[self._sorted[at]])
+                at += 1
+            if len(self._found) >= SPELLING_RESTS_CAP:
+                self._found.clear()
+            found = self._found[rest] = np.unique(np.array(tokens, dtype=np.int64))
+        return found

@@ -16,8 +16,9 @@ It holds:
   (:class:`~weavehost.decode.answer_drafts.DraftPricing`, per thread count);
 - the model's own splits of drafted tokens and the value closings as it tokenizes them
   (:mod:`~weavehost.decode.proposals`);
-- how it spells a call's opener and closer (:mod:`~weavehost.decode.serial`,
-  :mod:`~weavehost.decode.several`).
+- how it spells a call's closer (:mod:`~weavehost.decode.several`), and its vocabulary by bytes
+  (:class:`~weavehost.decode.call_tokens.SpellingIndex`), from which openers and closers are
+  spelled.
 
 Every cache is bounded (the ``*_CAP`` constants below): past its bound the entry used least
 recently goes. The bounds are far above what a model's calls reach (a split per token the
@@ -32,8 +33,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Generic, TypeVar
-
-import numpy as np
 
 from weavehost.decode.answer_drafts import DraftPricing
 from weavehost.decode.call_tokens import SpellingIndex
@@ -51,7 +50,6 @@ __all__ = [
     "CLOSINGS_CAP",
     "DEFAULT_PRIOR",
     "DRAFT_PRIORS",
-    "OPENERS_CAP",
     "PLANS_CAP",
     "SPELLINGS_CAP",
     "SPLITS_CAP",
@@ -71,10 +69,8 @@ ACCEPTANCE_CAP = 32
 SPLITS_CAP = 4096
 # Value closings (``",``, ``}``…) as the model tokenizes them.
 CLOSINGS_CAP = 256
-# Closers as the model spells them (one per format's closer) and openers' spelling tables
-# (one per opener a format has: a table is one array of token ids per byte of the opener).
+# Closers as the model spells them (one per closer text a call ended with).
 SPELLINGS_CAP = 64
-OPENERS_CAP = 16
 
 # The acceptance assumed for each kind of guessed token before any was seen (rate, and how
 # many reached tokens it weighs; see DraftAcceptance): measured on the first 40 BFCL
@@ -206,7 +202,6 @@ class DecodeState:
         self.splits: Bounded[int, int] = Bounded(SPLITS_CAP)
         self.closings: Bounded[str, list[int]] = Bounded(CLOSINGS_CAP)
         self.closer_spellings: Bounded[bytes, list[int]] = Bounded(SPELLINGS_CAP)
-        self.opener_spellings: Bounded[bytes, list[np.ndarray]] = Bounded(OPENERS_CAP)
         self._spelling_index: SpellingIndex | None = None
 
     def serve(self, engine: Engine) -> DecodeState:
