@@ -18,6 +18,7 @@ from weavehost.decode.constraint import ConstraintFactory
 from weavehost.decode.drafts import DraftSource
 from weavehost.decode.padding import DecodePlan
 from weavehost.decode.proposals import (
+    EDGE,
     END,
     GRAMMAR,
     Drafts,
@@ -233,9 +234,23 @@ def test_the_text_the_grammar_forces_past_its_forced_tokens_is_guessed_and_the_c
         engine, _whole_call(engine, [FORECAST]), max_tokens=256, draft_rows=_all_guesses
     )
     assert plain.tokens == guessed.tokens == expected.tokens
-    reached, accepted = guessed.by_kind[GRAMMAR]
-    assert reached >= 2 and accepted >= 1  # ' "' before Paris, ' ' before 3 at least
+    # No drafter here: each such text ends where the value's unknown text begins, so its last
+    # token (' "' before Paris, ' ' before 3 at least) is an edge, guessed at its own rate.
+    reached, accepted = guessed.by_kind[EDGE]
+    assert reached >= 2 and accepted >= 1
     assert engine.stats.since(before).passes < plain_passes
+
+
+def test_the_grammars_text_before_a_guessed_value_is_the_grammars_and_an_edge_only_alone(
+    fresh_engine,
+):
+    # ' "' before the city fuses with a guess of it (' "Paris'): the grammar's text, at its
+    # rate. Without a guess after it, the same text is an edge (the test above).
+    engine = fresh_engine
+    source = DraftSource.from_messages([{"role": "user", "content": PARIS}])
+    outcome, _ = _counted_run(engine, PARIS, _source_drafter(source))
+    assert outcome.by_kind[GRAMMAR][1] >= 1
+    assert EDGE not in outcome.by_kind
 
 
 def test_a_number_the_request_holds_is_guessed_where_its_value_begins(fresh_engine):

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CHAIN_TOKENS",
     "CLOSE",
+    "EDGE",
     "END",
     "GRAMMAR",
     "DraftRows",
@@ -45,6 +46,10 @@ __all__ = [
 
 # Where a guessed token came from; acceptance is counted per kind (VerifiedOutcome.by_kind).
 GRAMMAR = "grammar"  # text the grammar forces that no token could be prefilled for yet
+# The last token of the grammar's text where nothing is guessed after it (`` {`` after
+# ``"arguments":`` where optional arguments may follow, the `` `` before a boolean): text the
+# model goes on with may fuse with it (`` {"``, `` false``), so it is guessed at its own rate.
+EDGE = "edge"
 
 
 # The text that closes a value a guess completed (``",`` before the next member, ``}``), and
@@ -185,7 +190,9 @@ def _chain(
             parts = [(close.encode(), end_kind), (after, GRAMMAR)]
             if guess is not None:
                 parts.append((guess.text.encode(), guess.kind))
-            segment, segment_kinds = _tokens_of(state, engine, parts)
+            segment, segment_kinds = _tokens_of(
+                state, engine, parts, open_end=guess is None and not special
+            )
             valid = constraint.valid_prefix(segment)
             for token in segment[:valid]:
                 constraint.consume(token)
@@ -287,15 +294,21 @@ def _guesses(
     parts = [(lead, GRAMMAR)]
     if guess is not None:
         parts.append((guess.text.encode(), guess.kind))
-    return _tokens_of(state, engine, parts)
+    return _tokens_of(state, engine, parts, open_end=guess is None or not guess.text)
 
 
 def _tokens_of(
-    state: DecodeState, engine: Engine, parts: Sequence[tuple[bytes, str]]
+    state: DecodeState,
+    engine: Engine,
+    parts: Sequence[tuple[bytes, str]],
+    *,
+    open_end: bool = False,
 ) -> tuple[list[int], list[str]]:
     """``parts`` (whole-character texts, each with its kind) as tokens, tokenized together so
     the split is the tokenizer's (or the model's own, :func:`model_split`), each token with
-    the kind of the part it begins in."""
+    the kind of the part it begins in. ``open_end``: the parts end in the grammar's text and
+    unknown text follows, so the last token is an :data:`EDGE` (the model may fuse it with
+    what follows)."""
     text = b"".join(piece for piece, _ in parts)
     if not text:
         return [], []
@@ -311,6 +324,8 @@ def _tokens_of(
         at = next((i for i, bound in enumerate(bounds) if offset < bound), len(bounds) - 1)
         kinds.append(kinds_of[at])
         offset += len(engine.token_bytes(token))
+    if open_end and kinds[-1] == GRAMMAR:
+        kinds[-1] = EDGE
     return tokens, kinds
 
 
