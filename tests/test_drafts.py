@@ -40,8 +40,26 @@ def test_a_name_goes_on_with_the_capitalised_words_that_follow_it() -> None:
 def test_a_path_runs_on_through_its_dots_and_a_lowercase_next_word_is_not_drafted() -> None:
     texts = ["open notes.txt and then Budget 2024.xlsx"]
     assert propose(texts, '{"path": "not') == "es.txt"
-    assert propose(texts, '{"path": "notes.txt and') == ""  # "then" is no name's part
+    assert propose(texts, '{"path": "notes.txt') == ""  # "and" is no name's part
     assert propose(texts, '{"path": "Budg') == "et 2024.xlsx"
+
+
+def test_a_copied_phrase_goes_on_to_the_end_of_its_clause_and_ends_there() -> None:
+    source = DraftSource(["Could you wake me at a quarter past seven in the morning? Thanks"])
+    written = '{"label": "Wake me'
+    rest = " at a quarter past seven in the morning"
+    assert source.guess(written) == (rest, "phrase", STRING_ENDS)
+    # Inside the clause the phrase does not end at its word.
+    assert source.guess(written + " at a quart") == (
+        "er past seven in the morning",
+        "phrase",
+        STRING_ENDS,
+    )
+    cut = source.guess(written, max_chars=10)
+    assert cut is not None and (cut.text, cut.ends) == (rest[:10], ())
+    # A name's next lowercase word is no phrase: "New York" goes on with its capitalised words.
+    names = DraftSource(["Drive from New York City to Boston."])
+    assert names.guess('{"from": "New Y') == ("ork City", "string", STRING_ENDS)
 
 
 def test_a_draft_ends_with_its_source_text() -> None:
