@@ -145,8 +145,26 @@ def test_measured_widths_cost_what_was_measured_and_gaps_are_linear_between_neig
     assert table.pass_cost(4) == pytest.approx(0.0659)
     assert table.pass_cost(2) == pytest.approx(0.0542 + (0.0659 - 0.0542) / 3)
     assert table.pass_cost(3) == pytest.approx(0.0542 + 2 * (0.0659 - 0.0542) / 3)
-    avx512 = load_cost_table(AVX512)  # no width 7: halfway between 6 (47.5) and 8 (36.6)
-    assert avx512.pass_cost(7) == pytest.approx((0.0475 + 0.0366) / 2)
+    # A table that does not show rows taken four at a time (5 no dearer than 4 and a quarter
+    # of what 8 adds): the line, for any count between measured ones.
+    flat = CostTable({1: 0.010, 4: 0.020, 5: 0.0224, 8: 0.030, 12: 0.040}, 0.002)
+    assert flat.pass_cost(7) == pytest.approx(0.0224 + 2 * (0.030 - 0.0224) / 3)
+    assert flat.pass_cost(10) == pytest.approx(0.035)
+
+
+def test_rows_past_whole_tiles_cost_what_an_extra_row_was_measured_to_add():
+    avx512 = load_cost_table(AVX512)  # 4: 27.2, 5: 39.8, 6: 47.5, 8: 36.6; no width 7
+    # 7 rows are one tile and three rows past it, each what 5 added to 4: not the line
+    # between 6 and 8, which would make them cheaper than 6.
+    assert avx512.pass_cost(7) == pytest.approx(0.0272 + 3 * (0.0398 - 0.0272))
+    table = CostTable({1: 0.014, 4: 0.035, 5: 0.050, 8: 0.056, 16: 0.0835, 20: 0.1056}, 0.003)
+    # Between 16 and 20 the line says 18 rows cost less than 20; they cost 16 and two rows.
+    assert table.pass_cost(18) == pytest.approx(0.0835 + 2 * (0.050 - 0.035))
+    assert table.pass_cost(18) > table.pass_cost(20)
+    # A whole number of tiles keeps the line: 12 between 8 and 16.
+    assert table.pass_cost(12) == pytest.approx((0.056 + 0.0835) / 2)
+    # So the plan pads such a pass to the measured width above it.
+    assert DecodePlan.from_table(table).shape_for(18, 1)[0] == 20
 
 
 def test_beyond_the_widest_measured_width_each_row_costs_one_prefilled_token():

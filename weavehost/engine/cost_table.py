@@ -41,6 +41,9 @@ __all__ = ["CostTable", "format_table", "load_cost_table", "table_from_record", 
 
 # The least share of an all-asking pass's cost its rows alone are priced at (CostTable.cost).
 _LEAST_BODY_SHARE = 0.05
+# llama.cpp's CPU matrix kernels (the repacked Q4_0 ones, and the vocabulary projection) take
+# the rows of a pass this many at a time and the rest one by one (calibrate.py, docs/decoder.md).
+ROW_TILE = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +56,13 @@ class CostTable:
     the table came from (a file, or ``"measured"``).
 
     Fill rule (:meth:`pass_cost`): a measured row count costs what was measured; between two
-    measured counts the cost is linear between them; beyond the widest measured count ``W``
+    measured counts the cost is linear between them, except where the table shows rows taken
+    :data:`ROW_TILE` at a time (a whole number of tiles ``t`` and ``t + 1`` both measured, the
+    extra row dearer than a tile's share): then a count ``n`` costs at least its whole tiles'
+    cost plus, per row left over, what the widest such ``t + 1`` added to its ``t`` (18 rows:
+    16's cost and two extra rows; 17–19 measured 7.2–8.6 one-row passes against 6.9 for 20 on
+    the AVX-512 machine, where the line from 16 to 20 said 6.4–7.3); beyond the widest measured
+    count ``W``
     each extra row adds ``prefill_token_s`` (``pass_cost(W) + (n - W) * prefill_token_s``): a
     wide pass is compute-bound, and a long prefill is the cheapest per-row cost a wide pass
     has been seen to have. So the phone tables (widths 1 and 4) read 2-3 on the line from 1 to
@@ -68,6 +77,7 @@ class CostTable:
     output_rows: int = 0
     _rows: tuple[int, ...] = field(init=False, repr=False, compare=False)
     _outputs: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    _extra: float | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         costs: dict[int, float] = {}
@@ -81,6 +91,7 @@ class CostTable:
         object.__setattr__(self, "pass_s", MappingProxyType(dict(sorted(costs.items()))))
         object.__setattr__(self, "prefill_token_s", float(self.prefill_token_s))
         object.__setattr__(self, "_rows", tuple(sorted(costs)))
+        object.__setattr__(self, "_extra", self._tile_extra())
         outputs: dict[int, float] = {}
         for count, cost in self.output_s.items():
             if isinstance(count, bool) or not isinstance(count, int) or count < 1:
@@ -109,10 +120,36 @@ class CostTable:
         widest = self._rows[-1]
         if rows > widest:
             return self.pass_s[widest] + (rows - widest) * self.prefill_token_s
+        line = self._between(rows)
+        extra = self._extra
+        if extra is None or rows % ROW_TILE == 0:
+            return line
+        tiles = rows - rows % ROW_TILE
+        whole = self._between(tiles) if tiles >= self._rows[0] else line
+        return max(line, whole + (rows - tiles) * extra)
+
+    def _between(self, rows: int) -> float:
+        """The measured cost of ``rows``, else the line between its measured neighbours."""
+        measured = self.pass_s.get(rows)
+        if measured is not None:
+            return measured
         above = bisect.bisect(self._rows, rows)
         low, high = self._rows[above - 1], self._rows[above]
         share = (rows - low) / (high - low)
         return self.pass_s[low] + share * (self.pass_s[high] - self.pass_s[low])
+
+    def _tile_extra(self) -> float | None:
+        """What a row past whole tiles adds, where the table shows tiles (the fill rule): the
+        widest measured ``t + 1`` less ``t`` (``t`` a whole number of tiles, ``t + ROW_TILE``
+        measured too); ``None`` where no such widths are measured or the extra row costs no
+        more than a tile's share of ``t + ROW_TILE``."""
+        costs = self.pass_s
+        tiles = [t for t in costs if t % ROW_TILE == 0 and t + 1 in costs and t + ROW_TILE in costs]
+        if not tiles:
+            return None
+        t = tiles[-1]
+        extra = costs[t + 1] - costs[t]
+        return extra if extra > (costs[t + ROW_TILE] - costs[t]) / ROW_TILE else None
 
     @property
     def has_outputs(self) -> bool:
