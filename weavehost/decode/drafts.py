@@ -261,16 +261,17 @@ class DraftSource:
 
     def guess(self, written: str, *, max_chars: int = 64) -> Guess | None:
         """What :meth:`propose` drafts, with its kind (``"string"``: a string value's rest,
-        ``"number"``: a number's rest), or for a value not begun (``written`` ends after a
-        member's ``:`` and spaces, or in an array) the request's first number not yet written
-        in the call (``"start"``); where those have nothing and the call has begun to loop,
-        the loop's next turn (``"repeat"``); ``None`` when there is no guess.
+        ``"phrase"``: the rest of a phrase the string copies, ``"number"``: a number's rest),
+        or for a value not begun (``written`` ends after a member's ``:`` and spaces, or in an
+        array) the request's first number not yet written in the call (``"start"``); where
+        those have nothing and the call has begun to loop, the loop's next turn
+        (``"repeat"``); ``None`` when there is no guess.
 
         A guess that completes the value says how it may be closed (:class:`Guess` ``ends``):
         a start and a number's rest end with the conversation's number, a string's rest with
-        its name (the source's text goes on with no more of the word). Such a guess may be
-        empty: the value written so far is already a whole number or name of the
-        conversation."""
+        its name (the source's text goes on with no more of the word), a phrase's with its
+        clause. Such a guess may be empty: the value written so far is already a whole
+        number or name of the conversation."""
         if max_chars <= 0:
             return None
         strings = self._strings
