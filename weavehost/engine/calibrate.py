@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from weavehost.engine.cost_table import (
+    ROW_TILE,
     CostTable,
     format_table,
     load_cost_table,
@@ -95,10 +96,8 @@ DEFAULT_PREFILL_CHUNKS = (64, 128)
 # `weavehost calibrate` stays near a minute for Qwen2.5-Coder-0.5B on 2 cores.
 DEFAULT_REPEATS = 15
 
-# llama.cpp's CPU matrix kernels (the repacked Q4_0 ones, and the vocabulary projection) take
-# the rows of a pass four at a time and the rest one by one, so only whole tiles make a pass
-# cheaper than a narrower one (docs/decoder.md, "What a pass's outputs cost").
-ROW_TILE = 4
+# ROW_TILE (cost_table.py): only whole tiles make a pass cheaper than a narrower one
+# (docs/decoder.md, "What a pass's outputs cost").
 # How much less than a narrower pass a wider one may cost where the tiles say it may not: two
 # widths that genuinely cost the same (12 and 16 rows at 2 threads, 3 and 4 tiles over two
 # threads) read 50.6 against 48.4 ms in one run and 54.8 against 57.1 in the next (Qwen2.5-

@@ -37,7 +37,14 @@ from typing import Any
 
 from weavehost.errors import ConfigError
 
-__all__ = ["CostTable", "format_table", "load_cost_table", "table_from_record", "table_record"]
+__all__ = [
+    "ROW_TILE",
+    "CostTable",
+    "format_table",
+    "load_cost_table",
+    "table_from_record",
+    "table_record",
+]
 
 # The least share of an all-asking pass's cost its rows alone are priced at (CostTable.cost).
 _LEAST_BODY_SHARE = 0.05
@@ -62,11 +69,10 @@ class CostTable:
     cost plus, per row left over, what the widest such ``t + 1`` added to its ``t`` (18 rows:
     16's cost and two extra rows; 17–19 measured 7.2–8.6 one-row passes against 6.9 for 20 on
     the AVX-512 machine, where the line from 16 to 20 said 6.4–7.3); beyond the widest measured
-    count ``W``
-    each extra row adds ``prefill_token_s`` (``pass_cost(W) + (n - W) * prefill_token_s``): a
-    wide pass is compute-bound, and a long prefill is the cheapest per-row cost a wide pass
-    has been seen to have. So the phone tables (widths 1 and 4) read 2-3 on the line from 1 to
-    4 and 5, 6, ... at one prefilled token per row above the 4-row pass.
+    count ``W`` each extra row adds ``prefill_token_s`` (``pass_cost(W) + (n - W) *
+    prefill_token_s``): a wide pass is compute-bound, and a long prefill is the cheapest per-row
+    cost a wide pass has been seen to have. So the phone tables (widths 1 and 4) read 2-3 on
+    the line from 1 to 4 and 5, 6, ... at one prefilled token per row above the 4-row pass.
     """
 
     pass_s: Mapping[int, float]
@@ -121,15 +127,14 @@ class CostTable:
         if rows > widest:
             return self.pass_s[widest] + (rows - widest) * self.prefill_token_s
         line = self._between(rows)
-        extra = self._extra
-        if extra is None or rows % ROW_TILE == 0:
+        left = rows % ROW_TILE  # rows past whole tiles
+        if self._extra is None or left == 0 or rows < ROW_TILE:
             return line
-        tiles = rows - rows % ROW_TILE
-        whole = self._between(tiles) if tiles >= self._rows[0] else line
-        return max(line, whole + (rows - tiles) * extra)
+        return max(line, self._between(rows - left) + left * self._extra)
 
     def _between(self, rows: int) -> float:
-        """The measured cost of ``rows``, else the line between its measured neighbours."""
+        """The measured cost of ``rows`` (at most the widest), else the line between its
+        measured neighbours."""
         measured = self.pass_s.get(rows)
         if measured is not None:
             return measured
