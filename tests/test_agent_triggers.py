@@ -10,6 +10,7 @@ Tokyo with ``auto``, writes a bare ``{"name"`` object, and the call runs on a st
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from weavehost.agent.model import EngineModel
 from weavehost.decode import STRATEGIES, get_strategy
 from weavehost.decode.reply import CALL_TEXT_RETRIES, Continuation
 from weavehost.engine import Engine
+from weavehost.engine.vocab import no_word_start
 from weavehost.formats import FORMATS, ToolCall
 from weavehost.testing import Events
 
@@ -70,6 +72,25 @@ def test_an_answer_that_may_not_call_takes_back_the_call_smollm2_writes_another_
     assert (free.call, free.stop) == (False, "end")
     assert free.text == "".join(shown) and free.text[:1].isalnum()
     assert '"name"' not in free.text and "get_current_weather" not in free.text
+
+
+def test_an_answer_that_takes_back_call_text_reads_the_word_start_table_its_model_was_given(
+    fresh_engine, monkeypatch: pytest.MonkeyPatch
+):
+    # Built while the model opened (the host's opening does so), the table is not built again
+    # in the gap before the word that follows the first take-back (~40 ms for Qwen).
+    table = no_word_start(fresh_engine)
+    model = EngineModel(fresh_engine, FORMATS["smollm2"], get_strategy("weave"),
+                        no_word_start=table)  # fmt: skip
+    monkeypatch.setattr("weavehost.decode.reply.no_word_start", _not_built_again)
+    model.sync(BARE_LIST_HISTORY, [CURRENT_WEATHER])
+    free = model.free_decode(lambda _text: None, 80, allow_call=False)
+    assert (free.call, free.stop) == (False, "end") and free.text[:1].isalnum()
+    assert '"name"' not in free.text
+
+
+def _not_built_again(_engine: Engine) -> None:
+    raise AssertionError("the word-start table was built during the answer")
 
 
 # Qwen2.5-Coder-0.5B after a weather result: its answer is the call again, as call text.
@@ -195,6 +216,29 @@ async def test_a_call_begun_as_a_bare_list_runs_and_the_next_step_shows_it_in_th
         '<tool_call>[{"name": "get_current_weather", "arguments": {"city": "Paris"}}]</tool_call>'
         in held
     )
+
+
+@pytest.mark.model
+@pytest.mark.anyio
+async def test_a_host_builds_the_word_start_table_while_its_model_opens_and_not_in_a_turn(
+    embedded_model_path, monkeypatch: pytest.MonkeyPatch
+):
+    built_in: list[str] = []
+
+    def recorded(engine: Engine):
+        built_in.append(threading.current_thread().name)
+        return no_word_start(engine)
+
+    monkeypatch.setattr("weavehost.engine.vocab.no_word_start", recorded)
+    monkeypatch.setattr("weavehost.decode.reply.no_word_start", recorded)
+    async with Host(model=str(embedded_model_path), inproc={"weather": weather_server()},
+                    trust=["weather"], tool_choice="auto", prompt_cache=False,
+                    max_steps=2, threads=2) as host:  # fmt: skip
+        session = host.session()
+        session.messages.extend(BARE_LIST_HISTORY[:2])
+        events = await Events.collect(session.run("Weather in Paris?"), timeout=SMOL_TURN_BOUND_S)
+    assert events.of("done")
+    assert len(built_in) == 1 and built_in[0].startswith("weavehost-load")
 
 
 @pytest.mark.model

@@ -372,6 +372,7 @@ class Host(AsyncContextManagerMixin):
             guidance=self.guidance,
             script_guard=self.script_guard,
             scripts=opened.scripts,
+            no_word_start=opened.no_word_start,
             record_margins=self.record_margins,
         )
 

@@ -47,6 +47,8 @@ from weavehost.packages import Download, join_chunks, pip_download, requantize
 from weavehost.paths import cache_dir
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from weavehost.decode import DecodeStrategy
     from weavehost.decode.padding import DecodePlan
     from weavehost.engine import Engine
@@ -273,6 +275,7 @@ class LocalModel(NamedTuple):
     strategy: DecodeStrategy  # prepared for the engine
     engine: Engine
     scripts: ScriptTable | None  # the vocabulary's scripts, where the answer's are guarded
+    no_word_start: np.ndarray  # per token: cannot begin a word (engine.vocab.no_word_start)
 
 
 def open_local_model(
@@ -299,6 +302,7 @@ def open_local_model(
     from weavehost.decode import get_strategy
     from weavehost.decode.calibration import open_calibrated
     from weavehost.engine.scripts import script_table
+    from weavehost.engine.vocab import no_word_start
 
     def work() -> LocalModel:
         meta = gguf.read_metadata(choice.path, full_arrays=("tokenizer.ggml.tokens",))
@@ -311,9 +315,11 @@ def open_local_model(
         decoder = get_strategy(strategy, opened.state)
         decoder.prepare(opened.engine)
         # Built (~1.5 s once per model file) or read back (~45 ms) now, and handed to the model:
-        # the first answer waits for neither.
+        # the first answer waits for neither. So is the word-start rule's table (~40 ms for
+        # Qwen's vocabulary), which the first answer that takes back call text reads.
         scripts = script_table(opened.engine) if script_guard else None
-        return LocalModel(choice, threads, meta, detection, decoder, opened.engine, scripts)
+        words = no_word_start(opened.engine)
+        return LocalModel(choice, threads, meta, detection, decoder, opened.engine, scripts, words)
 
     runner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="weavehost-load")
     try:

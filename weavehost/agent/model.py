@@ -44,6 +44,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
+
 from weavehost.agent.answer_memory import AnswerMemory
 from weavehost.agent.prompt_cache import CacheStatus, PromptCache, common_prefix, stable_prefix
 from weavehost.decode import MAX_CALLS, CallResult, DecodeStrategy, ToolSchema
@@ -217,6 +219,7 @@ class EngineModel:
         guidance: bool = False,
         script_guard: bool = False,
         scripts: ScriptTable | None = None,
+        no_word_start: np.ndarray | None = None,
         record_margins: bool = False,
         answer_memory: AnswerMemory | None = None,
     ) -> None:
@@ -250,9 +253,12 @@ class EngineModel:
         self._reply_start = 0
         self._rendered: tuple[str, list[int]] | None = None  # the last render: key, tokens
         # Writes each reply: free text, then its calls; what it learns is the model's state's.
-        # ``scripts``: the vocabulary's script table where the opening built it (else the writer
-        # reads it back at the first guarded answer).
-        self._writer = ReplyWriter(engine, fmt, state=strategy.state_for(engine), scripts=scripts)
+        # ``scripts`` and ``no_word_start``: the vocabulary's tables where the opening built
+        # them (else the writer builds them at the first answer that reads them).
+        self._writer = ReplyWriter(
+            engine, fmt, state=strategy.state_for(engine), scripts=scripts,
+            no_word_start=no_word_start,
+        )  # fmt: skip
         self._offered: tuple[str, ...] = ()  # tool names of the last render: those on offer
 
     @property

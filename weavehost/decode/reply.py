@@ -46,7 +46,6 @@ Guarantees:
 from __future__ import annotations
 
 import dataclasses
-import functools
 import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -126,7 +125,7 @@ class ReplyWriter:
     """Writes one model's replies on sequence 0: free text, then the calls a trigger opens.
 
     One per opened model (its engine and format); it keeps the word-start mask of the
-    vocabulary, built once, the trigger the last reply stopped at, whose layout
+    vocabulary (given, or built once), the trigger the last reply stopped at, whose layout
     :meth:`write_calls` writes the calls in, and how many drafted tokens of free text a pass
     carries (:attr:`pricing`: the plan's costs and this model's measured acceptance, kept in the
     model's ``state``, :meth:`~weavehost.decode.state.DecodeState.answer_pricing`). ``plan``: a
@@ -140,20 +139,26 @@ class ReplyWriter:
         state: DecodeState | None = None,
         plan: DecodePlan | None = None,
         scripts: ScriptTable | None = None,
+        no_word_start: np.ndarray | None = None,
     ) -> None:
         self.engine, self.format = engine, fmt
         self._scripts = scripts  # given where the model's opening built it
+        self._no_word_start = no_word_start  # likewise
         self._own_pricing = DraftPricing(plan) if plan is not None else None
         self._state = state
         # The format's call triggers (data: ``<tool_call>``, Qwen's bare ``{"name"`` …).
         self.triggers = [(trigger, trigger.text.encode("utf-8")) for trigger in fmt.triggers]
         self.trigger: Trigger | None = None  # where the last reply's call began (None: no call)
 
-    @functools.cached_property
+    @property
     def no_word_start(self) -> np.ndarray:
         """Per token: whether it cannot begin a word of an answer
-        (:func:`~weavehost.engine.vocab.no_word_start`), built once per model."""
-        return no_word_start(self.engine)
+        (:func:`~weavehost.engine.vocab.no_word_start`): the one given at construction (built
+        while the model opened), else built at the first use (~40 ms for Qwen's vocabulary, in
+        the gap before the next token)."""
+        if self._no_word_start is None:
+            self._no_word_start = no_word_start(self.engine)
+        return self._no_word_start
 
     @property
     def scripts(self) -> ScriptTable:
