@@ -26,6 +26,7 @@ from weavehost.decode.reply import CALL_TEXT_RETRIES, Continuation
 from weavehost.engine import Engine
 from weavehost.engine.vocab import no_word_start
 from weavehost.formats import FORMATS, ToolCall
+from weavehost.gguf import read_metadata
 from weavehost.testing import Events
 
 TIME_SERVER = Path(__file__).parent / "host_fixtures" / "time_server.py"
@@ -183,6 +184,32 @@ def test_qwen_s_call_again_after_a_result_is_taken_back_as_soon_as_its_json_can_
         ), taken
     else:
         assert free.call and free.text == "" and not taken
+
+
+def test_a_reply_that_opens_with_a_call_is_held_as_the_history_renders_it_so_the_next_step_reads_the_call_from_the_cache(
+    qwen_model: EngineModel, qwen_gguf: Path
+):
+    # Qwen2.5's template writes a reply of calls with an empty text as assistant\n\n<tool_call>,
+    # where the model read assistant\n: the line break is read again before the call is
+    # written, so the next step's history matches the cache on into the call.
+    template = read_metadata(qwen_gguf).chat_template
+    engine = qwen_model.engine
+    model = EngineModel(engine, FORMATS["qwen"], get_strategy("weave"), chat_template=template)
+    model.reset()
+    asked = [{"role": "user", "content": "What is the weather in Paris?"}]
+    model.sync(asked, [CURRENT_WEATHER])
+    model.free_decode(lambda _text: None, 0)  # a forced call, as tool_choice="required" does
+    prompt = len(model.held)
+    results = model.write_calls([CURRENT_WEATHER], lambda _i, _call: None, 64, budget=512)
+    [call] = [call for result in results for call in result.calls]
+    assert call.name == CURRENT_WEATHER.name
+    message = {"role": "assistant", "content": "",
+               "tool_calls": [{"name": call.name, "arguments": dict(call.arguments)}]}  # fmt: skip
+    synced = model.sync([*asked, message, {"role": "tool", "content": "Paris: sunny"}],
+                        [CURRENT_WEATHER])  # fmt: skip
+    head = engine.tokenize('<tool_call>\n{"name": "get_current_weather", "arguments": {',
+                           special=True)  # fmt: skip
+    assert synced.reused >= prompt + len(head)
 
 
 def weather_server() -> MCPServer:

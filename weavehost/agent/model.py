@@ -72,6 +72,9 @@ __all__ = [
 ]
 
 MAX_REMEMBERED_REPLIES = 64
+# At most this many tokens of a reply's start (the generation prompt's tail, the free text before
+# its first call) are read again to hold it as the history will render it (EngineModel).
+MAX_REHELD_TOKENS = 4
 ProvisionalSink = Callable[[ToolCall], None]
 # A reply's provisional calls, each with its place in the reply.
 IndexedProvisionalSink = Callable[[int, ToolCall], None]
@@ -246,6 +249,7 @@ class EngineModel:
         self.answer_drafts = answer_drafts
         self._answer_drafts: AnswerDrafts | None = None
         self._synced: Sequence[Mapping[str, Any]] = ()  # the conversation last synced
+        self._synced_tools: Sequence[ToolSchema] = ()  # and the tools it offered
         self.held: list[int] = []
         # Replies as the model wrote them (text -> tokens): the history re-renders a reply as
         # text, and its tokens are reused so the cache keeps exactly what the model wrote.
@@ -341,6 +345,7 @@ class EngineModel:
                 messages, earlier, render_calls=functools.partial(call_texts, self.format)
             )
         self._synced = messages  # what an answer may copy, which its memory does not keep
+        self._synced_tools = tools
         self._scripts = allowed_scripts(messages) if self.script_guard else None
         if len(tokens) >= engine.n_ctx:
             raise ContextOverflowError(
@@ -429,6 +434,7 @@ class EngineModel:
         of its own (Qwen's bare JSON) is written in that layout and then, where more may
         follow, held again in the format's own
         (:meth:`~weavehost.decode.reply.ReplyWriter.write_calls`)."""
+        self._hold_reply_start_as_rendered()
         start = len(self.held)
         reply = self._writer.write_calls(
             self.strategy, tools, max_tokens, drafts=self._drafts, budget=budget,
@@ -443,6 +449,59 @@ class EngineModel:
             self._remember_reply()  # once, the whole reply
         return reply.results
 
+    def _hold_reply_start_as_rendered(self) -> None:
+        """Where the reply's first call begins with no text before it, sequence 0's last
+        tokens held as the next step's history will render them. Qwen2.5's template writes a
+        reply of calls with an empty text as ``assistant\n\n<tool_call>`` where the model
+        read ``assistant\n`` and wrote ``<tool_call>`` (``docs/agent.md``: that rendering is
+        kept, on purpose). Read again before the call is written (one token, one pass), the
+        call is decoded after the text the history shows, and the next step reads the call
+        from the cache instead of prefilling it again. A call begun by a trigger with a layout
+        of its own (bare JSON) is held again after it is written (``_rehold``)."""
+        trigger = self._writer.trigger
+        if trigger is not None and trigger.layout is not None:
+            return
+        lead = self._empty_reply_lead
+        engine, held = self.engine, self.held
+        if lead is None or len(held) != self._reply_start:
+            return
+        read, rendered = lead
+        if held[len(held) - len(read) :] != read:
+            return
+        keep = len(held) - len(read)
+        engine.drop(0, keep)
+        del held[keep:]
+        try:
+            engine.prefill(0, rendered)
+        finally:
+            held.extend(rendered[: engine.seq_len(0) - keep])
+
+    @functools.cached_property
+    def _empty_reply_lead(self) -> tuple[list[int], list[int]] | None:
+        """What the generation prompt ends with, and what the history renders in its place
+        before a reply's first call when the reply has no text (``None``: the same, or the
+        template shows neither apart): found once per model by rendering a conversation with
+        and without such a reply."""
+        user = {"role": "user", "content": "a"}
+        reply = {"role": "assistant", "content": "",
+                 "tool_calls": [{"name": "a_tool", "arguments": {}}]}  # fmt: skip
+        asked = self._tokens_of([user])
+        answered = self._tokens_of([user, reply])
+        common = common_prefix(asked, answered)
+        at = _last_index(answered, self.engine.tokenize(self.format.layout.opener, special=True))
+        read, rendered = asked[common:], answered[common:at]
+        if at < common or not read or read == rendered or len(read) > MAX_REHELD_TOKENS:
+            return None
+        if len(rendered) > MAX_REHELD_TOKENS:
+            return None
+        return read, rendered
+
+    def _tokens_of(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        segments = self.format.render_prompt(
+            messages, [], chat_template=self.chat_template, guidance=self.guidance
+        )
+        return [t for s in segments for t in self.engine.tokenize(s.text, special=s.special)]
+
     def write_call(
         self, tools: Sequence[ToolSchema], on_provisional: ProvisionalSink, max_tokens: int
     ) -> CallResult:
@@ -452,3 +511,13 @@ class EngineModel:
             budget=self.engine.n_ctx - len(self.held), max_calls=1,
         )  # fmt: skip
         return results[0]
+
+
+def _last_index(tokens: Sequence[int], part: Sequence[int]) -> int:
+    """Where ``part`` last begins in ``tokens`` (-1: nowhere, or ``part`` is empty)."""
+    n = len(part)
+    if not n:
+        return -1
+    return next(
+        (i for i in range(len(tokens) - n, -1, -1) if list(tokens[i : i + n]) == list(part)), -1
+    )
