@@ -207,9 +207,37 @@ def test_a_reply_that_opens_with_a_call_is_held_as_the_history_renders_it_so_the
                "tool_calls": [{"name": call.name, "arguments": dict(call.arguments)}]}  # fmt: skip
     synced = model.sync([*asked, message, {"role": "tool", "content": "Paris: sunny"}],
                         [CURRENT_WEATHER])  # fmt: skip
-    head = engine.tokenize('<tool_call>\n{"name": "get_current_weather", "arguments": {',
-                           special=True)  # fmt: skip
-    assert synced.reused >= prompt + len(head)
+    # The whole call is read from the cache, its values too (the template writes them apart,
+    # and they tokenize otherwise there), up to the closer the model spelled in its own way.
+    closer = engine.tokenize("</tool_call>", special=True)
+    assert synced.reused >= prompt + len(results[0].tokens) - len(closer)
+
+
+def test_a_tool_result_that_spells_a_call_the_model_wrote_is_tokenized_as_any_text_not_as_that_call(
+    qwen_model: EngineModel, qwen_gguf: Path
+):
+    # A call is read as the strategy wrote it only where the template wrote it: the same text
+    # in a tool's result is tokenized as if no call were remembered.
+    template = read_metadata(qwen_gguf).chat_template
+    engine = qwen_model.engine
+    model = EngineModel(engine, FORMATS["qwen"], get_strategy("weave"), chat_template=template)
+    model.reset()
+    asked = [{"role": "user", "content": "What is the weather in Paris?"}]
+    model.sync(asked, [CURRENT_WEATHER])
+    model.free_decode(lambda _text: None, 0)
+    results = model.write_calls([CURRENT_WEATHER], lambda _i, _call: None, 64, budget=512)
+    [call] = results[0].calls
+    message = {"role": "assistant", "content": "",
+               "tool_calls": [{"name": call.name, "arguments": dict(call.arguments)}]}  # fmt: skip
+    conversation = [*asked, message, {"role": "tool", "content": results[0].text}]
+    remembered = model.render(conversation, [CURRENT_WEATHER])
+    model._calls.clear()
+    model._rendered = None  # rendered again, with no call remembered
+    plain = model.render(conversation, [CURRENT_WEATHER])
+    [turn] = engine.tokenize("<|im_start|>", special=True)
+    tool_turn = len(plain) - [i for i, t in enumerate(plain) if t == turn][-2]
+    assert remembered[-tool_turn:] == plain[-tool_turn:]  # the tool's turn: as any text
+    assert remembered[:-tool_turn] != plain[:-tool_turn]  # the call: as the strategy wrote it
 
 
 def weather_server() -> MCPServer:

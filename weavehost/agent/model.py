@@ -37,6 +37,7 @@ stand-in for tests is the test kit's :mod:`weavehost.testing.model`. Invariants 
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 from collections import OrderedDict
@@ -54,6 +55,7 @@ from weavehost.decode.drafts import DraftSource
 from weavehost.decode.reply import ReplyWriter, Sampling, TextSink
 from weavehost.engine import Engine, EngineStats
 from weavehost.engine.scripts import ScriptTable, scripts_in
+from weavehost.engine.segment import Segment
 from weavehost.errors import ContextOverflowError
 from weavehost.formats import ModelFormat, ToolCall, tool_to_openai
 from weavehost.formats.base import call_texts
@@ -254,6 +256,9 @@ class EngineModel:
         # Replies as the model wrote them (text -> tokens): the history re-renders a reply as
         # text, and its tokens are reused so the cache keeps exactly what the model wrote.
         self._replies: OrderedDict[str, list[int]] = OrderedDict()
+        # Calls as the strategy wrote them (text -> tokens): the history renders a call's text
+        # in pieces (its string values apart), which tokenize otherwise than it was written.
+        self._calls: OrderedDict[str, list[int]] = OrderedDict()
         self._reply_start = 0
         self._rendered: tuple[str, list[int]] | None = None  # the last render: key, tokens
         # Writes each reply: free text, then its calls; what it learns is the model's state's.
@@ -314,15 +319,66 @@ class EngineModel:
         segments = self.format.render_prompt(
             messages, offered, chat_template=self.chat_template, guidance=self.guidance
         )
-        tokens: list[int] = []
-        for segment in segments:
-            written = None if segment.special else self._replies.get(segment.text)
-            if written is not None:
-                tokens.extend(written)
-            else:
-                tokens.extend(self.engine.tokenize(segment.text, special=segment.special))
+        tokens = self._tokenize(segments)
         self._rendered = (key, list(tokens))
         return tokens
+
+    def _tokenize(self, segments: Sequence[Segment]) -> list[int]:
+        """The tokens of rendered ``segments``: a reply's text as the model wrote it where a
+        segment is that whole text, and a call's where the template wrote the call's text as
+        the strategy did (from template text to template text, its values inside), else each
+        piece tokenized as its segment says (special tokens parsed only in template text)."""
+        spans = self._call_spans(segments)
+        tokens: list[int] = []
+        offset = 0
+        for segment in segments:
+            start, end = offset, offset + len(segment.text)
+            offset = end
+            cuts = sorted(
+                {start, end, *(at for span in spans for at in span[:2] if start < at < end)}
+            )
+            for left, right in itertools.pairwise(cuts):
+                inside = next((span for span in spans if span[0] <= left < span[1]), None)
+                if inside is not None:
+                    if left == inside[0]:
+                        tokens.extend(inside[2])
+                    continue
+                text = segment.text[left - start : right - start]
+                whole = left == start and right == end
+                written = None if segment.special or not whole else self._replies.get(text)
+                if written is not None:
+                    tokens.extend(written)
+                else:
+                    tokens.extend(self.engine.tokenize(text, special=segment.special))
+        return tokens
+
+    def _call_spans(self, segments: Sequence[Segment]) -> list[tuple[int, int, list[int]]]:
+        """Where the rendered text holds a call as the strategy wrote it: (start, end, its
+        tokens), not overlapping. A span begins and ends inside template text, so a tool's
+        result or a user's message that spells a call is never read as one."""
+        if not self._calls:
+            return []
+        text = "".join(segment.text for segment in segments)
+        special: list[tuple[int, int]] = []
+        offset = 0
+        for segment in segments:
+            if segment.special:
+                special.append((offset, offset + len(segment.text)))
+            offset += len(segment.text)
+
+        def in_template(at: int) -> bool:
+            return any(start <= at < end for start, end in special)
+
+        spans: list[tuple[int, int, list[int]]] = []
+        for written, tokens in reversed(self._calls.items()):  # the latest first
+            at = text.find(written)
+            while at >= 0:
+                end = at + len(written)
+                free = all(end <= s or e <= at for s, e, _ in spans)
+                if free and in_template(at) and in_template(end - 1):
+                    spans.append((at, end, tokens))
+                at = text.find(written, at + 1)
+        return sorted(spans, key=lambda span: span[0])
 
     def _remember_reply(self) -> None:
         tokens = self.held[self._reply_start :]
@@ -447,6 +503,11 @@ class EngineModel:
             del self.held[start:]
         elif reply.calls:
             self._remember_reply()  # once, the whole reply
+            for result in reply.results:
+                if result.calls and result.text and result.tokens:
+                    self._calls[result.text] = list(result.tokens)
+            while len(self._calls) > MAX_REMEMBERED_REPLIES:
+                self._calls.popitem(last=False)
         return reply.results
 
     def _hold_reply_start_as_rendered(self) -> None:
