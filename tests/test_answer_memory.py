@@ -134,6 +134,22 @@ async def test_a_host_drafts_its_answer_from_what_the_model_answered_in_an_earli
     assert passes_again < passes
 
 
+@pytest.mark.model
+@pytest.mark.anyio
+async def test_a_host_whose_answers_are_not_drafted_keeps_no_answer_memory(
+    embedded_model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Nothing would read it; and in bench-agent's --answer-drafts both, the drafts-off twin of
+    # a task would fill the drafts-on variant's memory with the very answer it then drafts.
+    monkeypatch.setenv("WEAVEHOST_CACHE", str(tmp_path))
+    async with Host(servers=[str(ROOT / "tools" / "weather.py")], trust=["weather"],
+                    model=str(embedded_model_path), threads=2, n_ctx=2048,
+                    answer_drafts=False) as host:  # fmt: skip
+        events = await Events.collect(host.run("Hi! Who are you?"), timeout=SMOL_TURN_BOUND_S)
+    assert events.of("done") and "".join(e["text"] for e in events if e.type == "text")
+    assert not list((tmp_path / "prompts").glob("answers-*.json"))
+
+
 def test_a_draft_from_a_remembered_answer_is_priced_apart_at_its_own_lower_rate() -> None:
     earlier = ["Here is the response for the function call `get_battery_status`: done"]
     drafts = AnswerDrafts.from_messages(GREETING, earlier)

@@ -364,9 +364,11 @@ class Host(AsyncContextManagerMixin):
             opened.strategy,
             chat_template=opened.metadata.chat_template,
             prompt_cache=prompt_cache,
-            # Beside the prompt cache, and only with it: the model's earlier answers.
+            # Beside the prompt cache, and only with it: the model's earlier answers, kept by
+            # the drafting that reads them (with answer drafts off, none are read or kept, so a
+            # bench-agent A/B's drafts-on variant drafts only from its own earlier answers).
             answer_memory=AnswerMemory.beside(prompt_cache.directory, choice.path)
-            if prompt_cache is not None
+            if prompt_cache is not None and self.answer_drafts
             else None,
             answer_drafts=self.answer_drafts,
             guidance=self.guidance,
