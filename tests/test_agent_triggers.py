@@ -21,7 +21,7 @@ from mcp_types import ToolAnnotations
 from tests.schemas import CURRENT_WEATHER
 from weavehost import Host
 from weavehost.agent.model import EngineModel
-from weavehost.decode import STRATEGIES, get_strategy
+from weavehost.decode import STRATEGIES, CallResult, get_strategy
 from weavehost.decode.reply import CALL_TEXT_RETRIES, Continuation
 from weavehost.engine import Engine
 from weavehost.engine.vocab import no_word_start
@@ -186,31 +186,43 @@ def test_qwen_s_call_again_after_a_result_is_taken_back_as_soon_as_its_json_can_
         assert free.call and free.text == "" and not taken
 
 
+PARIS_ASKED = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def _paris_called(qwen_model: EngineModel, qwen_gguf: Path) -> tuple[EngineModel, int, CallResult]:
+    """A Qwen model with its GGUF's template after a forced call for Paris's weather: the model,
+    the prompt's length, and the call's result."""
+    template = read_metadata(qwen_gguf).chat_template
+    model = EngineModel(qwen_model.engine, FORMATS["qwen"], get_strategy("weave"),
+                        chat_template=template)  # fmt: skip
+    model.reset()
+    model.sync(PARIS_ASKED, [CURRENT_WEATHER])
+    model.free_decode(lambda _text: None, 0)  # a forced call, as tool_choice="required" does
+    prompt = len(model.held)
+    [result] = model.write_calls([CURRENT_WEATHER], lambda _i, _call: None, 64, budget=512)
+    assert [call.name for call in result.calls] == [CURRENT_WEATHER.name]
+    return model, prompt, result
+
+
+def _called(result: CallResult) -> dict[str, object]:
+    call = result.calls[0]
+    return {"role": "assistant", "content": "",
+            "tool_calls": [{"name": call.name, "arguments": dict(call.arguments)}]}  # fmt: skip
+
+
 def test_a_reply_that_opens_with_a_call_is_held_as_the_history_renders_it_so_the_next_step_reads_the_call_from_the_cache(
     qwen_model: EngineModel, qwen_gguf: Path
 ):
     # Qwen2.5's template writes a reply of calls with an empty text as assistant\n\n<tool_call>,
     # where the model read assistant\n: the line break is read again before the call is
     # written, so the next step's history matches the cache on into the call.
-    template = read_metadata(qwen_gguf).chat_template
-    engine = qwen_model.engine
-    model = EngineModel(engine, FORMATS["qwen"], get_strategy("weave"), chat_template=template)
-    model.reset()
-    asked = [{"role": "user", "content": "What is the weather in Paris?"}]
-    model.sync(asked, [CURRENT_WEATHER])
-    model.free_decode(lambda _text: None, 0)  # a forced call, as tool_choice="required" does
-    prompt = len(model.held)
-    results = model.write_calls([CURRENT_WEATHER], lambda _i, _call: None, 64, budget=512)
-    [call] = [call for result in results for call in result.calls]
-    assert call.name == CURRENT_WEATHER.name
-    message = {"role": "assistant", "content": "",
-               "tool_calls": [{"name": call.name, "arguments": dict(call.arguments)}]}  # fmt: skip
-    synced = model.sync([*asked, message, {"role": "tool", "content": "Paris: sunny"}],
-                        [CURRENT_WEATHER])  # fmt: skip
+    model, prompt, result = _paris_called(qwen_model, qwen_gguf)
+    answered = [*PARIS_ASKED, _called(result), {"role": "tool", "content": "Paris: sunny"}]
+    synced = model.sync(answered, [CURRENT_WEATHER])
     # The whole call is read from the cache, its values too (the template writes them apart,
     # and they tokenize otherwise there), up to the closer the model spelled in its own way.
-    closer = engine.tokenize("</tool_call>", special=True)
-    assert synced.reused >= prompt + len(results[0].tokens) - len(closer)
+    closer = model.engine.tokenize("</tool_call>", special=True)
+    assert synced.reused >= prompt + len(result.tokens) - len(closer)
 
 
 def test_a_tool_result_that_spells_a_call_the_model_wrote_is_tokenized_as_any_text_not_as_that_call(
@@ -218,23 +230,13 @@ def test_a_tool_result_that_spells_a_call_the_model_wrote_is_tokenized_as_any_te
 ):
     # A call is read as the strategy wrote it only where the template wrote it: the same text
     # in a tool's result is tokenized as if no call were remembered.
-    template = read_metadata(qwen_gguf).chat_template
-    engine = qwen_model.engine
-    model = EngineModel(engine, FORMATS["qwen"], get_strategy("weave"), chat_template=template)
-    model.reset()
-    asked = [{"role": "user", "content": "What is the weather in Paris?"}]
-    model.sync(asked, [CURRENT_WEATHER])
-    model.free_decode(lambda _text: None, 0)
-    results = model.write_calls([CURRENT_WEATHER], lambda _i, _call: None, 64, budget=512)
-    [call] = results[0].calls
-    message = {"role": "assistant", "content": "",
-               "tool_calls": [{"name": call.name, "arguments": dict(call.arguments)}]}  # fmt: skip
-    conversation = [*asked, message, {"role": "tool", "content": results[0].text}]
+    model, _prompt, result = _paris_called(qwen_model, qwen_gguf)
+    conversation = [*PARIS_ASKED, _called(result), {"role": "tool", "content": result.text}]
     remembered = model.render(conversation, [CURRENT_WEATHER])
     model._calls.clear()
     model._rendered = None  # rendered again, with no call remembered
     plain = model.render(conversation, [CURRENT_WEATHER])
-    [turn] = engine.tokenize("<|im_start|>", special=True)
+    [turn] = model.engine.tokenize("<|im_start|>", special=True)
     tool_turn = len(plain) - [i for i, t in enumerate(plain) if t == turn][-2]
     assert remembered[-tool_turn:] == plain[-tool_turn:]  # the tool's turn: as any text
     assert remembered[:-tool_turn] != plain[:-tool_turn]  # the call: as the strategy wrote it
