@@ -74,8 +74,8 @@ __all__ = [
 ]
 
 MAX_REMEMBERED_REPLIES = 64
-# At most this many tokens of a reply's start (the generation prompt's tail, the free text before
-# its first call) are read again to hold it as the history will render it (EngineModel).
+# At most this many tokens of the generation prompt's tail are read again before a call that
+# opens a reply, to hold them as the history will render them (EngineModel).
 MAX_REHELD_TOKENS = 4
 ProvisionalSink = Callable[[ToolCall], None]
 # A reply's provisional calls, each with its place in the reply.
@@ -251,7 +251,6 @@ class EngineModel:
         self.answer_drafts = answer_drafts
         self._answer_drafts: AnswerDrafts | None = None
         self._synced: Sequence[Mapping[str, Any]] = ()  # the conversation last synced
-        self._synced_tools: Sequence[ToolSchema] = ()  # and the tools it offered
         self.held: list[int] = []
         # Replies as the model wrote them (text -> tokens): the history re-renders a reply as
         # text, and its tokens are reused so the cache keeps exactly what the model wrote.
@@ -401,7 +400,6 @@ class EngineModel:
                 messages, earlier, render_calls=functools.partial(call_texts, self.format)
             )
         self._synced = messages  # what an answer may copy, which its memory does not keep
-        self._synced_tools = tools
         self._scripts = allowed_scripts(messages) if self.script_guard else None
         if len(tokens) >= engine.n_ctx:
             raise ContextOverflowError(
