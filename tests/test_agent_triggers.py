@@ -229,17 +229,42 @@ def test_a_tool_result_that_spells_a_call_the_model_wrote_is_tokenized_as_any_te
     qwen_model: EngineModel, qwen_gguf: Path
 ):
     # A call is read as the strategy wrote it only where the template wrote it: the same text
-    # in a tool's result is tokenized as if no call were remembered.
+    # inside a tool's result is tokenized as if no call were remembered.
     model, _prompt, result = _paris_called(qwen_model, qwen_gguf)
-    conversation = [*PARIS_ASKED, _called(result), {"role": "tool", "content": result.text}]
+    spelled = f"Echo: {result.text} (end)"
+    conversation = [*PARIS_ASKED, _called(result), {"role": "tool", "content": spelled}]
     remembered = model.render(conversation, [CURRENT_WEATHER])
-    model._calls.clear()
-    model._rendered = None  # rendered again, with no call remembered
-    plain = model.render(conversation, [CURRENT_WEATHER])
+    # The same conversation on a model that wrote no call: every piece tokenized as its own.
+    plain = EngineModel(model.engine, FORMATS["qwen"], get_strategy("weave"),
+                        chat_template=model.chat_template).render(conversation, [CURRENT_WEATHER])  # fmt: skip
     [turn] = model.engine.tokenize("<|im_start|>", special=True)
     tool_turn = len(plain) - [i for i, t in enumerate(plain) if t == turn][-2]
     assert remembered[-tool_turn:] == plain[-tool_turn:]  # the tool's turn: as any text
     assert remembered[:-tool_turn] != plain[:-tool_turn]  # the call: as the strategy wrote it
+
+
+# A ChatML template that writes <tool_call> (so Qwen's format uses it) but refuses a reply of
+# calls, as GGUF templates raise on what they do not expect: only a history that holds one
+# fails to render, with a FormatError.
+REFUSES_CALLS = (
+    "{# calls go in <tool_call> tags #}"
+    "{% for m in messages %}{% if m.tool_calls %}{{ raise_exception('no calls here') }}"
+    "{% endif %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "<|im_start|>assistant\n"
+)
+
+
+def test_a_template_that_fails_on_a_reply_of_calls_still_lets_the_call_be_written(fresh_engine):
+    # The probe that finds what the history renders before a call fails: nothing is read
+    # again, and the call is written as it always was.
+    model = EngineModel(fresh_engine, FORMATS["qwen"], get_strategy("weave"),
+                        chat_template=REFUSES_CALLS)  # fmt: skip
+    model.sync(PARIS_ASKED, [CURRENT_WEATHER])
+    model.free_decode(lambda _text: None, 0)
+    prompt = list(model.held)
+    [result] = model.write_calls([CURRENT_WEATHER], lambda _i, _call: None, 64, budget=512)
+    assert [call.name for call in result.calls] == [CURRENT_WEATHER.name]
+    assert model.held[: len(prompt)] == prompt  # the prompt as it was read
 
 
 def weather_server() -> MCPServer:

@@ -108,28 +108,31 @@ def test_on_the_embedded_smollm2_an_answer_remembered_from_another_conversation_
     assert again.drafted > first.drafted and again.free.passes < first.free.passes
 
 
+HELLO = "Hi! Who are you?"
+
+
+async def greeted(model: Path, **options: object) -> tuple[str, int, int]:
+    """A host over the weather server on ``model`` greeted once: its answer, and the answer's
+    free tokens and passes."""
+    async with Host(servers=[str(ROOT / "tools" / "weather.py")], trust=["weather"],
+                    model=str(model), threads=2, n_ctx=2048, **options) as host:  # type: ignore[arg-type]  # fmt: skip
+        events = await Events.collect(host.run(HELLO), timeout=SMOL_TURN_BOUND_S)
+    timings = events.of("timings")[-1]
+    text = "".join(e["text"] for e in events if e.type == "text")
+    return text, timings["free_tokens"], timings["free_passes"]
+
+
 @pytest.mark.model
 @pytest.mark.anyio
 async def test_a_host_drafts_its_answer_from_what_the_model_answered_in_an_earlier_host(
     embedded_model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("WEAVEHOST_CACHE", str(tmp_path))
-    prompt = "Hi! Who are you?"
-
-    async def greeted() -> tuple[str, int, int]:
-        async with Host(servers=[str(ROOT / "tools" / "weather.py")], trust=["weather"],
-                        model=str(embedded_model_path), threads=2, decode_plan=CHEAP_ROWS,
-                        n_ctx=2048) as host:  # fmt: skip
-            events = await Events.collect(host.run(prompt), timeout=SMOL_TURN_BOUND_S)
-        timings = events.of("timings")[-1]
-        text = "".join(e["text"] for e in events if e.type == "text")
-        return text, timings["free_tokens"], timings["free_passes"]
-
-    text, tokens, passes = await greeted()
+    text, tokens, passes = await greeted(embedded_model_path, decode_plan=CHEAP_ROWS)
     (memory,) = (tmp_path / "prompts").glob("answers-SmolLM2*.json")
     # Kept without what it copied from the conversation (the user's words).
-    assert json.loads(memory.read_text())["answers"] == [own_pieces(text.strip(), [prompt])]
-    again, tokens_again, passes_again = await greeted()
+    assert json.loads(memory.read_text())["answers"] == [own_pieces(text.strip(), [HELLO])]
+    again, tokens_again, passes_again = await greeted(embedded_model_path, decode_plan=CHEAP_ROWS)
     assert (again, tokens_again) == (text, tokens)
     assert passes_again < passes
 
@@ -142,11 +145,8 @@ async def test_a_host_whose_answers_are_not_drafted_keeps_no_answer_memory(
     # Nothing would read it; and in bench-agent's --answer-drafts both, the drafts-off twin of
     # a task would fill the drafts-on variant's memory with the very answer it then drafts.
     monkeypatch.setenv("WEAVEHOST_CACHE", str(tmp_path))
-    async with Host(servers=[str(ROOT / "tools" / "weather.py")], trust=["weather"],
-                    model=str(embedded_model_path), threads=2, n_ctx=2048,
-                    answer_drafts=False) as host:  # fmt: skip
-        events = await Events.collect(host.run("Hi! Who are you?"), timeout=SMOL_TURN_BOUND_S)
-    assert events.of("done") and "".join(e["text"] for e in events if e.type == "text")
+    text, _tokens, _passes = await greeted(embedded_model_path, answer_drafts=False)
+    assert text
     assert not list((tmp_path / "prompts").glob("answers-*.json"))
 
 

@@ -56,7 +56,7 @@ from weavehost.decode.reply import ReplyWriter, Sampling, TextSink
 from weavehost.engine import Engine, EngineStats
 from weavehost.engine.scripts import ScriptTable, scripts_in
 from weavehost.engine.segment import Segment
-from weavehost.errors import ContextOverflowError
+from weavehost.errors import ContextOverflowError, FormatError
 from weavehost.formats import ModelFormat, ToolCall, tool_to_openai
 from weavehost.formats.base import call_texts
 
@@ -538,28 +538,32 @@ class EngineModel:
     @functools.cached_property
     def _empty_reply_lead(self) -> tuple[list[int], list[int]] | None:
         """What the generation prompt ends with, and what the history renders in its place
-        before a reply's first call when the reply has no text (``None``: the same, or the
-        template shows neither apart): found once per model by rendering a conversation with
-        and without such a reply."""
+        before a reply's first call when the reply has no text (``None``: the same, more than
+        :data:`MAX_REHELD_TOKENS` apart, or the template fails on the probe: then nothing is
+        read again, and the step renders as it always did): found once per model by
+        rendering a conversation with and without such a reply."""
         user = {"role": "user", "content": "a"}
         reply = {"role": "assistant", "content": "",
                  "tool_calls": [{"name": "a_tool", "arguments": {}}]}  # fmt: skip
-        asked = self._tokens_of([user])
-        answered = self._tokens_of([user, reply])
-        common = common_prefix(asked, answered)
-        at = _last_index(answered, self.engine.tokenize(self.format.layout.opener, special=True))
-        read, rendered = asked[common:], answered[common:at]
-        if at < common or not read or read == rendered or len(read) > MAX_REHELD_TOKENS:
+        engine = self.engine
+
+        def tokens_of(messages: list[dict[str, Any]]) -> list[int]:
+            segments = self.format.render_prompt(
+                messages, [], chat_template=self.chat_template, guidance=self.guidance
+            )
+            return engine.tokenize_segments(segments)
+
+        try:
+            asked, answered = tokens_of([user]), tokens_of([user, reply])
+        except FormatError:
             return None
-        if len(rendered) > MAX_REHELD_TOKENS:
+        common = common_prefix(asked, answered)
+        at = _last_index(answered, engine.tokenize(self.format.layout.opener, special=True))
+        read, rendered = asked[common:], answered[common:at]
+        too_far = max(len(read), len(rendered)) > MAX_REHELD_TOKENS
+        if at < common or not read or read == rendered or too_far:
             return None
         return read, rendered
-
-    def _tokens_of(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
-        segments = self.format.render_prompt(
-            messages, [], chat_template=self.chat_template, guidance=self.guidance
-        )
-        return [t for s in segments for t in self.engine.tokenize(s.text, special=s.special)]
 
     def write_call(
         self, tools: Sequence[ToolSchema], on_provisional: ProvisionalSink, max_tokens: int
