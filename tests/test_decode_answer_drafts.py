@@ -112,6 +112,23 @@ def test_a_call_the_assistant_made_is_drafted_when_the_answer_begins_it_again() 
     assert AnswerDrafts.from_messages(WEATHER).propose('{"name') == ""  # no format: no call texts
 
 
+def test_an_answer_s_first_characters_draft_the_call_it_begins_again_and_nothing_else() -> None:
+    drafts = AnswerDrafts.from_messages(WEATHER, render_calls=partial(call_texts, QWEN))
+    # Two characters say little, but a call made that begins with them is where Qwen goes on
+    # after a result: the JSON result begins so too, later, and is not drafted there.
+    assert drafts.propose('{"').startswith('name": "get_current_weather", "arguments": {"city"')
+    assert drafts.propose("``").startswith('`json\n{\n  "name": "get_current_weather"')
+    assert drafts.propose('{"c') == ""  # only the result begins so
+    assert drafts.propose("Pa") == "" and drafts.propose("ame") == ""  # within texts only
+    assert AnswerDrafts.from_messages(WEATHER).propose('{"') == ""  # no format: no calls
+    # Such a draft is a kind of its own, priced apart from a short match anywhere in a text.
+    pricing = DraftPricing(CHEAP_ROWS)
+    tokens, bucket = drafts.tokens_after(b'{"', pricing, 64, list)
+    assert tokens and bucket == pricing.bucket(2, start=True) != pricing.bucket(2)
+    _, anywhere = AnswerDrafts(["a cat sat"]).tokens_after(b"a cat s", pricing, 64, list)
+    assert anywhere == pricing.bucket(len("a cat s"))
+
+
 def test_a_message_s_calls_are_read_in_either_shape_and_a_malformed_one_is_left_out() -> None:
     message = {
         "role": "assistant",
