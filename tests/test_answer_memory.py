@@ -15,7 +15,7 @@ import pytest
 from tests.test_decode_answer_drafts import CHEAP_ROWS, same_reply, written
 from weavehost import Host
 from weavehost.agent.answer_memory import MAX_ANSWERS, MAX_CHARS, AnswerMemory, own_pieces
-from weavehost.decode.answer_drafts import AnswerDrafts, DraftPricing
+from weavehost.decode.answer_drafts import CONVERSATION, REMEMBERED, AnswerDrafts, DraftPricing
 from weavehost.testing import Events
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -155,13 +155,13 @@ def test_a_draft_from_a_remembered_answer_is_priced_apart_at_its_own_lower_rate(
     drafts = AnswerDrafts.from_messages(GREETING, earlier)
     pricing = DraftPricing(CHEAP_ROWS)
     written_so_far = b"Here is the response for the f"
-    tokens, bucket = drafts.tokens_after(written_so_far, pricing, 64, lambda text: list(text))
-    assert tokens and bucket == pricing.bucket(len(written_so_far), remembered=True)
-    remembered, conversation = pricing.rates(bucket), pricing.rates(pricing.bucket(30))
+    tokens, kind = drafts.tokens_after(written_so_far, pricing, 64, lambda text: list(text))
+    assert tokens and kind == pricing.kind(REMEMBERED, len(written_so_far))
+    remembered, conversation = pricing.rates(kind), pricing.rates(pricing.kind(CONVERSATION, 30))
     assert remembered[0] < conversation[0] and remembered[1] < conversation[1]
     # The same words said in the conversation are a conversation draft.
     said = [*GREETING, {"role": "assistant", "content": earlier[0]}]
-    _, bucket = AnswerDrafts.from_messages(said).tokens_after(
+    _, kind = AnswerDrafts.from_messages(said).tokens_after(
         written_so_far, pricing, 64, lambda text: list(text)
     )
-    assert bucket == pricing.bucket(len(written_so_far))
+    assert kind == pricing.kind(CONVERSATION, len(written_so_far))

@@ -21,8 +21,13 @@ from tests.schemas import CURRENT_WEATHER
 from tests.test_decode_reply import BARE_LIST_HISTORY, SMOLLM2, prefilled
 from weavehost.decode.answer_drafts import (
     ACCEPT_PRIORS,
-    MATCH_BUCKETS,
+    CONVERSATION,
+    MAX_MATCH,
+    MIN_MATCH,
     MIN_OWN_MATCH,
+    OWN,
+    REMEMBERED,
+    START,
     AnswerDrafts,
     DraftPricing,
     own_match,
@@ -45,6 +50,8 @@ CHEAP_UNPADDED = DecodePlan.from_table(CHEAP_ROWS.table, padding=False)  # type:
 DEAR_ROWS = DecodePlan.from_table(
     CostTable({1: 0.010, 2: 0.020, 4: 0.040, 8: 0.080}, 0.010, machine="linear")
 )
+# The kind of a draft from a short match in the conversation's texts.
+SHORT = DraftPricing.kind(CONVERSATION, MIN_MATCH)
 
 
 def weather(city: str, conditions: str, temperature: float, humidity: int) -> list[dict[str, Any]]:
@@ -123,10 +130,10 @@ def test_an_answer_s_first_characters_draft_the_call_it_begins_again_and_nothing
     assert AnswerDrafts.from_messages(WEATHER).propose('{"') == ""  # no format: no calls
     # Such a draft is a kind of its own, priced apart from a short match anywhere in a text.
     pricing = DraftPricing(CHEAP_ROWS)
-    tokens, bucket = drafts.tokens_after(b'{"', pricing, 64, list)
-    assert tokens and bucket == pricing.bucket(2, start=True) != pricing.bucket(2)
+    tokens, kind = drafts.tokens_after(b'{"', pricing, 64, list)
+    assert tokens and kind == pricing.kind(START, 2) != pricing.kind(CONVERSATION, 2)
     _, anywhere = AnswerDrafts(["a cat sat"]).tokens_after(b"a cat s", pricing, 64, list)
-    assert anywhere == pricing.bucket(len("a cat s"))
+    assert anywhere == pricing.kind(CONVERSATION, len("a cat s"))
 
 
 def test_a_message_s_calls_are_read_in_either_shape_and_a_malformed_one_is_left_out() -> None:
@@ -152,29 +159,29 @@ def test_a_message_s_calls_are_read_in_either_shape_and_a_malformed_one_is_left_
 
 
 def test_without_a_cost_table_nothing_is_drafted() -> None:
-    assert DraftPricing(NO_PLAN).rows(16) == 0
+    assert DraftPricing(NO_PLAN).rows(16, SHORT) == 0
 
 
 def test_where_every_row_costs_a_pass_nothing_is_drafted_at_any_rate_short_of_certain() -> None:
     pricing = DraftPricing(DEAR_ROWS)
     for _ in range(1000):
-        pricing.count(0, False, True)
-        pricing.count(0, True, True)
-    pricing.count(0, False, False)
-    assert pricing.rows(16) == 0
+        pricing.count(SHORT, False, True)
+        pricing.count(SHORT, True, True)
+    pricing.count(SHORT, False, False)
+    assert pricing.rows(16, SHORT) == 0
 
 
 def test_cheap_rows_are_drafted_at_a_good_rate_and_not_at_a_poor_one_which_fades_back() -> None:
     pricing = DraftPricing(CHEAP_ROWS)
-    (first, later) = ACCEPT_PRIORS[0]
-    assert pricing.rates(0) == (first[1] / first[0], later[1] / later[0])
-    assert 1 < pricing.rows(32) <= 32 and pricing.rows(3) == 3  # the room bounds it
+    (first, later) = ACCEPT_PRIORS[SHORT]
+    assert pricing.rates(SHORT) == (first[1] / first[0], later[1] / later[0])
+    assert 1 < pricing.rows(32, SHORT) <= 32 and pricing.rows(3, SHORT) == 3  # the room bounds it
     for _ in range(200):
-        pricing.count(0, False, False)
-    assert pricing.rows(32) == 0  # a poor rate: nothing pays
+        pricing.count(SHORT, False, False)
+    assert pricing.rows(32, SHORT) == 0  # a poor rate: nothing pays
     for _ in range(400):  # drafts not sent: the measured rate fades towards the prior
-        pricing.fade(0)
-    assert pricing.rows(32) > 0
+        pricing.fade(SHORT)
+    assert pricing.rows(32, SHORT) > 0
 
 
 def test_a_draft_s_first_token_and_the_tokens_after_an_accepted_one_are_priced_apart() -> None:
@@ -185,20 +192,22 @@ def test_a_draft_s_first_token_and_the_tokens_after_an_accepted_one_are_priced_a
     guessing = DraftPricing(DecodePlan.from_table(table))
     for n in range(100):  # the same first-token rate (60%) in both
         for pricing in (copying, guessing):
-            pricing.count(0, False, n % 5 < 3)
-        copying.count(0, True, True)  # after a kept token, the next is kept: copying
-        guessing.count(0, True, n % 5 < 3)  # or each token a fresh guess at the same 60%
-    assert copying.rows(32) >= 7
-    assert guessing.rows(32) == 0
+            pricing.count(SHORT, False, n % 5 < 3)
+        copying.count(SHORT, True, True)  # after a kept token, the next is kept: copying
+        guessing.count(SHORT, True, n % 5 < 3)  # or each token a fresh guess at the same 60%
+    assert copying.rows(32, SHORT) >= 7
+    assert guessing.rows(32, SHORT) == 0
 
 
 def test_a_longer_match_is_its_own_kind_of_draft() -> None:
     pricing = DraftPricing(CHEAP_ROWS)
-    long_match = MATCH_BUCKETS[-1]
+    short, long = pricing.kind(CONVERSATION, MIN_MATCH), pricing.kind(CONVERSATION, 40)
+    assert short != long and pricing.kind(CONVERSATION, 7) == short
+    assert pricing.kind(CONVERSATION, 33) == long == pricing.kind(CONVERSATION, MAX_MATCH)
     for _ in range(200):
-        pricing.count(pricing.bucket(MATCH_BUCKETS[0] - 1), False, False)
-    assert pricing.rows(32, pricing.bucket(MATCH_BUCKETS[0] - 1)) == 0  # short matches: poor
-    assert pricing.rows(32, pricing.bucket(long_match)) > 1  # long ones keep their own rate
+        pricing.count(short, False, False)
+    assert pricing.rows(32, short) == 0  # short matches: poor
+    assert pricing.rows(32, long) > 1  # long ones keep their own rate
 
 
 def test_an_answer_s_own_earlier_text_drafts_what_followed_its_suffix_there() -> None:
@@ -208,8 +217,8 @@ def test_an_answer_s_own_earlier_text_drafts_what_followed_its_suffix_there() ->
     assert own_match("no repeat in this text at all") == ("", 0)
     # The answer's own text is a kind of its own, priced apart from the conversation's.
     pricing = DraftPricing(CHEAP_ROWS)
-    own, conversation = pricing.bucket(MIN_OWN_MATCH, own=True), pricing.bucket(MIN_OWN_MATCH)
-    assert own != conversation != pricing.bucket(MIN_OWN_MATCH, remembered=True) != own
+    own, conversation = pricing.kind(OWN, MIN_OWN_MATCH), pricing.kind(CONVERSATION, MIN_OWN_MATCH)
+    assert own != conversation != pricing.kind(REMEMBERED, MIN_OWN_MATCH) != own
     for _ in range(200):
         pricing.count(own, False, False)
     assert pricing.rows(32, own) == 0 and pricing.rows(32, conversation) > 1

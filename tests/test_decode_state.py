@@ -12,6 +12,7 @@ import pytest
 
 from tests.schemas import FORECAST
 from weavehost.decode import DecodeState, get_strategy, run_case
+from weavehost.decode.answer_drafts import CONVERSATION, MIN_MATCH, DraftPricing
 from weavehost.decode.calibration import open_calibrated
 from weavehost.decode.padding import DecodePlan
 from weavehost.decode.proposals import learn_split, model_split
@@ -101,10 +102,11 @@ def test_a_state_without_a_plan_source_decodes_with_the_neutral_plan(fresh_engin
 def test_what_the_reply_writer_learns_of_drafted_answers_is_the_model_s_state_s(fresh_engine):
     state, other = DecodeState(), DecodeState()
     mine = ReplyWriter(fresh_engine, SMOLLM2, state=state)
-    prior = mine.pricing.rates(0)
+    kind = DraftPricing.kind(CONVERSATION, MIN_MATCH)
+    prior = mine.pricing.rates(kind)
     for _ in range(10):  # ten drafts reached, their first tokens not accepted
-        mine.pricing.count(0, False, False)
+        mine.pricing.count(kind, False, False)
     again = ReplyWriter(fresh_engine, SMOLLM2, state=state)  # the same model, a new writer
-    assert again.pricing is mine.pricing and again.pricing.rates(0)[0] < 0.2
+    assert again.pricing is mine.pricing and again.pricing.rates(kind)[0] < 0.2
     elsewhere = ReplyWriter(fresh_engine, SMOLLM2, state=other)  # another opened model
-    assert elsewhere.pricing is not mine.pricing and elsewhere.pricing.rates(0) == prior
+    assert elsewhere.pricing is not mine.pricing and elsewhere.pricing.rates(kind) == prior

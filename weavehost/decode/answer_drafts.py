@@ -31,7 +31,7 @@ Guarantees:
   its answer with the call it made again, and that call, drafted from the answer's first
   token, reaches the refused name in the pass that reads that token, not three passes later.
   Any other text is not looked up so: two characters say nothing about which place of it an
-  answer copies. Such a draft is priced apart (:meth:`DraftPricing.bucket`'s ``start``).
+  answer copies. Such a draft is priced apart (:data:`START`, :meth:`DraftPricing.kind`).
 * Where none of them holds the suffix, the answer's own text before it is looked up (at least
   :data:`MIN_OWN_MATCH` characters, in its last ``4 * MAX_MATCH`` bytes), as llama.cpp's
   prompt lookup reads the text generated so far: a small model that runs on repeats itself
@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from weavehost.decode.drafts import content_texts, earlier_suffix, longest_suffix_in
@@ -56,11 +57,15 @@ from weavehost.formats.base import ToolCall, message_calls
 
 __all__ = [
     "ACCEPT_PRIORS",
-    "MATCH_BUCKETS",
+    "CONVERSATION",
     "MAX_MATCH",
     "MIN_MATCH",
     "MIN_OWN_MATCH",
+    "OWN",
+    "REMEMBERED",
+    "START",
     "AnswerDrafts",
+    "DraftKind",
     "DraftPricing",
     "conversation_texts",
     "own_match",
@@ -83,49 +88,58 @@ _END = "\x00"
 _RESTATED = ("{key}: {value}", "{key} is {value}", "{key} of {value}")
 # The most members of one result restated (a large listing is looked up as text anyway).
 MAX_RESTATED_MEMBERS = 64
-# Drafts are priced by the length of the match they came from, in characters: shorter than 8,
-# 8-15, 16-31, 32 or more (DraftPricing.bucket).
-MATCH_BUCKETS = (8, 16, 32)
-# The acceptance assumed per bucket before any draft was checked, as (reached, accepted) counts
+# Where a draft's text was found (AnswerDrafts.match): the conversation's texts, the model's
+# remembered answers, the answer's own earlier text, or the start of a call made (an answer's
+# first characters). Each source's drafts are priced apart (DraftPricing).
+CONVERSATION, REMEMBERED, OWN, START = "conversation", "remembered", "own", "start"
+# A draft's kind: its source and the least length, in characters, of the matches of its kind
+# (under 8, 8-15, 16-31, 32 or more: a longer match says more of what follows).
+DraftKind = tuple[str, int]
+# Per kind, the acceptance assumed before any draft was checked, as (reached, accepted) counts
 # for a draft's first token and for a token after an accepted one: a weight of a few tokens,
-# which gives way to what is measured after a few passes. Set from what Qwen2.5-Coder-0.5B's
-# answers on the first 25 shipped agent tasks kept (first / later): 8-15 characters 0.69 /
-# 0.96, 16-31 1.0 / 0.94, 32 or more 1.0 / 0.98 (docs/decoder.md). Shorter matches were never
-# drafted there (the prior below pays for no row on x86 tables), so theirs stays a guess.
-ACCEPT_PRIORS = (
-    ((2.0, 1.0), (4.0, 3.4)),
-    ((2.0, 1.4), (4.0, 3.8)),
-    ((2.0, 1.8), (4.0, 3.75)),
-    ((2.0, 1.9), (4.0, 3.9)),
-    # A draft from the model's remembered answers (agent.answer_memory) is kept apart: another
-    # conversation's wording parts from this answer's sooner. Qwen2.5-Coder-0.5B's answers on
-    # the 51 shipped tasks kept 0.57-0.80 of such drafts' first tokens and 0.66-0.77 of the
-    # tokens after, against 0.84-0.92 and 0.89-0.99 for the conversation's (docs/agent.md).
-    ((2.0, 1.3), (4.0, 2.7)),
-    ((2.0, 1.2), (4.0, 2.7)),
-    ((2.0, 1.5), (4.0, 2.9)),
-    ((2.0, 1.6), (4.0, 3.0)),
-    # A draft from the answer's own earlier text, kept apart too: the first 25 shipped tasks'
-    # answers seldom repeat themselves unless they ramble, so these are guesses, set as low
-    # as the remembered answers' (the measured rate soon replaces them). The shortest bucket
-    # is never used (MIN_OWN_MATCH).
-    ((2.0, 1.0), (4.0, 2.7)),
-    ((2.0, 1.2), (4.0, 2.7)),
-    ((2.0, 1.5), (4.0, 2.9)),
-    ((2.0, 1.6), (4.0, 3.0)),
-    # A draft of a call made, from an answer's first characters (shorter than MIN_MATCH, so
-    # only the shortest bucket is used). On the 51 shipped tasks, 54 of Qwen2.5-Coder-0.5B's
-    # 74 free texts that took a pass began with `{"`, and 42 went on with the call it had
-    # made to the refused name (session 45's pass log); the prior is set a little below.
-    ((2.0, 1.4), (4.0, 3.6)),
-    ((2.0, 1.4), (4.0, 3.6)),
-    ((2.0, 1.4), (4.0, 3.6)),
-    ((2.0, 1.4), (4.0, 3.6)),
+# which gives way to what is measured after a few passes.
+ACCEPT_PRIORS: Mapping[DraftKind, tuple[tuple[float, float], tuple[float, float]]] = (
+    MappingProxyType(
+        {
+            # Set from what Qwen2.5-Coder-0.5B's answers on the first 25 shipped agent tasks
+            # kept (first / later): 8-15 characters 0.69 / 0.96, 16-31 1.0 / 0.94, 32 or more
+            # 1.0 / 0.98 (docs/decoder.md). Shorter matches were never drafted there (the
+            # prior below pays for no row on x86 tables), so theirs stays a guess.
+            (CONVERSATION, 0): ((2.0, 1.0), (4.0, 3.4)),
+            (CONVERSATION, 8): ((2.0, 1.4), (4.0, 3.8)),
+            (CONVERSATION, 16): ((2.0, 1.8), (4.0, 3.75)),
+            (CONVERSATION, 32): ((2.0, 1.9), (4.0, 3.9)),
+            # Another conversation's wording parts from this answer's sooner. Qwen2.5-Coder-
+            # 0.5B's answers on the 51 shipped tasks kept 0.57-0.80 of such drafts' first
+            # tokens and 0.66-0.77 of the tokens after, against 0.84-0.92 and 0.89-0.99 for
+            # the conversation's (docs/agent.md).
+            (REMEMBERED, 0): ((2.0, 1.3), (4.0, 2.7)),
+            (REMEMBERED, 8): ((2.0, 1.2), (4.0, 2.7)),
+            (REMEMBERED, 16): ((2.0, 1.5), (4.0, 2.9)),
+            (REMEMBERED, 32): ((2.0, 1.6), (4.0, 3.0)),
+            # The first 25 shipped tasks' answers seldom repeat themselves unless they ramble,
+            # so these are guesses, set as low as the remembered answers' (the measured rate
+            # soon replaces them). Own matches are MIN_OWN_MATCH characters or more.
+            (OWN, MIN_OWN_MATCH): ((2.0, 1.2), (4.0, 2.7)),
+            (OWN, 16): ((2.0, 1.5), (4.0, 2.9)),
+            (OWN, 32): ((2.0, 1.6), (4.0, 3.0)),
+            # Matches of fewer than MIN_MATCH characters, so one kind. On the 51 shipped tasks,
+            # 54 of Qwen2.5-Coder-0.5B's 74 free texts that took a pass began with `{"`, and 42
+            # went on with the call it had made to the refused name (session 45's pass log);
+            # the prior is set a little below.
+            (START, 0): ((2.0, 1.4), (4.0, 3.6)),
+        }
+    )
 )
+# Each source's kinds, by least match length, ascending (DraftPricing.kind).
+_KINDS = {
+    source: tuple(sorted(bound for kind, bound in ACCEPT_PRIORS if kind == source))
+    for source in (CONVERSATION, REMEMBERED, OWN, START)
+}
 # How many rows answers DraftPricing keeps (by rates in hundredths and room) before it starts
 # again.
 ROWS_MEMO_CAP = 4096
-# Each draft not sent lets its bucket's evidence fade this much towards the prior, so a rate
+# Each draft not sent lets its kind's evidence fade this much towards the prior, so a rate
 # measured low once is tried again later (a few rows, now and then), never shut off for good.
 FADE = 0.98
 
@@ -185,55 +199,55 @@ class AnswerDrafts:
 
     def tokens_after(
         self, data: bytes, pricing: DraftPricing, room: int, tokenize: Callable[[str], list[int]]
-    ) -> tuple[list[int], int]:
+    ) -> tuple[list[int], DraftKind]:
         """The drafted tokens to read after a reply's bytes ``data``, and their kind
-        (:meth:`DraftPricing.bucket`): the first tokens of the draft (:meth:`match`), as many
+        (:meth:`DraftPricing.kind`): the first tokens of the draft (:meth:`match`), as many
         as ``pricing`` says pay, at most ``room``. None without a cost table (nothing says a
         row pays, so nothing is looked up), where the text ends inside a character, or where
         no row pays at that kind's rates (whose evidence then fades)."""
+        nothing: tuple[list[int], DraftKind] = ([], (CONVERSATION, 0))
         if pricing.plan.table is None or room <= 0:
-            return [], 0
+            return nothing
         # Only the text's end can match (MAX_MATCH characters at most): decoding the whole reply
         # on every token would cost its length squared. Continuation bytes a cut left are dropped.
         tail = data[-4 * MAX_MATCH :].lstrip(bytes(range(0x80, 0xC0)))
         try:
             written = tail.decode("utf-8")
         except UnicodeDecodeError:
-            return [], 0
-        text, matched, remembered = self.match(written)
-        start = bool(text) and len(written) < MIN_MATCH  # a text's start: see match
-        own = not text  # nothing in the conversation: the answer's own earlier text
-        if own:
-            text, matched = own_match(written)
+            return nothing
+        text, matched, source = self.match(written)
+        if not text:  # nothing in the conversation: the answer's own earlier text
+            (text, matched), source = own_match(written), OWN
         if not text:
-            return [], 0
-        bucket = pricing.bucket(matched, remembered=remembered, own=own, start=start)
+            return nothing
+        kind = pricing.kind(source, matched)
         # Priced first at the most room (memoised): a draft never sent is never tokenized.
-        draft = tokenize(text) if pricing.rows(room, bucket) > 0 else []
-        rows = pricing.rows(min(room, len(draft)), bucket)
+        draft = tokenize(text) if pricing.rows(room, kind) > 0 else []
+        rows = pricing.rows(min(room, len(draft)), kind)
         if rows <= 0:
-            pricing.fade(bucket)  # not worth a row at this rate: try again later
-        return draft[:rows], bucket
+            pricing.fade(kind)  # not worth a row at this rate: try again later
+        return draft[:rows], kind
 
-    def match(self, written: str, *, max_chars: int = MAX_DRAFT_CHARS) -> tuple[str, int, bool]:
-        """:meth:`propose`'s draft, the length of the suffix it followed (0: none), and
-        whether it followed it in the model's remembered answers. ``written`` shorter than
-        :data:`MIN_MATCH` (an answer's first characters) matches only where a call made
-        begins with it."""
+    def match(self, written: str, *, max_chars: int = MAX_DRAFT_CHARS) -> tuple[str, int, str]:
+        """:meth:`propose`'s draft, the length of the suffix it followed (0: none), and where
+        it followed it: :data:`CONVERSATION`, :data:`REMEMBERED` (the model's remembered
+        answers) or :data:`START` (``written`` shorter than :data:`MIN_MATCH`, an answer's
+        first characters, matches only where a call made begins with it)."""
         text = self._text
         if written and len(written) < MIN_MATCH and max_chars > 0:
             calls = self._calls  # the most recent call that begins with it
             at = calls.rfind(_END + written) + 1 + len(written)
             if at <= len(written):
-                return "", 0, False
-            return calls[at : min(calls.find(_END, at), at + max_chars)], len(written), False
+                return "", 0, CONVERSATION
+            return calls[at : min(calls.find(_END, at), at + max_chars)], len(written), START
         if len(written) < MIN_MATCH or max_chars <= 0 or written[-MIN_MATCH:] not in text:
-            return "", 0, False
+            return "", 0, CONVERSATION
         length = longest_suffix_in(written, text, MIN_MATCH, min(len(written), MAX_MATCH))
         found = text.rfind(written[-length:])
         at = found + length
         end = text.find(_END, at)
-        return text[at : min(end, at + max_chars)], length, found < self._earlier
+        source = REMEMBERED if found < self._earlier else CONVERSATION
+        return text[at : min(end, at + max_chars)], length, source
 
 
 def _joined(texts: Sequence[str]) -> str:
@@ -302,48 +316,46 @@ class DraftPricing:
 
     Drafted text is accepted in runs: a draft's first token is a guess (does the answer copy
     here at all?), and once the answer copies, it mostly goes on copying; and a long match of
-    what was written says more than a short one. So the rate is kept per kind of draft, by the
-    length of the match it came from (:data:`MATCH_BUCKETS`) and whether that was in the model's
-    remembered answers (their own priors, lower), and apart for a draft's first
-    token and for a token after an accepted one: a draft of ``n`` tokens is priced at ``[first,
-    later, later, ...]`` (:meth:`DecodePlan.draft_length
+    what was written says more than a short one. So the rate is kept per kind of draft
+    (:data:`ACCEPT_PRIORS`, :meth:`kind`: where the match was found and how long it was), and
+    apart for a draft's first token and for a token after an accepted one: a draft of ``n``
+    tokens is priced at ``[first, later, later, ...]`` (:meth:`DecodePlan.draft_length
     <weavehost.decode.padding.DecodePlan.draft_length>`, rows asking for logits priced as
-    such). ``rows(room, matched)`` is 0 without a table, and where the table says no draft pays
+    such). ``rows(room, kind)`` is 0 without a table, and where the table says no draft pays
     at those rates: nothing is drafted that the machine's costs do not pay for."""
 
     __slots__ = ("_counts", "_rows", "plan")
 
     def __init__(self, plan: DecodePlan) -> None:
         self.plan = plan
-        # Per bucket: [[first reached, first accepted], [later reached, later accepted]].
-        self._counts = [[list(first), list(later)] for first, later in ACCEPT_PRIORS]
+        # Per kind: [[first reached, first accepted], [later reached, later accepted]].
+        self._counts = {
+            kind: [list(first), list(later)] for kind, (first, later) in ACCEPT_PRIORS.items()
+        }
         self._rows: dict[tuple[int, int, int], int] = {}  # by rates in hundredths and room
 
     @staticmethod
-    def bucket(
-        matched: int, *, remembered: bool = False, own: bool = False, start: bool = False
-    ) -> int:
-        """The kind of a draft that came from a match of ``matched`` characters, in the
-        conversation, (``remembered``) in the model's remembered answers, (``own``) in the
-        answer's own earlier text, or (``start``) of the start of a text, from an answer's
-        first characters (:meth:`AnswerDrafts.match`)."""
-        kinds = len(MATCH_BUCKETS) + 1
-        source = 3 if start else 2 if own else int(remembered)
-        return sum(1 for bound in MATCH_BUCKETS if matched >= bound) + kinds * source
+    def kind(source: str, matched: int) -> DraftKind:
+        """The kind of a draft that came from a match of ``matched`` characters in ``source``
+        (:data:`CONVERSATION`, :data:`REMEMBERED`, :data:`OWN`, :data:`START`): that source's
+        kind with the longest least length the match reaches (its shortest, for a shorter
+        match)."""
+        bounds = _KINDS[source]
+        return source, next((b for b in reversed(bounds) if matched >= b), bounds[0])
 
-    def rates(self, bucket: int) -> tuple[float, float]:
+    def rates(self, kind: DraftKind) -> tuple[float, float]:
         """The measured acceptance of a draft's first token and of a token after an accepted
-        one, for drafts of ``bucket``, with the prior."""
-        first, later = self._counts[bucket]
+        one, for drafts of ``kind``, with the prior."""
+        first, later = self._counts[kind]
         return _rate(first), _rate(later)
 
-    def rows(self, room: int, bucket: int = 0) -> int:
+    def rows(self, room: int, kind: DraftKind) -> int:
         """Drafted tokens for the next pass (at most ``room``: the bound and the draft's own
-        tokens), for a draft of kind ``bucket`` (:meth:`bucket`)."""
+        tokens), for a draft of ``kind`` (:meth:`kind`)."""
         room = min(room, MAX_DRAFT_ROWS)
         if self.plan.table is None or room <= 0:
             return 0
-        first, later = self.rates(bucket)
+        first, later = self.rates(kind)
         key = (round(first * 100), round(later * 100), room)
         rows = self._rows.get(key)
         if rows is None:
@@ -353,17 +365,17 @@ class DraftPricing:
             rows = self._rows[key] = self.plan.draft_length(1, accept)
         return rows
 
-    def count(self, bucket: int, later: bool, accepted: bool) -> None:
-        """One drafted token of ``bucket`` reached (the first of its draft, or ``later``: every
+    def count(self, kind: DraftKind, later: bool, accepted: bool) -> None:
+        """One drafted token of ``kind`` reached (the first of its draft, or ``later``: every
         one before it accepted), and whether it was kept."""
-        counts = self._counts[bucket][int(later)]
+        counts = self._counts[kind][int(later)]
         counts[0] += 1
         counts[1] += int(accepted)
 
-    def fade(self, bucket: int) -> None:
-        """A draft of ``bucket`` there, not sent: its evidence fades towards the prior, so a
+    def fade(self, kind: DraftKind) -> None:
+        """A draft of ``kind`` there, not sent: its evidence fades towards the prior, so a
         rate measured low once is tried again later (a few rows, now and then)."""
-        for counts, prior in zip(self._counts[bucket], ACCEPT_PRIORS[bucket], strict=True):
+        for counts, prior in zip(self._counts[kind], ACCEPT_PRIORS[kind], strict=True):
             counts[0] = prior[0] + (counts[0] - prior[0]) * FADE
             counts[1] = prior[1] + (counts[1] - prior[1]) * FADE
 

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from weavehost.decode.answer_drafts import AnswerDrafts, DraftPricing
+from weavehost.decode.answer_drafts import CONVERSATION, AnswerDrafts, DraftKind, DraftPricing
 from weavehost.decode.base import CallRequest, DecodeStrategy, ToolSchema
 from weavehost.decode.calibration import decode_state
 from weavehost.decode.call_text import CallText
@@ -312,9 +312,9 @@ class Continuation:
         # Drafted tokens read into sequence 0 after ``held`` and not chosen yet, each with the
         # logits after it (see the class docstring).
         self.ahead: list[tuple[int, np.ndarray]] = []
-        # The kind of the draft ahead (DraftPricing.bucket) and whether ahead[0] follows an
+        # The kind of the draft ahead (DraftPricing.kind) and whether ahead[0] follows an
         # accepted drafted token (not the draft's first).
-        self.ahead_bucket = 0
+        self.ahead_kind: DraftKind = (CONVERSATION, 0)
         self.ahead_later = False
         # Per token, the logits it was chosen from, kept for the last KEPT_LOGITS (None before):
         # a roll-back to one of them has its next-token logits without reading a token again.
@@ -510,7 +510,7 @@ class Continuation:
         the choice, so a reply that ends, stops or is taken back there counts it too."""
         if self.ahead and self.drafts is not None:
             kept = self.ahead[0][0] == token
-            self.writer.pricing.count(self.ahead_bucket, self.ahead_later, kept)
+            self.writer.pricing.count(self.ahead_kind, self.ahead_later, kept)
 
     def draft_after(self, pricing: DraftPricing) -> list[int]:
         """The drafted tokens to read after the text so far (its last token being read now),
@@ -522,9 +522,7 @@ class Continuation:
             engine.n_ctx - engine.seq_len(0) - 1,
             engine.n_batch - 1,
         )
-        draft, self.ahead_bucket = self.drafts.tokens_after(
-            self.data, pricing, room, engine.tokenize
-        )
+        draft, self.ahead_kind = self.drafts.tokens_after(self.data, pricing, room, engine.tokenize)
         return self.until_decided(draft)
 
     def until_decided(self, draft: list[int]) -> list[int]:
