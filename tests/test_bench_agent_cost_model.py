@@ -170,6 +170,7 @@ def test_a_run_on_the_embedded_model_projects_each_answer_on_the_phone_table(
     )
     assert result.exit_code == 0, result.output
     assert "a projection, not a measurement" in result.output
+    assert "foreseen tokens/pass" in result.output and "bounds, not measurements" in result.output
     phone = load_cost_table(resolve_cost_model("phone-oneplus12r"))
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert len(records) == 2
@@ -182,6 +183,17 @@ def test_a_run_on_the_embedded_model_projects_each_answer_on_the_phone_table(
             answer_projection(turn, phone), abs=1e-4
         )
         projected.append(turn["projected_after_result_s"])
+        # After the turn, its answer drafted again with foresight, by the same phone plan.
+        foresight = turn["answer_foresight"]
+        answer_ids = [
+            t["free_token_ids"] for t in turn["timings"] if t["step"] in turn["answer_steps"]
+        ]
+        for bound in foresight.values():
+            assert bound["tokens"] == len(answer_ids[-1]) > 0
+            assert bound["fewest_passes"] <= bound["passes"] <= bound["tokens"]
+            assert bound["seconds"] <= bound["one_row_seconds"] * (1 + 1e-9)
+        # No drafter from the conversation beats one that copies from anywhere in it.
+        assert foresight["copy"]["seconds"] <= foresight["proposer"]["seconds"] * (1 + 1e-9)
     # Decoded by the phone's plan, where rows are cheap: some answer pass carried drafted
     # tokens, each asking for logits (a prefill asks on its last row only). The tests' own
     # cache has no calibration, so by this machine's plan none would.
@@ -193,3 +205,4 @@ def test_a_run_on_the_embedded_model_projects_each_answer_on_the_phone_table(
         math.sqrt(projected[0] * projected[1]), rel=1e-3
     )
     assert summary["setup"]["cost_model"]["machine"].startswith("OnePlus 12R")
+    assert 0 < numbers["copy_foresight_pass_time_x"] <= numbers["foresight_pass_time_x"] <= 1

@@ -69,6 +69,34 @@ def test_the_summary_compares_each_drafted_answer_with_the_same_task_s_undrafted
     assert numbers[on]["answer_tokens_per_pass"] == 3.0
 
 
+def _foreseen(tokens: int, passes: int, most: int, seconds: float, one_row: float) -> dict:
+    return {"tokens": tokens, "passes": passes, "fewest_passes": most, "seconds": seconds,
+            "one_row_seconds": one_row}  # fmt: skip
+
+
+def test_the_summary_bounds_the_answer_by_its_drafts_foreseen_summed_over_turns() -> None:
+    on = "weave cache=on drafts=on"
+    a, b = _record(on, "on", "a", "It is -2.9 C.", 1.0), _record(on, "on", "b", "Hi.", 1.0)
+    a["turns"][0]["answer_foresight"] = {
+        "proposer": _foreseen(10, 6, 4, 0.06, 0.10),
+        "copy": _foreseen(10, 3, 2, 0.04, 0.10),
+    }
+    b["turns"][0]["answer_foresight"] = {
+        "proposer": _foreseen(20, 20, 20, 0.20, 0.20),  # nothing it could draft would pay
+        "copy": _foreseen(20, 8, 5, 0.12, 0.20),
+    }
+    numbers = summarize_agent([a, b], [on])["variants"][on]
+    assert numbers["foresight_tokens_per_pass"] == pytest.approx(30 / 24)
+    assert numbers["foresight_pass_time_x"] == pytest.approx(0.26 / 0.30)
+    assert numbers["copy_foresight_tokens_per_pass"] == pytest.approx(30 / 7)
+    assert numbers["copy_foresight_pass_time_x"] == pytest.approx(0.16 / 0.30)
+    # A run whose turns were not drafted again (a remote model, no cost table) has no bound.
+    plain = summarize_agent([_record(on, "on", "a", "x", 1.0)], [on])["variants"][on]
+    assert (
+        plain["foresight_tokens_per_pass"] is None and plain["copy_foresight_pass_time_x"] is None
+    )
+
+
 def test_a_run_with_answer_drafts_both_reports_both_variants_and_their_answers(
     tmp_path: Path,
 ) -> None:

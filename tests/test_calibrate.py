@@ -317,6 +317,23 @@ def test_a_pass_that_holds_a_forced_run_carries_guesses_that_alone_would_not_pay
     assert plan.draft_length(16, [0.96, 0.05, 0.05]) == 1  # an unlikely guess still is not
 
 
+def test_a_text_drafted_with_foresight_sends_each_kept_run_where_rows_are_cheap_not_where_dear():
+    # kept[i]: how many of the tokens after token i a draft read with it would have had kept.
+    kept = [3, 2, 1, 0, 0, 5, 4, 3, 2, 1, 0]
+    cheap = DecodePlan.from_table(CostTable({1: 0.010, 8: 0.011, 32: 0.014}, 0.0005))
+    drafted = cheap.foreseen(kept)
+    assert drafted is not None
+    assert (drafted.tokens, drafted.fewest_passes) == (11, 3)  # tokens 0-3, 4, 5-10
+    assert drafted.passes == 3 and drafted.seconds < drafted.one_row_seconds == 11 * 0.010
+    # Where every row costs a pass, drafting saves nothing: the cheapest schedule costs what
+    # one row a token does, however few passes drafting every kept token would take.
+    dear = DecodePlan.from_table(LINEAR).foreseen(kept)
+    assert dear is not None and dear.fewest_passes == 3
+    assert dear.seconds == pytest.approx(dear.one_row_seconds)
+    assert DecodePlan.from_table(LINEAR).foreseen([0, 0]).passes == 2  # type: ignore[union-attr]
+    assert NO_PLAN.foreseen(kept) is None  # nothing prices a pass
+
+
 def test_the_neutral_plan_sends_guesses_while_all_of_them_are_likely_enough():
     assert NO_PLAN.draft_length(1, [0.96, 0.89, 0.3]) == 2  # 0.96 * 0.89 >= 0.5; * 0.3 is not
     assert NO_PLAN.draft_length(1, [0.96] * 10) == 4  # at most NEUTRAL_DRAFT_ROWS

@@ -330,6 +330,28 @@ def test_drafted_and_undrafted_replies_to_tool_results_are_identical(
     )
 
 
+def test_an_answer_that_restates_a_result_would_have_kept_its_drafts_and_novel_text_none(engine):
+    result = "Paris: partly cloudy, -2.9 C, humidity 53%"
+    said = [{"role": "user", "content": "Weather?"}, {"role": "tool", "content": result}]
+    drafts = AnswerDrafts.from_messages(said)
+    tokens = engine.tokenize("Here it is. " + result)
+    kept = drafts.kept_after(tokens, engine.token_bytes, engine.tokenize)
+    copies = drafts.copies_after(tokens, engine.token_bytes)
+    # Once "Paris" is written, the draft is the rest of the result: every token after it kept.
+    paris = next(
+        i for i in range(len(tokens)) if engine.detokenize(tokens[: i + 1]).endswith("Paris")
+    )
+    assert kept[paris] == len(tokens) - 1 - paris > 5
+    assert kept[0] == 0  # "Here" begins nothing the conversation holds
+    # A copy from anywhere in the conversation is at least what the writer's draft kept.
+    assert all(c >= k for c, k in zip(copies, kept, strict=True)) and copies[paris] == kept[paris]
+    novel = engine.tokenize("Hello there")
+    assert AnswerDrafts(["0123 4567"]).kept_after(novel, engine.token_bytes, engine.tokenize) == [
+        0
+    ] * len(novel)
+    assert AnswerDrafts(["0123 4567"]).copies_after(novel, engine.token_bytes) == [0] * len(novel)
+
+
 def test_a_machine_where_no_row_pays_drafts_nothing_and_takes_the_plain_passes(fresh_engine):
     plain = written(fresh_engine, WEATHER, drafts=False, plan=DEAR_ROWS)
     drafted = written(fresh_engine, WEATHER, drafts=True, plan=DEAR_ROWS)

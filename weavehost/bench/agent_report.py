@@ -361,6 +361,7 @@ def summarize_agent(
             "answer_differences": differ,
             "answer_differences_near_tie": near_tie,
             "projected_after_result_s": geomean(t.get("projected_after_result_s") for t in turns),
+            **_foresight(turns),
         }
         for record in ran:
             for tag in record.get("tags") or []:
@@ -373,6 +374,25 @@ def summarize_agent(
     if pairs:
         summary["beside_peers"] = pairs
     return summary
+
+
+def _foresight(turns: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    """The turns' ``answer_foresight`` summed: per schedule source (the reply writer's drafts,
+    ``foresight_``; any copy of the conversation, ``copy_foresight_``) the tokens a pass of the
+    schedules with the fewest passes, and the cheapest schedule's pass time over one row a
+    token (both priced by the plan's table: bounds, not measurements); ``None`` without any."""
+    numbers: dict[str, float | None] = {}
+    for name, prefix in (("proposer", "foresight"), ("copy", "copy_foresight")):
+        parts = [t["answer_foresight"][name] for t in turns if t.get("answer_foresight")]
+        fewest = sum(p["fewest_passes"] for p in parts)
+        one_row = sum(p["one_row_seconds"] for p in parts)
+        numbers[f"{prefix}_tokens_per_pass"] = (
+            sum(p["tokens"] for p in parts) / fewest if fewest else None
+        )
+        numbers[f"{prefix}_pass_time_x"] = (
+            sum(p["seconds"] for p in parts) / one_row if one_row else None
+        )
+    return numbers
 
 
 def _setting(rows: Sequence[Mapping[str, Any]]) -> tuple[Any, Any, Any] | None:
@@ -495,6 +515,9 @@ def _answer_table(
     header = ["variant", "after result s", "answer tokens/pass", "same text", "differ (near-tie)"]
     if cost_model:
         header += ["projected after result s", "vs drafts off"]
+    foresight = any(n.get("foresight_tokens_per_pass") is not None for n in variants.values())
+    if foresight:
+        header += ["foreseen tokens/pass", "foreseen time", "copied tokens/pass", "copied time"]
     rows: list[Sequence[str]] = [header]
     for label, n in variants.items():
         per_pass, same = n.get("answer_tokens_per_pass"), n.get("answer_same_text")
@@ -511,6 +534,12 @@ def _answer_table(
                 _s(n.get("projected_after_result_s")),
                 "-" if ratio is None else f"{ratio:.2f}x",
             ]
+        if foresight:
+            row += [
+                _times(n.get(f"{prefix}_{field}"), suffix)
+                for prefix in ("foresight", "copy_foresight")
+                for field, suffix in (("tokens_per_pass", ""), ("pass_time_x", "x"))
+            ]
         rows.append(row)
     notes = [
         "(after result: from the last tool result to the answer's end, a geometric mean over",
@@ -518,6 +547,13 @@ def _answer_table(
         " answers that are not, and of those the near-ties: drafts off's top-two gap where they",
         f" part below {NEAR_TIE_LOGITS:g} logits)",
     ]
+    if foresight:
+        notes += [
+            "(foreseen: bounds, not measurements: each answer drafted again after its turn by a",
+            " drafter that knew which drafts would be kept, from the writer's drafts or copied",
+            " from anywhere in the conversation; the fewest passes' tokens a pass, and the",
+            " cheapest schedule's pass time over one row a token, priced by the plan's table)",
+        ]
     if cost_model:
         notes += [
             f"(projected: a projection, not a measurement: the passes after the last result "
@@ -525,6 +561,10 @@ def _answer_table(
             f" ({cost_model.get('machine')}), decoded by the plan made from that table)",
         ]
     return ["", *_grid(rows), *notes]
+
+
+def _times(value: float | None, suffix: str) -> str:
+    return "-" if value is None else f"{value:.2f}{suffix}"
 
 
 def _differences(numbers: Mapping[str, Any]) -> str:

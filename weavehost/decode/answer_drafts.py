@@ -208,16 +208,7 @@ class AnswerDrafts:
         nothing: tuple[list[int], DraftKind] = ([], (CONVERSATION, 0))
         if pricing.plan.table is None or room <= 0:
             return nothing
-        # Only the text's end can match (MAX_MATCH characters at most): decoding the whole reply
-        # on every token would cost its length squared. Continuation bytes a cut left are dropped.
-        tail = data[-4 * MAX_MATCH :].lstrip(bytes(range(0x80, 0xC0)))
-        try:
-            written = tail.decode("utf-8")
-        except UnicodeDecodeError:
-            return nothing
-        text, matched, source = self.match(written)
-        if not text:  # nothing in the conversation: the answer's own earlier text
-            (text, matched), source = own_match(written), OWN
+        text, matched, source = self.draft_at(data)
         if not text:
             return nothing
         kind = pricing.kind(source, matched)
@@ -227,6 +218,69 @@ class AnswerDrafts:
         if rows <= 0:
             pricing.fade(kind)  # not worth a row at this rate: try again later
         return draft[:rows], kind
+
+    def draft_at(self, data: bytes) -> tuple[str, int, str]:
+        """The draft after a reply's bytes ``data``: :meth:`match`'s, else the answer's own
+        earlier text's (:func:`own_match`, source :data:`OWN`); ``("", 0, CONVERSATION)``
+        where neither holds one or the text ends inside a character. Only the text's end is
+        read (``4 * MAX_MATCH`` bytes): decoding the whole reply on every token would cost its
+        length squared; continuation bytes a cut left are dropped."""
+        tail = data[-4 * MAX_MATCH :].lstrip(bytes(range(0x80, 0xC0)))
+        try:
+            written = tail.decode("utf-8")
+        except UnicodeDecodeError:
+            return "", 0, CONVERSATION
+        text, matched, source = self.match(written)
+        if text:
+            return text, matched, source
+        text, matched = own_match(written)
+        return (text, matched, OWN) if text else ("", 0, CONVERSATION)
+
+    def kept_after(
+        self,
+        tokens: Sequence[int],
+        token_bytes: Callable[[int], bytes],
+        tokenize: Callable[[str], list[int]],
+    ) -> list[int]:
+        """Per token of a text written after these texts (``tokens``), how many of the tokens
+        after it the draft proposed there (:meth:`draft_at`, tokenized as the writer tokenizes
+        it) would have had kept, at most :data:`MAX_DRAFT_ROWS`: what a drafter that knew its
+        drafts' fate could send there (:meth:`DecodePlan.foreseen
+        <weavehost.decode.padding.DecodePlan.foreseen>`). Computed after the text, never while
+        it is written."""
+        kept: list[int] = []
+        data = b""
+        for at, token in enumerate(tokens):
+            data += token_bytes(token)
+            text = self.draft_at(data)[0]
+            draft = tokenize(text)[:MAX_DRAFT_ROWS] if text else []
+            same = 0
+            while same < len(draft) and at + 1 + same < len(tokens):
+                if draft[same] != tokens[at + 1 + same]:
+                    break
+                same += 1
+            kept.append(same)
+        return kept
+
+    def copies_after(self, tokens: Sequence[int], token_bytes: Callable[[int], bytes]) -> list[int]:
+        """Per token of a text written after these texts, the most tokens after it (at most
+        :data:`MAX_DRAFT_ROWS`) whose text these texts or the text before them hold anywhere:
+        what no drafter from the conversation can exceed, whichever place it copied from."""
+        pieces = [token_bytes(token) for token in tokens]
+        copies: list[int] = []
+        for at in range(len(pieces)):
+            written = b"".join(pieces[: at + 1]).decode("utf-8", errors="replace")
+            longest = min(MAX_DRAFT_ROWS, len(pieces) - at - 1)
+            low, high = 0, longest  # a run held has every shorter run held: a binary search
+            while low < high:
+                middle = (low + high + 1) // 2
+                piece = b"".join(pieces[at + 1 : at + 1 + middle]).decode("utf-8", errors="replace")
+                if piece in self._text or piece in written:
+                    low = middle
+                else:
+                    high = middle - 1
+            copies.append(low)
+        return copies
 
     def match(self, written: str, *, max_chars: int = MAX_DRAFT_CHARS) -> tuple[str, int, str]:
         """:meth:`propose`'s draft, the length of the suffix it followed (0: none), and where

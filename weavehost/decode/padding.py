@@ -43,6 +43,7 @@ __all__ = [
     "VALUE_TOKENS",
     "WRITE_BACK_EXTRA_TOKENS",
     "DecodePlan",
+    "Foreseen",
     "Shape",
     "run_shaped",
 ]
@@ -282,6 +283,53 @@ class DecodePlan:
         ):
             return filled
         return drafts
+
+    def foreseen(self, kept: Sequence[int]) -> Foreseen | None:
+        """What drafting a text of ``len(kept)`` tokens could cost with foresight: ``kept[i]``
+        is how many of the tokens after token ``i`` a draft read with it would have had kept
+        (:meth:`AnswerDrafts.kept_after
+        <weavehost.decode.answer_drafts.AnswerDrafts.kept_after>`), and a pass that reads token
+        ``i`` carries ``k <= kept[i]`` of them, all kept, priced as :meth:`draft_length` prices
+        a draft (``1 + k`` rows, each asking for logits, shaped). :class:`Foreseen` gives the
+        cheapest such schedule (a shortest path over the tokens: ``k = 0``, one row a token,
+        is always one of them, so it never costs more than undrafted decoding), and the fewest
+        passes any such schedule takes (the most tokens a pass). ``None`` without a table."""
+        if self.table is None:
+            return None
+        n = len(kept)
+        # best[i]: the least seconds from token i to the end, and that schedule's passes.
+        best: list[tuple[float, int]] = [(0.0, 0)] * (n + 1)
+        for at in range(n - 1, -1, -1):
+            best[at] = min(
+                (self._shaped_cost(1 + k, 1 + k) + best[at + 1 + k][0], best[at + 1 + k][1] + 1)
+                for k in range(min(kept[at], n - 1 - at, MAX_DRAFT_ROWS) + 1)
+            )
+        # fewest[i]: the fewest passes from token i to the end (the most tokens a pass).
+        fewest = [0] * (n + 1)
+        for at in range(n - 1, -1, -1):
+            reach = min(kept[at], n - 1 - at, MAX_DRAFT_ROWS)
+            fewest[at] = 1 + min(fewest[at + 1 + k] for k in range(reach + 1))
+        return Foreseen(
+            tokens=n,
+            passes=best[0][1],
+            seconds=best[0][0],
+            fewest_passes=fewest[0],
+            one_row_seconds=n * self._shaped_cost(1, 1),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Foreseen:
+    """:meth:`DecodePlan.foreseen`'s schedules of one text: its ``tokens``; the cheapest
+    schedule's ``passes`` and ``seconds``; the fewest passes of any schedule
+    (``fewest_passes``); and the seconds at one row a token (``one_row_seconds``), all priced
+    by the plan's table: a bound, never a measurement."""
+
+    tokens: int
+    passes: int
+    seconds: float
+    fewest_passes: int
+    one_row_seconds: float
 
 
 def run_shaped(
