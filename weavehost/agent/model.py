@@ -50,9 +50,8 @@ import numpy as np
 from weavehost.agent.answer_memory import AnswerMemory
 from weavehost.agent.prompt_cache import CacheStatus, PromptCache, common_prefix, stable_prefix
 from weavehost.decode import MAX_CALLS, CallResult, DecodeStrategy, ToolSchema
-from weavehost.decode.answer_drafts import AnswerDrafts, conversation_texts
+from weavehost.decode.answer_drafts import AnswerDrafts, AnswerForesight, conversation_texts
 from weavehost.decode.drafts import DraftSource
-from weavehost.decode.padding import Foreseen
 from weavehost.decode.reply import ReplyWriter, Sampling, TextSink
 from weavehost.engine import Engine, EngineStats
 from weavehost.engine.scripts import ScriptTable, scripts_in
@@ -63,7 +62,6 @@ from weavehost.formats.base import call_texts
 
 __all__ = [
     "AgentModel",
-    "AnswerForesight",
     "EngineModel",
     "FreeText",
     "IndexedProvisionalSink",
@@ -129,16 +127,6 @@ class FreeText:
             record["free_stop"] = self.stop
             record["free_stop_margin"] = _gap(self.stop_margin)
         return record
-
-
-@dataclass(frozen=True, slots=True)
-class AnswerForesight:
-    """:meth:`EngineModel.answer_foresight`: the schedules of an answer drafted with foresight,
-    from the reply writer's drafts (``proposer``) and from any copy of the conversation
-    (``copy``)."""
-
-    proposer: Foreseen
-    copy: Foreseen
 
 
 def _gap(margin: float) -> float | None:
@@ -450,26 +438,15 @@ class EngineModel:
         )
 
     def answer_foresight(self, token_ids: Sequence[int]) -> AnswerForesight | None:
-        """What drafting ``token_ids``, a text this model wrote after the conversation it last
-        synced (a turn's answer), could have cost with foresight, by this model's plan
-        (:meth:`DecodePlan.foreseen <weavehost.decode.padding.DecodePlan.foreseen>`): drafted
-        as the reply writer drafts (the conversation's texts, then the text's own), and copied
-        from anywhere in them (what no drafter from the conversation exceeds). The model's
-        remembered answers are left out: the answer is among them once written. ``None``
-        without a cost table or a text. For ``weavehost bench-agent``, after the turn: it
-        reads the whole text again, token by token."""
-        plan = self._writer.pricing.plan
-        if plan.table is None or not token_ids:
-            return None
+        """``token_ids``, a text written after the conversation last synced (a turn's answer),
+        drafted again with foresight by this model's plan (:meth:`AnswerDrafts.foreseen
+        <weavehost.decode.answer_drafts.AnswerDrafts.foreseen>`), from the conversation only:
+        the answer is among the remembered ones once written. For ``bench-agent``."""
         drafts = AnswerDrafts.from_messages(
             self._synced, render_calls=functools.partial(call_texts, self.format)
         )
-        engine = self.engine
-        kept = drafts.kept_after(token_ids, engine.token_bytes, engine.tokenize)
-        copies = drafts.copies_after(token_ids, engine.token_bytes)
-        proposer, copy = plan.foreseen(kept), plan.foreseen(copies)
-        assert proposer is not None and copy is not None  # the plan has a table
-        return AnswerForesight(proposer, copy)
+        engine, plan = self.engine, self._writer.pricing.plan
+        return drafts.foreseen(token_ids, engine.token_bytes, engine.tokenize, plan)
 
     def free_decode(
         self,

@@ -88,6 +88,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from weavehost.agent import DEFAULT_MAX_STEPS
+from weavehost.bench.agent_foresight import add_foresight
 from weavehost.bench.agent_peer import (
     Launch,
     PeerCommand,
@@ -562,46 +563,10 @@ async def _run_turns(
         for turn in task.turns:
             trace = await _observe(session.run(turn.user))
             turns.append(judge_turn(turn, trace, functions))
-            # After the turn's clock stopped: the answer drafted again with foresight (the
-            # model's tokenizer, under its lock like any model call).
-            lock = session.session.lock
-            async with lock:
-                foresight = await lock.run(_answer_foresight, host.model, turns[-1])
-            if foresight is not None:
-                turns[-1]["answer_foresight"] = foresight
+            # After the turn's clock stopped: its answer drafted again with foresight.
+            await add_foresight(session, turns[-1])
             if trace.error is not None:
                 break  # the conversation is not what the next turn expects
-
-
-def _answer_foresight(model: object, turn: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A judged turn's ``answer_foresight`` (:meth:`EngineModel.answer_foresight
-    <weavehost.agent.model.EngineModel.answer_foresight>`): its answer's last step's text (the
-    one written after the conversation the model last synced) drafted with foresight, by the
-    model's plan; ``None`` for a remote model, a turn without a result or without recorded
-    tokens."""
-    from weavehost.agent.model import EngineModel
-
-    if not isinstance(model, EngineModel) or turn.get("after_result_s") is None:
-        return None
-    steps = set(turn.get("answer_steps") or ())
-    last = [
-        t for t in turn.get("timings") or () if t.get("step") in steps and "free_token_ids" in t
-    ]
-    if not last:
-        return None
-    foresight = model.answer_foresight(last[-1]["free_token_ids"])
-    if foresight is None:
-        return None
-    return {
-        name: {
-            "tokens": f.tokens,
-            "passes": f.passes,
-            "fewest_passes": f.fewest_passes,
-            "seconds": round(f.seconds, 6),
-            "one_row_seconds": round(f.one_row_seconds, 6),
-        }
-        for name, f in (("proposer", foresight.proposer), ("copy", foresight.copy))
-    }
 
 
 async def _observe(events: Any) -> TurnTrace:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from weavehost.bench.agent_beside import beside_peers, format_beside
+from weavehost.bench.agent_foresight import summarize_foresight
 from weavehost.bench.agent_tasks import RECOVERABLE, AgentTurn
 from weavehost.bench.answer_gaps import (
     NEAR_TIE_LOGITS,
@@ -361,7 +362,7 @@ def summarize_agent(
             "answer_differences": differ,
             "answer_differences_near_tie": near_tie,
             "projected_after_result_s": geomean(t.get("projected_after_result_s") for t in turns),
-            **_foresight(turns),
+            **summarize_foresight(turns),
         }
         for record in ran:
             for tag in record.get("tags") or []:
@@ -374,25 +375,6 @@ def summarize_agent(
     if pairs:
         summary["beside_peers"] = pairs
     return summary
-
-
-def _foresight(turns: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
-    """The turns' ``answer_foresight`` summed: per schedule source (the reply writer's drafts,
-    ``foresight_``; any copy of the conversation, ``copy_foresight_``) the tokens a pass of the
-    schedules with the fewest passes, and the cheapest schedule's pass time over one row a
-    token (both priced by the plan's table: bounds, not measurements); ``None`` without any."""
-    numbers: dict[str, float | None] = {}
-    for name, prefix in (("proposer", "foresight"), ("copy", "copy_foresight")):
-        parts = [t["answer_foresight"][name] for t in turns if t.get("answer_foresight")]
-        fewest = sum(p["fewest_passes"] for p in parts)
-        one_row = sum(p["one_row_seconds"] for p in parts)
-        numbers[f"{prefix}_tokens_per_pass"] = (
-            sum(p["tokens"] for p in parts) / fewest if fewest else None
-        )
-        numbers[f"{prefix}_pass_time_x"] = (
-            sum(p["seconds"] for p in parts) / one_row if one_row else None
-        )
-    return numbers
 
 
 def _setting(rows: Sequence[Mapping[str, Any]]) -> tuple[Any, Any, Any] | None:

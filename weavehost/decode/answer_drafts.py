@@ -48,11 +48,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from weavehost.decode.drafts import content_texts, earlier_suffix, longest_suffix_in
-from weavehost.decode.padding import MAX_DRAFT_ROWS, DecodePlan
+from weavehost.decode.padding import MAX_DRAFT_ROWS, DecodePlan, Foreseen
 from weavehost.formats.base import ToolCall, message_calls
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "REMEMBERED",
     "START",
     "AnswerDrafts",
+    "AnswerForesight",
     "DraftKind",
     "DraftPricing",
     "conversation_texts",
@@ -282,6 +284,26 @@ class AnswerDrafts:
             copies.append(low)
         return copies
 
+    def foreseen(
+        self,
+        tokens: Sequence[int],
+        token_bytes: Callable[[int], bytes],
+        tokenize: Callable[[str], list[int]],
+        plan: DecodePlan,
+    ) -> AnswerForesight | None:
+        """A text written after these texts (``tokens``) drafted again with foresight, priced
+        by ``plan`` (:meth:`DecodePlan.foreseen
+        <weavehost.decode.padding.DecodePlan.foreseen>`): from these drafts
+        (:meth:`kept_after`) and from any copy of these texts (:meth:`copies_after`). ``None``
+        without a cost table or a text. It reads the whole text again, token by token: after
+        the text is written, never while."""
+        if plan.table is None or not tokens:
+            return None
+        proposer = plan.foreseen(self.kept_after(tokens, token_bytes, tokenize))
+        copy = plan.foreseen(self.copies_after(tokens, token_bytes))
+        assert proposer is not None and copy is not None  # the plan has a table
+        return AnswerForesight(proposer, copy)
+
     def match(self, written: str, *, max_chars: int = MAX_DRAFT_CHARS) -> tuple[str, int, str]:
         """:meth:`propose`'s draft, the length of the suffix it followed (0: none), and where
         it followed it: :data:`CONVERSATION`, :data:`REMEMBERED` (the model's remembered
@@ -302,6 +324,15 @@ class AnswerDrafts:
         end = text.find(_END, at)
         source = REMEMBERED if found < self._earlier else CONVERSATION
         return text[at : min(end, at + max_chars)], length, source
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerForesight:
+    """:meth:`AnswerDrafts.foreseen`: the schedules of a text drafted with foresight, from the
+    reply writer's drafts (``proposer``) and from any copy of the conversation (``copy``)."""
+
+    proposer: Foreseen
+    copy: Foreseen
 
 
 def _joined(texts: Sequence[str]) -> str:
