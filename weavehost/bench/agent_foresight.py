@@ -16,8 +16,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from weavehost.agent.model import EngineModel
-
 if TYPE_CHECKING:
     from weavehost.host import HostSession
 
@@ -43,6 +41,9 @@ def turn_foresight(model: object, turn: Mapping[str, Any]) -> dict[str, Any] | N
     cheapest schedule, ``fewest_passes`` and ``one_row_seconds``. ``None`` for a remote model
     or a stock stack, a turn without a result, without recorded tokens, or a plan without a
     table. A model call: the caller holds the model lock."""
+    # Imported here, as the runner imports Host: loading bench-agent loads no model code.
+    from weavehost.agent.model import EngineModel
+
     if not isinstance(model, EngineModel) or turn.get("after_result_s") is None:
         return None
     steps = set(turn.get("answer_steps") or ())

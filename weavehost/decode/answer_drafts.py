@@ -46,6 +46,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -250,11 +251,10 @@ class AnswerDrafts:
         drafts' fate could send there (:meth:`DecodePlan.foreseen
         <weavehost.decode.padding.DecodePlan.foreseen>`). Computed after the text, never while
         it is written."""
+        data, ends = _joined_bytes(tokens, token_bytes)
         kept: list[int] = []
-        data = b""
-        for at, token in enumerate(tokens):
-            data += token_bytes(token)
-            text = self.draft_at(data)[0]
+        for at, end in enumerate(ends):
+            text = self.draft_at(data[:end])[0]
             draft = tokenize(text)[:MAX_DRAFT_ROWS] if text else []
             same = 0
             while same < len(draft) and at + 1 + same < len(tokens):
@@ -268,15 +268,14 @@ class AnswerDrafts:
         """Per token of a text written after these texts, the most tokens after it (at most
         :data:`MAX_DRAFT_ROWS`) whose text these texts or the text before them hold anywhere:
         what no drafter from the conversation can exceed, whichever place it copied from."""
-        pieces = [token_bytes(token) for token in tokens]
+        data, ends = _joined_bytes(tokens, token_bytes)
         copies: list[int] = []
-        for at in range(len(pieces)):
-            written = b"".join(pieces[: at + 1]).decode("utf-8", errors="replace")
-            longest = min(MAX_DRAFT_ROWS, len(pieces) - at - 1)
-            low, high = 0, longest  # a run held has every shorter run held: a binary search
-            while low < high:
+        for at, end in enumerate(ends):
+            written = data[:end].decode("utf-8", errors="replace")
+            low, high = 0, min(MAX_DRAFT_ROWS, len(ends) - at - 1)
+            while low < high:  # a run held has every shorter run held: a binary search
                 middle = (low + high + 1) // 2
-                piece = b"".join(pieces[at + 1 : at + 1 + middle]).decode("utf-8", errors="replace")
+                piece = data[end : ends[at + middle]].decode("utf-8", errors="replace")
                 if piece in self._text or piece in written:
                     low = middle
                 else:
@@ -333,6 +332,14 @@ class AnswerForesight:
 
     proposer: Foreseen
     copy: Foreseen
+
+
+def _joined_bytes(
+    tokens: Sequence[int], token_bytes: Callable[[int], bytes]
+) -> tuple[bytes, list[int]]:
+    """The bytes of ``tokens``, and where each token's bytes end in them."""
+    pieces = [token_bytes(token) for token in tokens]
+    return b"".join(pieces), list(itertools.accumulate(map(len, pieces)))
 
 
 def _joined(texts: Sequence[str]) -> str:

@@ -297,18 +297,17 @@ class DecodePlan:
         if self.table is None:
             return None
         n = len(kept)
-        # best[i]: the least seconds from token i to the end, and that schedule's passes.
+        # From token i to the end: the cheapest schedule's seconds and passes, and the fewest
+        # passes of any (the most tokens a pass).
         best: list[tuple[float, int]] = [(0.0, 0)] * (n + 1)
-        for at in range(n - 1, -1, -1):
-            best[at] = min(
-                (self._shaped_cost(1 + k, 1 + k) + best[at + 1 + k][0], best[at + 1 + k][1] + 1)
-                for k in range(min(kept[at], n - 1 - at, MAX_DRAFT_ROWS) + 1)
-            )
-        # fewest[i]: the fewest passes from token i to the end (the most tokens a pass).
         fewest = [0] * (n + 1)
         for at in range(n - 1, -1, -1):
-            reach = min(kept[at], n - 1 - at, MAX_DRAFT_ROWS)
-            fewest[at] = 1 + min(fewest[at + 1 + k] for k in range(reach + 1))
+            reach = range(min(kept[at], n - 1 - at, MAX_DRAFT_ROWS) + 1)
+            best[at] = min(
+                (self._shaped_cost(1 + k, 1 + k) + best[at + 1 + k][0], best[at + 1 + k][1] + 1)
+                for k in reach
+            )
+            fewest[at] = 1 + min(fewest[at + 1 + k] for k in reach)
         return Foreseen(
             tokens=n,
             passes=best[0][1],
