@@ -188,10 +188,20 @@ def test_a_run_on_the_embedded_model_projects_each_answer_on_the_phone_table(
         answer_ids = [
             t["free_token_ids"] for t in turn["timings"] if t["step"] in turn["answer_steps"]
         ]
+        (last,) = [t for t in turn["timings"] if t["step"] == turn["answer_steps"][-1]]
+        assert 0 < last["free_s"] <= turn["after_result_s"]
         for bound in foresight.values():
             assert bound["tokens"] == len(answer_ids[-1]) > 0
             assert bound["fewest_passes"] <= bound["passes"] <= bound["tokens"]
             assert bound["seconds"] <= bound["one_row_seconds"] * (1 + 1e-9)
+            # The time after the result with the step's free passes, priced one row each,
+            # replaced by that schedule: their wall time cut by the share it saves.
+            priced = last["free_passes"] * bound["one_row_seconds"] / bound["tokens"]
+            saved = max(0.0, 1 - bound["seconds"] / priced)
+            assert bound["priced_saving_s"] == pytest.approx(priced * saved, abs=2e-6)
+            assert bound["after_result_s"] == pytest.approx(
+                turn["after_result_s"] - last["free_s"] * saved, abs=2e-4
+            )
         # No drafter from the conversation beats one that copies from anywhere in it.
         assert foresight["copy"]["seconds"] <= foresight["proposer"]["seconds"] * (1 + 1e-9)
     # Decoded by the phone's plan, where rows are cheap: some answer pass carried drafted

@@ -97,6 +97,39 @@ def test_the_summary_bounds_the_answer_by_its_drafts_foreseen_summed_over_turns(
     )
 
 
+def test_drafts_off_turns_retimed_by_foresight_bound_the_after_result_ratio() -> None:
+    off, on = "weave cache=on drafts=off", "weave cache=on drafts=on"
+
+    def bound(foreseen: dict, after: float, saving: float) -> dict:
+        return {**foreseen, "after_result_s": after, "priced_saving_s": saving}
+
+    records = []
+    for variant, drafts in ((off, "off"), (on, "on")):
+        a, b = _record(variant, drafts, "a", "x", 1.0), _record(variant, drafts, "b", "y", 4.0)
+        a["turns"][0]["projected_after_result_s"] = 2.0
+        b["turns"][0]["projected_after_result_s"] = 8.0
+        # a's answer took 0.5 s of its second after the result: foreseen, half of it is
+        # saved (0.05 s of 0.10 priced), copied 80%; b's took 2 of its 4 s, 75% saved.
+        a["turns"][0]["answer_foresight"] = {
+            "proposer": bound(_foreseen(10, 6, 4, 0.05, 0.10), 1.0 - 0.5 * 0.5, 0.4),
+            "copy": bound(_foreseen(10, 3, 2, 0.02, 0.10), 1.0 - 0.5 * 0.8, 0.8),
+        }
+        b["turns"][0]["answer_foresight"] = {
+            "proposer": bound(_foreseen(20, 8, 5, 0.05, 0.20), 4.0 - 2.0 * 0.75, 2.0),
+            "copy": bound(_foreseen(20, 8, 5, 0.05, 0.20), 4.0 - 2.0 * 0.75, 2.0),
+        }
+        records += [a, b]
+    numbers = summarize_agent(records, [off, on])["variants"]
+    # The geomean of the turns so re-timed over that of the turns measured.
+    undrafted = numbers[off]
+    assert undrafted["foresight_after_result_x"] == pytest.approx((0.75 * 2.5 / 4) ** 0.5)
+    assert undrafted["copy_foresight_after_result_x"] == pytest.approx((0.6 * 2.5 / 4) ** 0.5)
+    assert undrafted["foresight_projected_after_result_x"] == pytest.approx((1.6 * 6.0 / 16) ** 0.5)
+    # A drafted variant's answers were not one row a token: its time does not scale so.
+    assert numbers[on]["foresight_after_result_x"] is None
+    assert numbers[on]["copy_foresight_projected_after_result_x"] is None
+
+
 def test_a_run_with_answer_drafts_both_reports_both_variants_and_their_answers(
     tmp_path: Path,
 ) -> None:

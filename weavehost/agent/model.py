@@ -105,6 +105,7 @@ class FreeText:
     stop: str
     tokens: int = 0
     passes: int = 0  # the passes it took (drafted text reads several tokens a pass)
+    seconds: float = 0.0  # the wall time it took (a local model's)
     # The text's token ids (a local model's); where the model records them
     # (EngineModel(record_margins=True)), each one's top-two gap (its logit over the best
     # other's, under the same masks), and the gap of the choice the text stopped at (an end of
@@ -116,12 +117,13 @@ class FreeText:
     def choices(self) -> dict[str, Any]:
         """The recorded choices for a step's ``timings`` (empty where none were recorded):
         ``free_token_ids``, ``free_margins`` (3 decimals; ``None``: no other token could be
-        chosen) and, where the text stopped at a choice, ``free_stop`` and its gap."""
+        chosen), ``free_s`` and, where the text stopped at a choice, ``free_stop`` and its gap."""
         if self.margins is None:
             return {}
         record: dict[str, Any] = {
             "free_token_ids": list(self.token_ids),
             "free_margins": [_gap(m) for m in self.margins],
+            "free_s": round(self.seconds, 4),
         }
         if self.stop_margin is not None:
             record["free_stop"] = self.stop
@@ -476,7 +478,8 @@ class EngineModel:
                 self.answer_memory.add(free.text, conversation_texts(self._synced))
         return FreeText(
             text=free.text, call=free.call, stop=free.stop, tokens=free.tokens,
-            passes=free.passes, token_ids=free.token_ids, margins=free.margins,
+            passes=free.passes, seconds=free.seconds, token_ids=free.token_ids,
+            margins=free.margins,
             stop_margin=free.stop_margin,
         )  # fmt: skip
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from weavehost.bench.report import geomean, ratio
+
 if TYPE_CHECKING:
     from weavehost.host import HostSession
 
@@ -38,9 +40,13 @@ def turn_foresight(model: object, turn: Mapping[str, Any]) -> dict[str, Any] | N
     after the conversation the model last synced; its ``free_token_ids``) drafted with
     foresight by the model's plan, from the reply writer's drafts (``proposer``) and from any
     copy of the conversation (``copy``), each as ``tokens``, ``passes`` and ``seconds`` of the
-    cheapest schedule, ``fewest_passes`` and ``one_row_seconds``. ``None`` for a remote model
-    or a stock stack, a turn without a result, without recorded tokens, or a plan without a
-    table. A model call: the caller holds the model lock."""
+    cheapest schedule, ``fewest_passes`` and ``one_row_seconds``; with ``after_result_s``,
+    the turn's time after the result with the step's free text (its ``free_s``) cut by the
+    share the schedule would save of its passes priced one row each, and
+    ``priced_saving_s``, that saving priced (what :func:`summarize_foresight` bounds the
+    ratios with). ``None`` for a
+    remote model or a stock stack, a turn without a result, without recorded tokens, or a
+    plan without a table. A model call: the caller holds the model lock."""
     # Imported here, as the runner imports Host: loading bench-agent loads no model code.
     from weavehost.agent.model import EngineModel
 
@@ -55,26 +61,65 @@ def turn_foresight(model: object, turn: Mapping[str, Any]) -> dict[str, Any] | N
     foresight = model.answer_foresight(last[-1]["free_token_ids"])
     if foresight is None:
         return None
-    return {
-        name: {
+    numbers: dict[str, Any] = {}
+    for name, f in (("proposer", foresight.proposer), ("copy", foresight.copy)):
+        numbers[name] = {
             "tokens": f.tokens,
             "passes": f.passes,
             "fewest_passes": f.fewest_passes,
             "seconds": round(f.seconds, 6),
             "one_row_seconds": round(f.one_row_seconds, 6),
         }
-        for name, f in (("proposer", foresight.proposer), ("copy", foresight.copy))
-    }
+        # The step's free passes (text taken back included) priced one row each by the
+        # plan's table, what ``--cost-model`` projects them at; the foreseen schedule of its
+        # final text in their place (the text taken back counted free) saves this share,
+        # applied to their wall time too (``after_result_s``: the rest, the result's prefill
+        # and any other step, as it was).
+        priced = last[-1].get("free_passes", 0) * f.one_row_seconds / max(f.tokens, 1)
+        if priced <= 0:
+            continue
+        saved = max(0.0, 1 - f.seconds / priced)
+        free_s = last[-1].get("free_s")
+        if free_s is not None:
+            numbers[name]["after_result_s"] = round(turn["after_result_s"] - free_s * saved, 4)
+        numbers[name]["priced_saving_s"] = round(priced * saved, 6)
+    return numbers
 
 
-def summarize_foresight(turns: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+def summarize_foresight(
+    turns: Sequence[Mapping[str, Any]], *, undrafted: bool = False
+) -> dict[str, float | None]:
     """The turns' ``answer_foresight`` summed: per source (the reply writer's drafts,
     ``foresight_``; any copy of the conversation, ``copy_foresight_``) ``tokens_per_pass``,
     the tokens over the fewest passes, and ``pass_time_x``, the cheapest schedule's seconds
-    over one row a token's (both priced by the plan's table); ``None`` without any."""
+    over one row a token's (both priced by the plan's table); ``None`` without any. For a
+    variant whose answers were ``undrafted`` (one row a token, what ``pass_time_x`` scales),
+    ``after_result_x`` too: the geomean of each turn's time after the result with its answer
+    step re-timed so, over the geomean of the time measured: near the least
+    ``geo_after_result_s`` over drafts off's that such drafts reach, though no strict bound
+    (other steps after the result stay as measured; ``docs/agent.md``); and
+    ``projected_after_result_x``, the same of ``projected_after_result_s``
+    (``--cost-model``). ``None`` for a drafted variant."""
     numbers: dict[str, float | None] = {}
     for name, prefix in (("proposer", "foresight"), ("copy", "copy_foresight")):
         parts = [t["answer_foresight"][name] for t in turns if t.get("answer_foresight")]
+        retimed = [
+            (t["after_result_s"], t["answer_foresight"][name]["after_result_s"])
+            for t in turns
+            if "after_result_s" in (t.get("answer_foresight") or {}).get(name, {})
+        ]
+        projected = [
+            (p, p - t["answer_foresight"][name]["priced_saving_s"])
+            for t in turns
+            if (p := t.get("projected_after_result_s")) is not None
+            and "priced_saving_s" in (t.get("answer_foresight") or {}).get(name, {})
+        ]
+        for field, pairs in (("after_result_x", retimed), ("projected_after_result_x", projected)):
+            numbers[f"{prefix}_{field}"] = (
+                ratio(geomean(b for _, b in pairs), geomean(a for a, _ in pairs))
+                if undrafted and pairs
+                else None
+            )
         fewest = sum(p["fewest_passes"] for p in parts)
         one_row = sum(p["one_row_seconds"] for p in parts)
         numbers[f"{prefix}_tokens_per_pass"] = (

@@ -362,7 +362,9 @@ def summarize_agent(
             "answer_differences": differ,
             "answer_differences_near_tie": near_tie,
             "projected_after_result_s": geomean(t.get("projected_after_result_s") for t in turns),
-            **summarize_foresight(turns),
+            **summarize_foresight(
+                turns, undrafted=all(r.get("answer_drafts") == "off" for r in ran)
+            ),
         }
         for record in ran:
             for tag in record.get("tags") or []:
@@ -500,6 +502,7 @@ def _answer_table(
     foresight = any(n.get("foresight_tokens_per_pass") is not None for n in variants.values())
     if foresight:
         header += ["foreseen tokens/pass", "foreseen time", "copied tokens/pass", "copied time"]
+        header += ["foreseen after result", "copied after result"]
     rows: list[Sequence[str]] = [header]
     for label, n in variants.items():
         per_pass, same = n.get("answer_tokens_per_pass"), n.get("answer_same_text")
@@ -522,6 +525,8 @@ def _answer_table(
                 for prefix in ("foresight", "copy_foresight")
                 for field, suffix in (("tokens_per_pass", ""), ("pass_time_x", "x"))
             ]
+            after = "projected_after_result_x" if cost_model else "after_result_x"
+            row += [_times(n.get(f"{p}_{after}"), "x") for p in ("foresight", "copy_foresight")]
         rows.append(row)
     notes = [
         "(after result: from the last tool result to the answer's end, a geometric mean over",
@@ -534,7 +539,10 @@ def _answer_table(
             "(foreseen: bounds, not measurements: each answer drafted again after its turn by a",
             " drafter that knew which drafts would be kept, from the writer's drafts or copied",
             " from anywhere in the conversation; the fewest passes' tokens a pass, and the",
-            " cheapest schedule's pass time over one row a token, priced by the plan's table)",
+            " cheapest schedule's pass time over one row a token, priced by the plan's table;",
+            " after result: drafts off's time after the result (projected, with a cost model)",
+            " with its answer step so drafted, over drafts off's: near the least such drafts",
+            " reach, no strict bound; docs/agent.md)",
         ]
     if cost_model:
         notes += [

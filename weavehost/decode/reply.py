@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -110,6 +111,7 @@ class Continued:
     tokens: int = 0
     trigger: Trigger | None = None
     passes: int = 0  # the engine's passes while it was written (drafted ones read many tokens)
+    seconds: float = 0.0  # the wall time it took to write, its passes and all between them
     # The tokens chosen (those ``tokens`` counts); where asked (margins=True;
     # decode.choice.Margins), their gaps and the stop's.
     token_ids: tuple[int, ...] = ()
@@ -212,12 +214,13 @@ class ReplyWriter:
             refused=refused, avoid=avoid,
         )  # fmt: skip
         continuation.margins = Margins() if margins else None
-        before = self.engine.stats.passes
+        before, started = self.engine.stats.passes, time.perf_counter()
         continued = continuation.run(bound)
         self.trigger = continued.trigger
         done = dataclasses.replace(
             continued,
             passes=self.engine.stats.passes - before,
+            seconds=time.perf_counter() - started,
             token_ids=tuple(continuation.tokens[: continued.tokens]),
         )
         if continuation.margins is not None:
