@@ -155,13 +155,13 @@ def test_a_draft_from_a_remembered_answer_is_priced_apart_at_its_own_lower_rate(
     drafts = AnswerDrafts.from_messages(GREETING, earlier)
     pricing = DraftPricing(CHEAP_ROWS)
     written_so_far = b"Here is the response for the f"
-    tokens, kind = drafts.tokens_after(written_so_far, pricing, 64, lambda text: list(text))
+    tokens, kind, _ = drafts.tokens_after(written_so_far, pricing, 64, lambda text: list(text))
     assert tokens and kind == pricing.kind(REMEMBERED, len(written_so_far))
     remembered, conversation = pricing.rates(kind), pricing.rates(pricing.kind(CONVERSATION, 30))
     assert remembered[0] < conversation[0] and remembered[1] < conversation[1]
     # The same words said in the conversation are a conversation draft.
     said = [*GREETING, {"role": "assistant", "content": earlier[0]}]
-    _, kind = AnswerDrafts.from_messages(said).tokens_after(
+    _, kind, _ = AnswerDrafts.from_messages(said).tokens_after(
         written_so_far, pricing, 64, lambda text: list(text)
     )
     assert kind == pricing.kind(CONVERSATION, len(written_so_far))

@@ -130,9 +130,9 @@ def test_an_answer_s_first_characters_draft_the_call_it_begins_again_and_nothing
     assert AnswerDrafts.from_messages(WEATHER).propose('{"') == ""  # no format: no calls
     # Such a draft is a kind of its own, priced apart from a short match anywhere in a text.
     pricing = DraftPricing(CHEAP_ROWS)
-    tokens, kind = drafts.tokens_after(b'{"', pricing, 64, list)
+    tokens, kind, _ = drafts.tokens_after(b'{"', pricing, 64, list)
     assert tokens and kind == pricing.kind(START, 2) != pricing.kind(CONVERSATION, 2)
-    _, anywhere = AnswerDrafts(["a cat sat"]).tokens_after(b"a cat s", pricing, 64, list)
+    _, anywhere, _ = AnswerDrafts(["a cat sat"]).tokens_after(b"a cat s", pricing, 64, list)
     assert anywhere == pricing.kind(CONVERSATION, len("a cat s"))
 
 
@@ -171,7 +171,7 @@ def test_where_every_row_costs_a_pass_nothing_is_drafted_at_any_rate_short_of_ce
     assert pricing.rows(16, SHORT) == 0
 
 
-def test_cheap_rows_are_drafted_at_a_good_rate_and_not_at_a_poor_one_which_fades_back() -> None:
+def test_cheap_rows_are_drafted_at_a_good_rate_and_not_at_a_poor_one_until_measured_good() -> None:
     pricing = DraftPricing(CHEAP_ROWS)
     (first, later) = ACCEPT_PRIORS[SHORT]
     assert pricing.rates(SHORT) == (first[1] / first[0], later[1] / later[0])
@@ -179,8 +179,8 @@ def test_cheap_rows_are_drafted_at_a_good_rate_and_not_at_a_poor_one_which_fades
     for _ in range(200):
         pricing.count(SHORT, False, False)
     assert pricing.rows(32, SHORT) == 0  # a poor rate: nothing pays
-    for _ in range(400):  # drafts not sent: the measured rate fades towards the prior
-        pricing.fade(SHORT)
+    for _ in range(600):  # unsent drafts the text then followed (counted by the writer)
+        pricing.count(SHORT, False, True)
     assert pricing.rows(32, SHORT) > 0
 
 
@@ -357,6 +357,26 @@ def test_a_machine_where_no_row_pays_drafts_nothing_and_takes_the_plain_passes(f
     drafted = written(fresh_engine, WEATHER, drafts=True, plan=DEAR_ROWS)
     same_reply(drafted, plain)
     assert drafted.drafted == 0 and drafted.free.passes == plain.free.passes
+
+
+def test_drafts_no_row_pays_for_are_still_measured_by_the_text_chosen_instead(fresh_engine):
+    # On a machine where no draft pays at its prior, the reply that restates the result is
+    # written one token a pass, and each draft looked up on the way is checked against the
+    # tokens chosen: its kind's rate is measured, and would be drafted once it paid.
+    held = prefilled(fresh_engine, WEATHER, [])
+    writer = ReplyWriter(fresh_engine, SMOLLM2, plan=DEAR_ROWS)
+    drafted = fresh_engine.stats.drafted_tokens
+    free = writer.continue_reply(
+        held, 40, lambda _: None, drafts=AnswerDrafts.from_messages(WEATHER)
+    )
+    assert "53" in free.text and free.passes == free.tokens
+    assert fresh_engine.stats.drafted_tokens == drafted  # nothing was sent
+    measured = [
+        k for k in ACCEPT_PRIORS if writer.pricing.rates(k) != DraftPricing(NO_PLAN).rates(k)
+    ]
+    assert measured, "no kind's rate moved from its prior"
+    # The copy was followed: once a copied token is kept, the next mostly is too.
+    assert any(writer.pricing.rates(k)[1] > DraftPricing(NO_PLAN).rates(k)[1] for k in measured)
 
 
 def test_a_sampled_reply_is_never_drafted(fresh_engine):

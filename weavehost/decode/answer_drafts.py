@@ -39,7 +39,10 @@ Guarantees:
   repeats its own frame ("2. **Humidity in Oslo**: … 3. **Wind in Oslo**").
 * :class:`DraftPricing` belongs to one opened model: its acceptance counts are that model's,
   kept by the length of the match a draft came from and apart for a draft's first token and the
-  tokens after it. Without a cost table, nothing is drafted (nothing says a row pays); with one,
+  tokens after it, from every draft looked up, sent or not: a draft no row paid for is checked
+  against the tokens the writer chose instead, so a kind whose prior pays for no row is still
+  measured, and drafted once it is measured good. Without a cost table, nothing is drafted
+  (nothing says a row pays); with one,
   :meth:`DecodePlan.draft_length <weavehost.decode.padding.DecodePlan.draft_length>` decides,
   rows asking for logits priced as such, at the measured rates.
 """
@@ -142,9 +145,6 @@ _KINDS = {
 # How many rows answers DraftPricing keeps (by rates in hundredths and room) before it starts
 # again.
 ROWS_MEMO_CAP = 4096
-# Each draft not sent lets its kind's evidence fade this much towards the prior, so a rate
-# measured low once is tried again later (a few rows, now and then), never shut off for good.
-FADE = 0.98
 
 
 class AnswerDrafts:
@@ -202,13 +202,16 @@ class AnswerDrafts:
 
     def tokens_after(
         self, data: bytes, pricing: DraftPricing, room: int, tokenize: Callable[[str], list[int]]
-    ) -> tuple[list[int], DraftKind]:
-        """The drafted tokens to read after a reply's bytes ``data``, and their kind
-        (:meth:`DraftPricing.kind`): the first tokens of the draft (:meth:`match`), as many
-        as ``pricing`` says pay, at most ``room``. None without a cost table (nothing says a
-        row pays, so nothing is looked up), where the text ends inside a character, or where
-        no row pays at that kind's rates (whose evidence then fades)."""
-        nothing: tuple[list[int], DraftKind] = ([], (CONVERSATION, 0))
+    ) -> tuple[list[int], DraftKind, str]:
+        """The drafted tokens to read after a reply's bytes ``data``, their kind
+        (:meth:`DraftPricing.kind`) and the draft's text: the first tokens of the draft
+        (:meth:`draft_at`), as many as ``pricing`` says pay, at most ``room``. No tokens
+        without a cost table (nothing says a row pays, so nothing is looked up), where the
+        text ends inside a character, or where no row pays at that kind's rates: the text is
+        then what the writer checks against the tokens chosen instead, unsent
+        (:class:`~weavehost.decode.reply.Continuation`), so a kind's rate is measured whether
+        its drafts are sent or not."""
+        nothing: tuple[list[int], DraftKind, str] = ([], (CONVERSATION, 0), "")
         if pricing.plan.table is None or room <= 0:
             return nothing
         text, matched, source = self.draft_at(data)
@@ -217,10 +220,7 @@ class AnswerDrafts:
         kind = pricing.kind(source, matched)
         # Priced first at the most room (memoised): a draft never sent is never tokenized.
         draft = tokenize(text) if pricing.rows(room, kind) > 0 else []
-        rows = pricing.rows(min(room, len(draft)), kind)
-        if rows <= 0:
-            pricing.fade(kind)  # not worth a row at this rate: try again later
-        return draft[:rows], kind
+        return draft[: pricing.rows(min(room, len(draft)), kind)], kind, text
 
     def draft_at(self, data: bytes) -> tuple[str, int, str]:
         """The draft after a reply's bytes ``data``: :meth:`match`'s, else the answer's own
@@ -463,13 +463,6 @@ class DraftPricing:
         counts = self._counts[kind][int(later)]
         counts[0] += 1
         counts[1] += int(accepted)
-
-    def fade(self, kind: DraftKind) -> None:
-        """A draft of ``kind`` there, not sent: its evidence fades towards the prior, so a
-        rate measured low once is tried again later (a few rows, now and then)."""
-        for counts, prior in zip(self._counts[kind], ACCEPT_PRIORS[kind], strict=True):
-            counts[0] = prior[0] + (counts[0] - prior[0]) * FADE
-            counts[1] = prior[1] + (counts[1] - prior[1]) * FADE
 
 
 def _rate(counts: Sequence[float]) -> float:

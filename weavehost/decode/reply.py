@@ -319,6 +319,9 @@ class Continuation:
         # accepted drafted token (not the draft's first).
         self.ahead_kind: DraftKind = (CONVERSATION, 0)
         self.ahead_later = False
+        # A draft no row paid for, checked against the tokens chosen instead (count_draft):
+        # its kind, its bytes not yet reached, and whether its first token was kept.
+        self.unsent: tuple[DraftKind, bytes, bool] | None = None
         # Per token, the logits it was chosen from, kept for the last KEPT_LOGITS (None before):
         # a roll-back to one of them has its next-token logits without reading a token again.
         self.chosen_from: list[np.ndarray | None] = []
@@ -467,6 +470,7 @@ class Continuation:
         at ``position`` was chosen from, where this reply chose it lately, else its last token
         is read again."""
         self.drop_ahead()
+        self.unsent = None  # its text followed text that is no longer there
         engine, held = self.engine, self.held
         if position < engine.seq_len(0):
             del held[position:]
@@ -510,10 +514,20 @@ class Continuation:
 
     def count_draft(self, token: int) -> None:
         """A drafted token ahead was reached by this choice: kept if ``token`` is it. Counted at
-        the choice, so a reply that ends, stops or is taken back there counts it too."""
-        if self.ahead and self.drafts is not None:
+        the choice, so a reply that ends, stops or is taken back there counts it too. Without
+        one ahead, an unsent draft's next token is reached: kept if ``token``'s text begins
+        what is left of the draft's (the tokens it would have been, as near as text says)."""
+        if self.drafts is None:
+            return
+        if self.ahead:
             kept = self.ahead[0][0] == token
             self.writer.pricing.count(self.ahead_kind, self.ahead_later, kept)
+        elif self.unsent is not None:
+            kind, left, later = self.unsent
+            piece = self.engine.token_bytes(token)
+            kept = bool(piece) and left.startswith(piece)
+            self.writer.pricing.count(kind, later, kept)
+            self.unsent = (kind, left[len(piece) :], True) if kept and left != piece else None
 
     def draft_after(self, pricing: DraftPricing) -> list[int]:
         """The drafted tokens to read after the text so far (its last token being read now),
@@ -525,7 +539,12 @@ class Continuation:
             engine.n_ctx - engine.seq_len(0) - 1,
             engine.n_batch - 1,
         )
-        draft, self.ahead_kind = self.drafts.tokens_after(self.data, pricing, room, engine.tokenize)
+        draft, kind, text = self.drafts.tokens_after(self.data, pricing, room, engine.tokenize)
+        self.ahead_kind = kind
+        if draft:
+            self.unsent = None  # a draft sent is counted as it is reached instead
+        elif text and self.unsent is None:
+            self.unsent = (kind, text.encode("utf-8"), False)
         return self.until_decided(draft)
 
     def until_decided(self, draft: list[int]) -> list[int]:
