@@ -43,10 +43,10 @@ def turn_foresight(model: object, turn: Mapping[str, Any]) -> dict[str, Any] | N
     cheapest schedule, ``fewest_passes`` and ``one_row_seconds``; with ``after_result_s``,
     the turn's time after the result with the step's free text (its ``free_s``) cut by the
     share the schedule would save of its passes priced one row each, and
-    ``priced_saving_s``, that saving priced (what :func:`summarize_foresight` bounds the
-    ratios with). ``None`` for a
-    remote model or a stock stack, a turn without a result, without recorded tokens, or a
-    plan without a table. A model call: the caller holds the model lock."""
+    ``priced_saving_s``, that saving priced (what :func:`summarize_foresight` estimates the
+    ratios with). ``None`` for a remote model or a stock stack, a turn without a result,
+    without recorded tokens, or a plan without a table. A model call: the caller holds the
+    model lock."""
     # Imported here, as the runner imports Host: loading bench-agent loads no model code.
     from weavehost.agent.model import EngineModel
 
