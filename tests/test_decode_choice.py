@@ -46,11 +46,12 @@ def test_a_place_chosen_again_after_a_take_back_keeps_only_its_last_gap() -> Non
 def test_the_timings_keep_the_gaps_to_three_decimals_and_an_unopposed_choice_as_none() -> None:
     free = FreeText(
         "Hi", call=False, stop="end", tokens=2, token_ids=(5, 6), margins=(1.23456, math.inf),
-        stop_margin=0.0004,
+        stop_margin=0.0004, seconds=0.123456,
     )  # fmt: skip
     assert free.choices() == {
         "free_token_ids": [5, 6],
         "free_margins": [1.235, None],
+        "free_s": 0.1235,  # the wall time it took, what bench-agent's foresight re-times
         "free_stop": "end",
         "free_stop_margin": 0.0,
     }
