@@ -371,12 +371,11 @@ def test_drafts_no_row_pays_for_are_still_measured_by_the_text_chosen_instead(fr
     )
     assert "53" in free.text and free.passes == free.tokens
     assert fresh_engine.stats.drafted_tokens == drafted  # nothing was sent
-    measured = [
-        k for k in ACCEPT_PRIORS if writer.pricing.rates(k) != DraftPricing(NO_PLAN).rates(k)
-    ]
+    prior = DraftPricing(NO_PLAN)
+    measured = [k for k in ACCEPT_PRIORS if writer.pricing.rates(k) != prior.rates(k)]
     assert measured, "no kind's rate moved from its prior"
     # The copy was followed: once a copied token is kept, the next mostly is too.
-    assert any(writer.pricing.rates(k)[1] > DraftPricing(NO_PLAN).rates(k)[1] for k in measured)
+    assert any(writer.pricing.rates(k)[1] > prior.rates(k)[1] for k in measured)
 
 
 def test_a_sampled_reply_is_never_drafted(fresh_engine):

@@ -61,9 +61,10 @@ def turn_foresight(model: object, turn: Mapping[str, Any]) -> dict[str, Any] | N
     foresight = model.answer_foresight(last[-1]["free_token_ids"])
     if foresight is None:
         return None
+    step = last[-1]
     numbers: dict[str, Any] = {}
     for name, f in (("proposer", foresight.proposer), ("copy", foresight.copy)):
-        numbers[name] = {
+        entry = numbers[name] = {
             "tokens": f.tokens,
             "passes": f.passes,
             "fewest_passes": f.fewest_passes,
@@ -74,15 +75,14 @@ def turn_foresight(model: object, turn: Mapping[str, Any]) -> dict[str, Any] | N
         # plan's table, what ``--cost-model`` projects them at; the foreseen schedule of its
         # final text in their place (the text taken back counted free) saves this share,
         # applied to their wall time too (``after_result_s``: the rest, the result's prefill
-        # and any other step, as it was).
-        priced = last[-1].get("free_passes", 0) * f.one_row_seconds / max(f.tokens, 1)
+        # and any other step, as it was). ``f.tokens`` > 0: the text has tokens.
+        priced = step.get("free_passes", 0) * f.one_row_seconds / f.tokens
         if priced <= 0:
             continue
         saved = max(0.0, 1 - f.seconds / priced)
-        free_s = last[-1].get("free_s")
-        if free_s is not None:
-            numbers[name]["after_result_s"] = round(turn["after_result_s"] - free_s * saved, 4)
-        numbers[name]["priced_saving_s"] = round(priced * saved, 6)
+        entry["priced_saving_s"] = round(priced * saved, 6)
+        if "free_s" in step:
+            entry["after_result_s"] = round(turn["after_result_s"] - step["free_s"] * saved, 4)
     return numbers
 
 
@@ -102,17 +102,17 @@ def summarize_foresight(
     (``--cost-model``). ``None`` for a drafted variant."""
     numbers: dict[str, float | None] = {}
     for name, prefix in (("proposer", "foresight"), ("copy", "copy_foresight")):
-        parts = [t["answer_foresight"][name] for t in turns if t.get("answer_foresight")]
+        bounded = [(t, t["answer_foresight"][name]) for t in turns if t.get("answer_foresight")]
+        parts = [part for _, part in bounded]
         retimed = [
-            (t["after_result_s"], t["answer_foresight"][name]["after_result_s"])
-            for t in turns
-            if "after_result_s" in (t.get("answer_foresight") or {}).get(name, {})
+            (t["after_result_s"], part["after_result_s"])
+            for t, part in bounded
+            if "after_result_s" in part
         ]
         projected = [
-            (p, p - t["answer_foresight"][name]["priced_saving_s"])
-            for t in turns
-            if (p := t.get("projected_after_result_s")) is not None
-            and "priced_saving_s" in (t.get("answer_foresight") or {}).get(name, {})
+            (p, p - part["priced_saving_s"])
+            for t, part in bounded
+            if "priced_saving_s" in part and (p := t.get("projected_after_result_s")) is not None
         ]
         for field, pairs in (("after_result_x", retimed), ("projected_after_result_x", projected)):
             numbers[f"{prefix}_{field}"] = (

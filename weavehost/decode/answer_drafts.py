@@ -88,6 +88,9 @@ MAX_MATCH = 128
 MIN_OWN_MATCH = 8
 # Characters drafted at most: more than MAX_DRAFT_ROWS tokens of text.
 MAX_DRAFT_CHARS = 4 * MAX_DRAFT_ROWS
+# The bytes of a reply's end a look-up reads (AnswerDrafts.draft_at): its longest suffix looked
+# up, at up to 4 bytes a character.
+_TAIL = 4 * MAX_MATCH
 # Ends each text: a draft never runs from one text into the next. Dropped from the texts.
 _END = "\x00"
 # How a scalar member of a JSON result is restated (key, value): each a text of its own.
@@ -228,7 +231,7 @@ class AnswerDrafts:
         where neither holds one or the text ends inside a character. Only the text's end is
         read (``4 * MAX_MATCH`` bytes): decoding the whole reply on every token would cost its
         length squared; continuation bytes a cut left are dropped."""
-        tail = data[-4 * MAX_MATCH :].lstrip(bytes(range(0x80, 0xC0)))
+        tail = data[-_TAIL:].lstrip(bytes(range(0x80, 0xC0)))
         try:
             written = tail.decode("utf-8")
         except UnicodeDecodeError:
@@ -254,7 +257,7 @@ class AnswerDrafts:
         data, ends = _joined_bytes(tokens, token_bytes)
         kept: list[int] = []
         for at, end in enumerate(ends):
-            text = self.draft_at(data[:end])[0]
+            text = self.draft_at(data[max(0, end - _TAIL) : end])[0]  # draft_at reads no more
             draft = tokenize(text)[:MAX_DRAFT_ROWS] if text else []
             same = 0
             while same < len(draft) and at + 1 + same < len(tokens):
