@@ -186,6 +186,37 @@ def test_qwen_s_call_again_after_a_result_is_taken_back_as_soon_as_its_json_can_
         assert free.call and free.text == "" and not taken
 
 
+@pytest.mark.parametrize("refused", [(), ("get_current_weather",)])
+def test_smollm2_s_tagged_call_again_after_a_result_is_taken_back_once_its_name_can_be_only_a_refused_tool_s(
+    fresh_engine, monkeypatch: pytest.MonkeyPatch, refused: tuple[str, ...]
+):
+    # Shown Paris's weather "right now", the embedded SmolLM2 opens the same call again, in its
+    # tags. With the tool refused (it answered this turn) the JSON after the tag is read as
+    # the format's own layout would write it: taken back once its name has begun, before the
+    # whole call is written and dropped, and the answer goes on from the result. Without,
+    # the tag is a call at once, as always.
+    taken: list[str] = []
+    take_back = Continuation.take_back
+
+    def recorded(self: Continuation, first: int) -> None:
+        taken.append(self.data[self.offsets[first] :].decode("utf-8", errors="replace"))
+        take_back(self, first)
+
+    monkeypatch.setattr(Continuation, "take_back", recorded)
+    model = EngineModel(fresh_engine, FORMATS["smollm2"], get_strategy("weave"))
+    model.sync(PARIS_ANSWERED_ASKED_NOW, [CURRENT_WEATHER])
+    free = model.free_decode(lambda _text: None, 120, allow_call=True, refused=refused)
+    if refused:
+        assert (free.call, free.stop) == (False, "end")
+        assert "<tool_call>" not in free.text and "-2.9 C" in free.text
+        naming, head = '<tool_call>[{"name": "get_current_weather"', '<tool_call>[{"name": "'
+        assert taken and all(
+            naming.startswith(text) and len(head) < len(text) < len(naming) for text in taken
+        ), taken
+    else:
+        assert free.call and free.text == "" and not taken
+
+
 PARIS_ASKED = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 

@@ -1,6 +1,12 @@
 """Where a call begins in a reply's free text: a trigger, and whether JSON after it names a
 tool on offer, or only tools whose call is refused now.
 
+A format's own tag (``<tool_call>``) is a call as soon as it is written, except while some tool
+is refused: the JSON after it is then judged in the format's own layout (the one the call would
+be written in), so a tag that goes on to name only refused tools is taken back at their name,
+as bare JSON is, instead of its whole call being written and then not run (SmolLM2-135M, shown
+a result, opens the same call again in most of its answers).
+
 Stage: decoding (used by :class:`~weavehost.decode.reply.Continuation` at every token of free
 text, and on the drafted text ahead of it). No model: the offered and refused tools in, bytes
 in, verdicts out; each layout's namings are made once per reply.
@@ -20,9 +26,12 @@ class Namings:
     """The tools ``offered`` to a reply and those of them ``refused`` (a call to one is taken
     back where JSON names it), and how JSON in each call layout names each."""
 
-    def __init__(self, offered: Sequence[str], refused: Collection[str]) -> None:
+    def __init__(
+        self, offered: Sequence[str], refused: Collection[str], own: CallLayout | None = None
+    ) -> None:
         self.offered = tuple(offered)
         self.refused = frozenset(refused)
+        self.own = own  # the format's own layout: a tag's call is written in it
         # Per layout: the length of its text before a name, and each tool's naming.
         self._namings: dict[CallLayout, tuple[int, dict[str, str]]] = {}
 
@@ -44,22 +53,40 @@ class Namings:
         return at, (trigger if verdict else None), skip
 
     def names_a_tool(self, text: bytes, trigger: Trigger) -> bool | None:
-        """Whether what the model wrote from ``trigger`` on is a call: its own tags always are
-        (the strategy then picks the tool); a trigger with a layout of its own (JSON that may be
-        a call) is one only once it names a tool on offer, and is not once it cannot (None:
-        not yet known)."""
-        if trigger.layout is None:
+        """Whether what the model wrote from ``trigger`` on is a call (None: not yet known). A
+        trigger with a layout of its own (JSON that may be a call) is one only once it names a
+        tool on offer, and is not once it cannot. The format's tags are (the strategy then
+        picks the tool), at once where no tool is refused (:meth:`judged_in`); else once what
+        follows leaves its layout or its name begun can name a tool not refused, and not yet
+        while it may still name only refused ones (:meth:`refuses` then takes it back)."""
+        layout = self.judged_in(trigger)
+        if layout is None:
             return True
-        could, whole = self.could_name(text, trigger.layout)
-        return True if whole else (None if could else False)
+        could, whole = self.could_name(text, layout)
+        if trigger.layout is not None:
+            return True if whole else (None if could else False)
+        named, _ = self.could_name(text, layout, begun=True)
+        return True if not could or (named and not self.refused.issuperset(named)) else None
 
     def refuses(self, text: bytes, trigger: Trigger) -> bool:
-        """Whether the JSON ``text`` begins can name only refused tools, its name begun
-        (``{"name": "get_b``): taken back then; a format's tags name no tool."""
-        if not self.refused or trigger.layout is None:
+        """Whether the JSON ``text`` begins (after a tag, in the format's own layout) can name
+        only refused tools, its name begun (``{"name": "get_b``): taken back then."""
+        layout = self.judged_in(trigger)
+        if not self.refused or layout is None:
             return False
-        could, _ = self.could_name(text, trigger.layout, begun=True)
+        could, _ = self.could_name(text, layout, begun=True)
         return bool(could) and self.refused.issuperset(could)
+
+    def judged_in(self, trigger: Trigger) -> CallLayout | None:
+        """The layout the text from ``trigger`` on is judged in: the trigger's own; for a tag
+        while some tool is refused, the format's own layout where its head begins with the
+        tag (the layout the call would be written in); ``None``: a tag that is a call at once."""
+        if trigger.layout is not None:
+            return trigger.layout
+        own = self.own
+        if self.refused and own is not None and own.head.startswith(trigger.text):
+            return own
+        return None
 
     def could_name(
         self, text: bytes, layout: CallLayout, *, begun: bool = False

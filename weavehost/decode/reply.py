@@ -26,7 +26,8 @@ Guarantees:
   call's opening characters are never shown as text; a stop sequence ends the text before it.
 * JSON that names a refused tool (the caller's: one whose call would not run now) is taken back
   as soon as its name has begun and only refused tools' names begin so, before the rest of the
-  name is written, as a trigger is where calls are not allowed, and the reply goes on.
+  name is written, as a trigger is where calls are not allowed, and the reply goes on; after a
+  format's tag too, read in the format's own layout (:class:`~weavehost.decode.namings.Namings`).
 * With calls not allowed, the token that began a trigger is banned at its place, and call-shaped
   text written another way (:class:`~weavehost.decode.call_text.CallText`) is taken back the
   same way up to :data:`CALL_TEXT_RETRIES` times, then cuts the reply where it began (what was
@@ -285,7 +286,7 @@ class Continuation:
         self.writer, self.engine, self.held = writer, writer.engine, held
         self.on_text, self.offered, self.allow_call = on_text, tuple(offered), allow_call
         # The tools JSON may name, and those whose call is taken back where JSON names one.
-        self.namings = Namings(self.offered, refused)
+        self.namings = Namings(self.offered, refused, writer.format.layout)
         self.start = self.engine.seq_len(0)
         self.sampling = sampling or Sampling()
         self.rng = None if self.sampling.greedy else np.random.default_rng(self.sampling.seed)

@@ -1,0 +1,59 @@
+"""Where a reply's free text begins a call: a format's tag, judged by the name it goes on to
+while a tool is refused (weavehost.decode.namings). No model: bytes in, verdicts out."""
+
+# ruff: noqa: E501 - test names are sentences
+
+from __future__ import annotations
+
+import pytest
+
+from weavehost.decode.namings import Namings
+from weavehost.formats import FORMATS
+
+SMOLLM2 = FORMATS["smollm2"]
+QWEN = FORMATS["qwen"]
+OFFERED = ("get_current_weather", "get_forecast")
+
+
+def _scan(fmt: object, refused: tuple[str, ...], text: str) -> tuple[int, str | None]:
+    """Where the text begins a call and with which trigger's text (None: none yet)."""
+    namings = Namings(OFFERED, refused, fmt.layout)  # type: ignore[attr-defined]
+    triggers = [(t, t.text.encode()) for t in fmt.triggers]  # type: ignore[attr-defined]
+    at, trigger, _ = namings.scan(text.encode(), triggers, 0)
+    return at, None if trigger is None else trigger.text
+
+
+@pytest.mark.parametrize("fmt", [SMOLLM2, QWEN], ids=["smollm2", "qwen"])
+def test_a_tag_is_a_call_as_soon_as_it_is_written_while_no_tool_is_refused(fmt) -> None:
+    assert _scan(fmt, (), "Sure. <tool_call>") == (6, "<tool_call>")
+
+
+@pytest.mark.parametrize(
+    ("fmt", "after"),
+    [(SMOLLM2, '[{"name": "'), (QWEN, '\n{"name": "')],
+    ids=["smollm2", "qwen"],
+)
+def test_while_a_tool_is_refused_a_tag_waits_for_its_name_then_is_a_call_only_where_the_name_can_be_another_tool_s(
+    fmt, after: str
+) -> None:
+    refused = ("get_current_weather",)
+    tag = "Sure. <tool_call>" + after
+    assert _scan(fmt, refused, "Sure. <tool_call>") == (6, None)  # undecided: held back
+    assert _scan(fmt, refused, tag) == (6, None)  # the name has not begun
+    # Begun, it can be either tool: a call (the strategy picks between them).
+    assert _scan(fmt, refused, tag + "get_") == (6, "<tool_call>")
+    # It can be only the refused one: a trigger the reply takes back (Namings.refuses).
+    namings = Namings(OFFERED, refused, fmt.layout)
+    trigger = next(t for t in fmt.triggers if t.text == "<tool_call>")
+    assert namings.refuses((tag + "get_cu")[6:].encode(), trigger)
+    assert _scan(fmt, refused, tag + "get_cu") == (6, "<tool_call>")
+    assert not namings.refuses((tag + "get_fo")[6:].encode(), trigger)
+    assert _scan(fmt, refused, tag + "get_fo") == (6, "<tool_call>")
+
+
+def test_while_a_tool_is_refused_a_tag_followed_by_text_its_layout_never_writes_is_a_call_as_before() -> (
+    None
+):
+    # SmolLM2's prompt shows "<tool_call>[\n{…": not the layout, so the strategy writes the
+    # call from the tag as it always did.
+    assert _scan(SMOLLM2, ("get_current_weather",), "<tool_call>[\n{") == (0, "<tool_call>")
