@@ -33,22 +33,22 @@ def test_a_tag_is_a_call_as_soon_as_it_is_written_while_no_tool_is_refused(fmt) 
     [(SMOLLM2, '[{"name": "'), (QWEN, '\n{"name": "')],
     ids=["smollm2", "qwen"],
 )
-def test_while_a_tool_is_refused_a_tag_waits_for_its_name_then_is_a_call_only_where_the_name_can_be_another_tool_s(
+def test_while_a_tool_is_refused_a_tag_waits_for_its_name_then_is_a_call_only_where_it_names_another_tool(
     fmt, after: str
 ) -> None:
     refused = ("get_current_weather",)
     tag = "Sure. <tool_call>" + after
     assert _scan(fmt, refused, "Sure. <tool_call>") == (6, None)  # undecided: held back
     assert _scan(fmt, refused, tag) == (6, None)  # the name has not begun
-    # Begun, it can be either tool: a call (the strategy picks between them).
-    assert _scan(fmt, refused, tag + "get_") == (6, "<tool_call>")
+    assert _scan(fmt, refused, tag + "get_") == (6, None)  # either tool's: not yet known
+    assert _scan(fmt, refused, tag + "get_fore") == (6, None)
+    assert _scan(fmt, refused, tag + 'get_forecast"') == (6, "<tool_call>")  # a call
     # It can be only the refused one: a trigger the reply takes back (Namings.refuses).
     namings = Namings(OFFERED, refused, fmt.layout)
     trigger = next(t for t in fmt.triggers if t.text == "<tool_call>")
     assert namings.refuses((tag + "get_cu")[6:].encode(), trigger)
     assert _scan(fmt, refused, tag + "get_cu") == (6, "<tool_call>")
     assert not namings.refuses((tag + "get_fo")[6:].encode(), trigger)
-    assert _scan(fmt, refused, tag + "get_fo") == (6, "<tool_call>")
 
 
 def test_while_a_tool_is_refused_a_tag_followed_by_text_its_layout_never_writes_is_a_call_as_before() -> (

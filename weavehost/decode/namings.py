@@ -57,16 +57,15 @@ class Namings:
         trigger with a layout of its own (JSON that may be a call) is one only once it names a
         tool on offer, and is not once it cannot. The format's tags are (the strategy then
         picks the tool), at once where no tool is refused (:meth:`judged_in`); else once what
-        follows leaves its layout or its name begun can name a tool not refused, and not yet
-        while it may still name only refused ones (:meth:`refuses` then takes it back)."""
+        follows names a tool whole or leaves the layout, not yet while it may still name one
+        (one that can only be refused is taken back: :meth:`refuses`)."""
         layout = self.judged_in(trigger)
         if layout is None:
             return True
         could, whole = self.could_name(text, layout)
-        if trigger.layout is not None:
-            return True if whole else (None if could else False)
-        named, _ = self.could_name(text, layout, begun=True)
-        return True if not could or (named and not self.refused.issuperset(named)) else None
+        if whole:
+            return True
+        return None if could else trigger.layout is None
 
     def refuses(self, text: bytes, trigger: Trigger) -> bool:
         """Whether the JSON ``text`` begins (after a tag, in the format's own layout) can name
