@@ -33,7 +33,7 @@ from weavehost.decode.answer_drafts import (
     own_match,
 )
 from weavehost.decode.padding import NO_PLAN, DecodePlan
-from weavehost.decode.reply import Continued, ReplyWriter, Sampling
+from weavehost.decode.reply import Continuation, Continued, ReplyWriter, Sampling
 from weavehost.engine import Engine
 from weavehost.engine.calibrate import CostTable
 from weavehost.formats import ToolCall
@@ -376,6 +376,34 @@ def test_drafts_no_row_pays_for_are_still_measured_by_the_text_chosen_instead(fr
     assert measured, "no kind's rate moved from its prior"
     # The copy was followed: once a copied token is kept, the next mostly is too.
     assert any(writer.pricing.rates(k)[1] > prior.rates(k)[1] for k in measured)
+
+
+def test_an_unsent_draft_keeps_only_the_token_a_sent_one_would_have_carried(
+    fresh_engine, monkeypatch: pytest.MonkeyPatch
+):
+    # A token whose text only begins the draft's first token ("a" before "apple") is not the
+    # token the draft would have sent: counted reached, not kept, and the draft is dropped.
+    counted: list[tuple[bool, bool]] = []
+    monkeypatch.setattr(
+        DraftPricing, "count", lambda _self, _kind, later, kept: counted.append((later, kept))
+    )
+    held = prefilled(fresh_engine, WEATHER, [])
+    writer = ReplyWriter(fresh_engine, SMOLLM2, plan=DEAR_ROWS)
+    drafts = AnswerDrafts.from_messages(WEATHER)
+    continuation = Continuation(writer, held, lambda _: None, (), True, None, drafts)
+    draft = fresh_engine.tokenize("apple pie")
+    shorter = fresh_engine.tokenize("a")[0]
+    assert draft[0] != shorter and b"apple pie".startswith(fresh_engine.token_bytes(shorter))
+    kind = (CONVERSATION, 16)
+    continuation.unsent = (kind, list(draft), False)
+    continuation.count_draft(shorter)
+    assert counted == [(False, False)] and continuation.unsent is None
+    # The draft's own first token is kept, and the next is then counted as a later one.
+    continuation.unsent = (kind, list(draft), False)
+    continuation.count_draft(draft[0])
+    continuation.count_draft(draft[1])
+    assert counted[1:] == [(False, True), (True, True)]
+    assert continuation.unsent == ((kind, draft[2:], True) if draft[2:] else None)
 
 
 def test_a_sampled_reply_is_never_drafted(fresh_engine):

@@ -61,7 +61,7 @@ from weavehost.decode.calibration import decode_state
 from weavehost.decode.call_text import CallText
 from weavehost.decode.choice import Margins, Sampling, choose_token
 from weavehost.decode.namings import Namings
-from weavehost.decode.padding import DecodePlan, run_shaped
+from weavehost.decode.padding import MAX_DRAFT_ROWS, DecodePlan, run_shaped
 from weavehost.decode.several import MAX_CALLS, IndexedProvisional, Reply
 from weavehost.decode.several import write_calls as write_reply
 from weavehost.decode.trigger_scan import held_back
@@ -321,8 +321,8 @@ class Continuation:
         self.ahead_kind: DraftKind = (CONVERSATION, 0)
         self.ahead_later = False
         # A draft no row paid for, checked against the tokens chosen instead (count_draft):
-        # its kind, its bytes not yet reached, and whether its first token was kept.
-        self.unsent: tuple[DraftKind, bytes, bool] | None = None
+        # its kind, its tokens not yet reached, and whether its first token was kept.
+        self.unsent: tuple[DraftKind, list[int], bool] | None = None
         # Per token, the logits it was chosen from, kept for the last KEPT_LOGITS (None before):
         # a roll-back to one of them has its next-token logits without reading a token again.
         self.chosen_from: list[np.ndarray | None] = []
@@ -516,8 +516,8 @@ class Continuation:
     def count_draft(self, token: int) -> None:
         """A drafted token ahead was reached by this choice: kept if ``token`` is it. Counted at
         the choice, so a reply that ends, stops or is taken back there counts it too. Without
-        one ahead, an unsent draft's next token is reached: kept if ``token``'s text begins
-        what is left of the draft's (the tokens it would have been, as near as text says)."""
+        one ahead, an unsent draft's next token is reached: kept if ``token`` is it (the draft
+        tokenized as it would have been sent, so sent or not its tokens are counted alike)."""
         if self.drafts is None:
             return
         if self.ahead:
@@ -525,10 +525,9 @@ class Continuation:
             self.writer.pricing.count(self.ahead_kind, self.ahead_later, kept)
         elif self.unsent is not None:
             kind, left, later = self.unsent
-            piece = self.engine.token_bytes(token)
-            kept = bool(piece) and left.startswith(piece)
+            kept = left[0] == token
             self.writer.pricing.count(kind, later, kept)
-            self.unsent = (kind, left[len(piece) :], True) if kept and left != piece else None
+            self.unsent = (kind, left[1:], True) if kept and len(left) > 1 else None
 
     def draft_after(self, pricing: DraftPricing) -> list[int]:
         """The drafted tokens to read after the text so far (its last token being read now),
@@ -544,8 +543,8 @@ class Continuation:
         self.ahead_kind = kind
         if draft:
             self.unsent = None  # a draft sent is counted as it is reached instead
-        elif text and self.unsent is None:
-            self.unsent = (kind, text.encode("utf-8"), False)
+        elif text and self.unsent is None and (tokens := engine.tokenize(text)):
+            self.unsent = (kind, tokens[:MAX_DRAFT_ROWS], False)
         return self.until_decided(draft)
 
     def until_decided(self, draft: list[int]) -> list[int]:
