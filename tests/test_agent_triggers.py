@@ -217,6 +217,40 @@ def test_smollm2_s_tagged_call_again_after_a_result_is_taken_back_once_its_name_
         assert free.call and free.text == "" and not taken
 
 
+@pytest.mark.parametrize("bound", [6, 9])
+def test_smollm2_s_tag_still_judged_when_its_bound_is_reached_is_a_call_as_an_unjudged_tag_is(
+    fresh_engine, bound: int
+):
+    # The bound cuts the same tagged call again inside its JSON, its name not yet whole: the
+    # tag is not left in the answer's text; the reply stops for a call there, as it did
+    # before a tag's JSON was judged (the call's own budget then writes it).
+    model = EngineModel(fresh_engine, FORMATS["smollm2"], get_strategy("weave"))
+    model.sync(PARIS_ANSWERED_ASKED_NOW, [CURRENT_WEATHER])
+    refused = ("get_current_weather",)
+    free = model.free_decode(lambda _text: None, bound, allow_call=True, refused=refused)
+    assert (free.call, free.text) == (True, "")
+
+
+def test_smollm2_s_tag_where_no_call_may_be_made_is_taken_back_at_once_though_a_tool_is_refused(
+    fresh_engine, monkeypatch: pytest.MonkeyPatch
+):
+    # Calls not allowed: a tag is taken back where it is written, its JSON never read on.
+    taken: list[str] = []
+    take_back = Continuation.take_back
+
+    def recorded(self: Continuation, first: int) -> None:
+        taken.append(self.data[self.offsets[first] :].decode("utf-8", errors="replace"))
+        take_back(self, first)
+
+    monkeypatch.setattr(Continuation, "take_back", recorded)
+    model = EngineModel(fresh_engine, FORMATS["smollm2"], get_strategy("weave"))
+    model.sync(PARIS_ANSWERED_ASKED_NOW, [CURRENT_WEATHER])
+    refused = ("get_current_weather",)
+    free = model.free_decode(lambda _text: None, 120, allow_call=False, refused=refused)
+    assert free.stop == "end" and "<tool_call>" not in free.text
+    assert taken and all("name" not in text for text in taken), taken
+
+
 PARIS_ASKED = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 

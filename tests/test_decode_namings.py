@@ -57,3 +57,18 @@ def test_while_a_tool_is_refused_a_tag_followed_by_text_its_layout_never_writes_
     # SmolLM2's prompt shows "<tool_call>[\n{…": not the layout, so the strategy writes the
     # call from the tag as it always did.
     assert _scan(SMOLLM2, ("get_current_weather",), "<tool_call>[\n{") == (0, "<tool_call>")
+
+
+def test_a_tag_still_judged_is_found_as_undecided_and_a_decided_one_or_bare_json_is_not() -> None:
+    namings = Namings(OFFERED, ("get_current_weather",), SMOLLM2.layout)
+    triggers = [(t, t.text.encode()) for t in SMOLLM2.triggers]
+    undecided = namings.undecided_tag(b'Sure. <tool_call>[{"name": "get_', triggers, 0)
+    assert undecided is not None and undecided[0] == 6 and undecided[1].text == "<tool_call>"
+    assert namings.undecided_tag(b'Sure. <tool_call>[{"name": "get_forecast"', triggers, 0) is None
+    assert namings.undecided_tag(b'[{"name": "get_', triggers, 0) is None  # JSON of its own
+    assert namings.undecided_tag(b"Sure.", triggers, 0) is None
+    # Where calls may not be made (no layout to judge in), a tag is a trigger at once.
+    assert (
+        Namings(OFFERED, ("get_current_weather",)).undecided_tag(b"<tool_call>", triggers, 0)
+        is None
+    )

@@ -1,11 +1,13 @@
 """Where a call begins in a reply's free text: a trigger, and whether JSON after it names a
 tool on offer, or only tools whose call is refused now.
 
-A format's own tag (``<tool_call>``) is a call as soon as it is written, except while some tool
-is refused: the JSON after it is then judged in the format's own layout (the one the call would
-be written in), so a tag that goes on to name only refused tools is taken back at their name,
-as bare JSON is, instead of its whole call being written and then not run (SmolLM2-135M, shown
-a result, opens the same call again in most of its answers).
+A format's own tag (``<tool_call>``) is a call as soon as it is written, except where calls may
+be made while some tool is refused: the JSON after it is then judged in the format's own layout
+(the one the call would be written in), so a tag that goes on to name only refused tools is
+taken back at their name, as bare JSON is, instead of its whole call being written and then not
+run (SmolLM2-135M, shown a result, opens the same call again in most of its answers). A tag
+still judged where the reply ends or reaches its bound is a call there, as an unjudged one is
+(:meth:`Namings.undecided_tag`): a tag is never left in an answer's text.
 
 Stage: decoding (used by :class:`~weavehost.decode.reply.Continuation` at every token of free
 text, and on the drafted text ahead of it). No model: the offered and refused tools in, bytes
@@ -75,6 +77,17 @@ class Namings:
             return False
         could, _ = self.could_name(text, layout, begun=True)
         return bool(could) and self.refused.issuperset(could)
+
+    def undecided_tag(
+        self, text: bytes, triggers: Sequence[tuple[Trigger, bytes]], skip: int
+    ) -> tuple[int, Trigger] | None:
+        """A format's tag whose JSON :meth:`scan` still judges in ``text`` (its name not yet
+        whole): where it begins, and the tag; ``None`` where there is none."""
+        at, trigger, skip = self.scan(text, triggers, skip)
+        if at < 0 or trigger is not None:
+            return None
+        at, tag = first_trigger(text, triggers, skip)
+        return (at, tag) if tag is not None and tag.layout is None else None
 
     def judged_in(self, trigger: Trigger) -> CallLayout | None:
         """The layout the text from ``trigger`` on is judged in: the trigger's own; for a tag

@@ -113,8 +113,7 @@ class Continued:
     trigger: Trigger | None = None
     passes: int = 0  # the engine's passes while it was written (drafted ones read many tokens)
     seconds: float = 0.0  # the wall time it took to write, its passes and all between them
-    # The tokens chosen (those ``tokens`` counts); where asked (margins=True;
-    # decode.choice.Margins), their gaps and the stop's.
+    # The tokens chosen (those ``tokens`` counts); where asked (Margins), their gaps and the stop's.
     token_ids: tuple[int, ...] = ()
     margins: tuple[float, ...] | None = None
     stop_margin: float | None = None
@@ -285,8 +284,9 @@ class Continuation:
     ) -> None:
         self.writer, self.engine, self.held = writer, writer.engine, held
         self.on_text, self.offered, self.allow_call = on_text, tuple(offered), allow_call
-        # The tools JSON may name, and those whose call is taken back where JSON names one.
-        self.namings = Namings(self.offered, refused, writer.format.layout)
+        # The tools JSON may name, those whose call is taken back where JSON names one, and
+        # where calls may be made, the layout a tag's JSON is judged in while one is refused.
+        self.namings = Namings(self.offered, refused, writer.format.layout if allow_call else None)
         self.start = self.engine.seq_len(0)
         self.sampling = sampling or Sampling()
         self.rng = None if self.sampling.greedy else np.random.default_rng(self.sampling.seed)
@@ -306,15 +306,13 @@ class Continuation:
         # Where a call was taken back, and where an answer begins again: a word must come.
         self.words: set[int] = {0} if avoid else set()
         # Marks (no letter, no digit) that began call text taken back: banned at every later
-        # place too, since a reply that may not call has no use for the same opening again
-        # (each new try would cost the passes to write it before it is taken back).
+        # place too (a new try would cost the passes to write it before it is taken back).
         self.openers: set[int] = set()
         self.worded = False  # the answer has written a letter or a digit
         self.scripts = scripts  # the scripts the text may use besides Latin (None: any)
         # Drafts are verified against the greedy choice only: a sampled token is not an argmax.
         self.drafts = drafts if self.rng is None else None
-        # Drafted tokens read into sequence 0 after ``held`` and not chosen yet, each with the
-        # logits after it (see the class docstring).
+        # Drafted tokens in sequence 0 after ``held``, not chosen yet, each with its logits.
         self.ahead: list[tuple[int, np.ndarray]] = []
         # The kind of the draft ahead (DraftPricing.kind) and whether ahead[0] follows an
         # accepted drafted token (not the draft's first).
@@ -373,6 +371,9 @@ class Continuation:
                 break
             self.read(token)
             self.stream(min(self.hold_back(at), self.hold_back_call_text(call_held)))
+        tag = self.namings.undecided_tag(self.data, self.writer.triggers, self.skip)
+        if tag is not None and stop in ("end", "max_tokens"):  # a call, as an unjudged tag is
+            return self.stop_for_call(self.token_at(tag[0]), tag[1])
         self.stream(len(self.data))
         text = self.data.decode("utf-8", errors="replace")
         return Continued(text=text, stop=stop, tokens=len(self.tokens))
