@@ -180,7 +180,7 @@ class ScriptedModel:
     ) -> FreeText:
         """The next scripted reply; a text answer is cut before the first of ``sampling``'s
         stop sequences, as the engine cuts it. ``refused`` is recorded; a scripted call to a
-        refused tool is still written (as a format's tags or a remote server write it). Its
+        refused tool is still written (as a remote server writes it, or an exact repeat). Its
         tokens are the text's UTF-8 bytes; ``avoid`` is recorded."""
         self._check()
         self.allowed_calls.append(allow_call)
