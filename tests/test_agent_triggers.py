@@ -20,7 +20,7 @@ from mcp_types import ToolAnnotations
 
 from tests.schemas import CURRENT_WEATHER
 from weavehost import Host
-from weavehost.agent.model import EngineModel
+from weavehost.agent.model import EngineModel, FreeText
 from weavehost.decode import STRATEGIES, CallResult, get_strategy
 from weavehost.decode.reply import CALL_TEXT_RETRIES, Continuation
 from weavehost.engine import Engine
@@ -116,6 +116,38 @@ def qwen_model(qwen_gguf: Path) -> Iterator[EngineModel]:
         yield EngineModel(engine, FORMATS["qwen"], get_strategy("weave"))
 
 
+@pytest.fixture
+def taken(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The text from each place a reply takes back, in order (Continuation.take_back)."""
+    texts: list[str] = []
+    take_back = Continuation.take_back
+
+    def recorded(self: Continuation, first: int) -> None:
+        texts.append(self.data[self.offsets[first] :].decode("utf-8", errors="replace"))
+        take_back(self, first)
+
+    monkeypatch.setattr(Continuation, "take_back", recorded)
+    return texts
+
+
+def assert_the_refused_call_again_is_taken_back(
+    free: FreeText, taken: list[str], head: str, refused: tuple[str, ...]
+) -> None:
+    """Paris's weather call begun again (its name written after ``head``): with its tool
+    refused, each text taken back began it and was taken back once the name had begun, before
+    it was whole, and the answer went on from the result; without, the reply stopped for the
+    call before any text."""
+    if not refused:
+        assert free.call and free.text == "" and not taken
+        return
+    assert (free.call, free.stop) == (False, "end")
+    assert '"name"' not in free.text and "-2.9 C" in free.text
+    naming = head + "get_current_weather"
+    assert taken and all(
+        naming.startswith(text) and len(head) < len(text) < len(naming) for text in taken
+    ), taken
+
+
 @pytest.mark.parametrize("retries", [CALL_TEXT_RETRIES, 0])
 def test_qwen_s_call_text_in_an_answer_is_taken_back_for_words_until_the_retries_are_spent_then_cut(
     qwen_model: EngineModel, retries: int, monkeypatch: pytest.MonkeyPatch
@@ -158,63 +190,31 @@ def test_a_mark_that_began_call_text_taken_back_is_not_written_again_in_the_same
 
 @pytest.mark.parametrize("refused", [(), ("get_current_weather",)])
 def test_qwen_s_call_again_after_a_result_is_taken_back_as_soon_as_its_json_can_name_only_a_refused_tool(
-    qwen_model: EngineModel, monkeypatch: pytest.MonkeyPatch, refused: tuple[str, ...]
+    qwen_model: EngineModel, taken: list[str], refused: tuple[str, ...]
 ):
     # Shown Paris's weather, Qwen opens the same call again. Calls are allowed, but the caller
     # refuses this tool (it answered this turn): the call is taken back once its name has
     # begun, before the rest of the name is written (the passes that would take), with no call
     # written, and the answer goes on from the result.
-    taken: list[str] = []
-    take_back = Continuation.take_back
-
-    def recorded(self: Continuation, first: int) -> None:
-        taken.append(self.data[self.offsets[first] :].decode("utf-8", errors="replace"))
-        take_back(self, first)
-
-    monkeypatch.setattr(Continuation, "take_back", recorded)
     qwen_model.reset()
     qwen_model.sync(PARIS_ANSWERED, [CURRENT_WEATHER])
     free = qwen_model.free_decode(lambda _text: None, 120, allow_call=True, refused=refused)
-    if refused:
-        assert (free.call, free.stop) == (False, "end")
-        assert '"name"' not in free.text and "-2.9 C" in free.text
-        naming, head = '{"name": "get_current_weather"', '{"name": "'
-        assert taken and all(
-            naming.startswith(text) and len(head) < len(text) < len(naming) for text in taken
-        ), taken
-    else:
-        assert free.call and free.text == "" and not taken
+    assert_the_refused_call_again_is_taken_back(free, taken, '{"name": "', refused)
 
 
 @pytest.mark.parametrize("refused", [(), ("get_current_weather",)])
 def test_smollm2_s_tagged_call_again_after_a_result_is_taken_back_once_its_name_can_be_only_a_refused_tool_s(
-    fresh_engine, monkeypatch: pytest.MonkeyPatch, refused: tuple[str, ...]
+    fresh_engine, taken: list[str], refused: tuple[str, ...]
 ):
     # Shown Paris's weather "right now", the embedded SmolLM2 opens the same call again, in its
     # tags. With the tool refused (it answered this turn) the JSON after the tag is read as
     # the format's own layout would write it: taken back once its name has begun, before the
     # whole call is written and dropped, and the answer goes on from the result. Without,
     # the tag is a call at once, as always.
-    taken: list[str] = []
-    take_back = Continuation.take_back
-
-    def recorded(self: Continuation, first: int) -> None:
-        taken.append(self.data[self.offsets[first] :].decode("utf-8", errors="replace"))
-        take_back(self, first)
-
-    monkeypatch.setattr(Continuation, "take_back", recorded)
     model = EngineModel(fresh_engine, FORMATS["smollm2"], get_strategy("weave"))
     model.sync(PARIS_ANSWERED_ASKED_NOW, [CURRENT_WEATHER])
     free = model.free_decode(lambda _text: None, 120, allow_call=True, refused=refused)
-    if refused:
-        assert (free.call, free.stop) == (False, "end")
-        assert "<tool_call>" not in free.text and "-2.9 C" in free.text
-        naming, head = '<tool_call>[{"name": "get_current_weather"', '<tool_call>[{"name": "'
-        assert taken and all(
-            naming.startswith(text) and len(head) < len(text) < len(naming) for text in taken
-        ), taken
-    else:
-        assert free.call and free.text == "" and not taken
+    assert_the_refused_call_again_is_taken_back(free, taken, '<tool_call>[{"name": "', refused)
 
 
 @pytest.mark.parametrize("bound", [6, 9])
@@ -232,17 +232,9 @@ def test_smollm2_s_tag_still_judged_when_its_bound_is_reached_is_a_call_as_an_un
 
 
 def test_smollm2_s_tag_where_no_call_may_be_made_is_taken_back_at_once_though_a_tool_is_refused(
-    fresh_engine, monkeypatch: pytest.MonkeyPatch
+    fresh_engine, taken: list[str]
 ):
     # Calls not allowed: a tag is taken back where it is written, its JSON never read on.
-    taken: list[str] = []
-    take_back = Continuation.take_back
-
-    def recorded(self: Continuation, first: int) -> None:
-        taken.append(self.data[self.offsets[first] :].decode("utf-8", errors="replace"))
-        take_back(self, first)
-
-    monkeypatch.setattr(Continuation, "take_back", recorded)
     model = EngineModel(fresh_engine, FORMATS["smollm2"], get_strategy("weave"))
     model.sync(PARIS_ANSWERED_ASKED_NOW, [CURRENT_WEATHER])
     refused = ("get_current_weather",)
