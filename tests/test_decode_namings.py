@@ -72,3 +72,16 @@ def test_a_tag_still_judged_is_found_as_undecided_and_a_decided_one_or_bare_json
         Namings(OFFERED, ("get_current_weather",)).undecided_tag(b"<tool_call>", triggers, 0)
         is None
     )
+
+
+def test_llama3_s_bare_call_which_has_no_layout_of_its_own_is_judged_in_the_format_s_while_a_tool_is_refused() -> (
+    None
+):
+    # Llama 3 writes its call as the whole reply, `{"name": …`, a trigger without a layout:
+    # the format's own layout reads it (its head a template, `{{"name"`, as written `{"name"`).
+    llama3 = FORMATS["llama3"]
+    refused = ("get_current_weather",)
+    assert _scan(llama3, (), '{"name"') == (0, '{"name"')
+    assert _scan(llama3, refused, '{"name": "get_') == (0, None)
+    assert _scan(llama3, refused, '{"name": "get_cu') == (0, '{"name"')  # taken back
+    assert _scan(llama3, refused, '{"name": "get_forecast"') == (0, '{"name"')  # a call

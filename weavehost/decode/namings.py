@@ -1,12 +1,13 @@
 """Where a call begins in a reply's free text: a trigger, and whether JSON after it names a
 tool on offer, or only tools whose call is refused now.
 
-A format's own tag (``<tool_call>``) is a call as soon as it is written, except where calls may
-be made while some tool is refused: the JSON after it is then judged in the format's own layout
-(the one the call would be written in), so a tag that goes on to name only refused tools is
-taken back at their name, as bare JSON is, instead of its whole call being written and then not
-run (SmolLM2-135M, shown a result, opens the same call again in most of its answers). A tag
-still judged where the reply ends or reaches its bound is a call there, as an unjudged one is
+A format's own tag (``<tool_call>``; any trigger with no layout of its own, such as Llama 3's
+bare ``{"name"``) is a call as soon as it is written, except where calls may be made while some
+tool is refused: the JSON after it is then judged in the format's own layout (the one the call
+would be written in), so a tag that goes on to name only refused tools is taken back at their
+name, as bare JSON is, instead of its whole call being written and then not run (SmolLM2-135M,
+shown a result, opens the same call again in most of its answers). A tag still judged where the
+reply ends or reaches its bound is a call there, as an unjudged one is
 (:meth:`Namings.undecided_tag`): a tag is never left in an answer's text.
 
 Stage: decoding (used by :class:`~weavehost.decode.reply.Continuation` at every token of free
@@ -67,7 +68,9 @@ class Namings:
         could, whole = self.could_name(text, layout)
         if whole:
             return True
-        return None if could else trigger.layout is None
+        if could:
+            return None
+        return trigger.layout is None  # a tag that leaves its layout is a call; JSON is prose
 
     def refuses(self, text: bytes, trigger: Trigger) -> bool:
         """Whether the JSON ``text`` begins (after a tag, in the format's own layout) can name
@@ -91,14 +94,13 @@ class Namings:
 
     def judged_in(self, trigger: Trigger) -> CallLayout | None:
         """The layout the text from ``trigger`` on is judged in: the trigger's own; for a tag
-        while some tool is refused, the format's own layout where its head begins with the
-        tag (the layout the call would be written in); ``None``: a tag that is a call at once."""
+        (no layout of its own) while some tool is refused, the format's own, the one its call
+        is written in (:func:`~weavehost.formats.base.call_format`); ``None``: a tag that is a
+        call at once. Text that does not go on in that layout names nothing in it, so the tag
+        is then a call as before (:meth:`names_a_tool`)."""
         if trigger.layout is not None:
             return trigger.layout
-        own = self.own
-        if self.refused and own is not None and own.head.startswith(trigger.text):
-            return own
-        return None
+        return self.own if self.refused else None
 
     def could_name(
         self, text: bytes, layout: CallLayout, *, begun: bool = False

@@ -372,7 +372,7 @@ class Continuation:
             self.read(token)
             self.stream(min(self.hold_back(at), self.hold_back_call_text(call_held)))
         tag = self.namings.undecided_tag(self.data, self.writer.triggers, self.skip)
-        if tag is not None and stop in ("end", "max_tokens"):  # a call, as an unjudged tag is
+        if tag is not None:  # still judged where the text stopped: a call, as an unjudged tag is
             return self.stop_for_call(self.token_at(tag[0]), tag[1])
         self.stream(len(self.data))
         text = self.data.decode("utf-8", errors="replace")
