@@ -205,6 +205,9 @@ async def test_a_call_repeated_in_the_same_turn_is_not_run_again_and_the_model_m
         events = await collect(host, "Oslo?")
     assert len(log) == 1 and len(events.of("tool_result")) == 1
     assert model.allowed_calls == [True, True, False]
+    # The writer is told the turn's calls (a real model's repeat is taken back once written
+    # whole); a scripted one writes it anyway, and the session drops it.
+    assert model.made == [frozenset(), {OSLO.canonical()}, {OSLO.canonical()}]
     assert "repeated get_current_weather" in events.of("notice")[0]["text"]
     assert events.of("done")[0].data == {"stop": "answer", "steps": 3}
     assert sum(1 for m in model.synced[-1] if m.get("tool_calls")) == 1  # the repeat was dropped

@@ -243,6 +243,37 @@ def test_smollm2_s_tag_where_no_call_may_be_made_is_taken_back_at_once_though_a_
     assert taken and all("name" not in text for text in taken), taken
 
 
+# Paris's weather asked, called, and the call failed: no tool is refused (another call may
+# fix the error), but the embedded SmolLM2 writes the very same call again.
+PARIS_FAILED = [
+    {"role": "user", "content": "Weather in Paris?"},
+    PARIS_ANSWERED[1],
+    {"role": "tool", "content": "Error: the weather service did not answer in time"},
+]
+PARIS_CALL = ToolCall("get_current_weather", {"city": "Paris"})
+
+
+@pytest.mark.parametrize("made", [(), (PARIS_CALL.canonical(),)])
+def test_smollm2_s_call_again_after_an_error_is_taken_back_once_written_whole_when_the_turn_made_it(
+    fresh_engine, taken: list[str], made: tuple[str, ...]
+):
+    # Told the turn's calls, the reply judges a call to their tool to its arguments' close:
+    # the same call again, which the session would drop once written, is taken back there
+    # and the answer goes on from the result. Not told, the tag is a call, and the strategy
+    # writes that same call.
+    model = EngineModel(fresh_engine, FORMATS["smollm2"], get_strategy("weave"))
+    model.sync(PARIS_FAILED, [CURRENT_WEATHER])
+    free = model.free_decode(lambda _text: None, 120, allow_call=True, made=made)
+    if not made:
+        assert (free.call, free.text, taken) == (True, "", [])
+        written = model.write_calls([CURRENT_WEATHER], lambda _i, _c: None, 64, budget=128)
+        assert [call.canonical() for r in written for call in r.calls] == [PARIS_CALL.canonical()]
+        return
+    assert taken == ['<tool_call>[{"name": "get_current_weather", "arguments": {"city": "Paris"}}']
+    assert (free.call, free.stop) == (False, "end")
+    assert "<tool_call>" not in free.text and "weather service" in free.text
+
+
 PARIS_ASKED = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 

@@ -1,5 +1,6 @@
 """Where a reply's free text begins a call: a format's tag, judged by the name it goes on to
-while a tool is refused (weavehost.decode.namings). No model: bytes in, verdicts out."""
+while a tool is refused, and a call the turn made written again (weavehost.decode.namings).
+No model: bytes in, verdicts out."""
 
 # ruff: noqa: E501 - test names are sentences
 
@@ -7,17 +8,20 @@ from __future__ import annotations
 
 import pytest
 
-from weavehost.decode.namings import Namings
-from weavehost.formats import FORMATS
+from weavehost.decode.namings import Namings, made_texts
+from weavehost.formats import FORMATS, ToolCall
 
 SMOLLM2 = FORMATS["smollm2"]
 QWEN = FORMATS["qwen"]
 OFFERED = ("get_current_weather", "get_forecast")
 
 
-def _scan(fmt: object, refused: tuple[str, ...], text: str) -> tuple[int, str | None]:
+def _scan(
+    fmt: object, refused: tuple[str, ...], text: str, made: tuple[ToolCall, ...] = ()
+) -> tuple[int, str | None]:
     """Where the text begins a call and with which trigger's text (None: none yet)."""
-    namings = Namings(OFFERED, refused, fmt.layout)  # type: ignore[attr-defined]
+    texts = made_texts(fmt, made)  # type: ignore[arg-type]
+    namings = Namings(OFFERED, refused, fmt.layout, texts)  # type: ignore[attr-defined]
     triggers = [(t, t.text.encode()) for t in fmt.triggers]  # type: ignore[attr-defined]
     at, trigger, _ = namings.scan(text.encode(), triggers, 0)
     return at, None if trigger is None else trigger.text
@@ -85,3 +89,61 @@ def test_llama3_s_bare_call_which_has_no_layout_of_its_own_is_judged_in_the_form
     assert _scan(llama3, refused, '{"name": "get_') == (0, None)
     assert _scan(llama3, refused, '{"name": "get_cu') == (0, '{"name"')  # taken back
     assert _scan(llama3, refused, '{"name": "get_forecast"') == (0, '{"name"')  # a call
+
+
+LIMA = ToolCall("get_forecast", {"city": "Lima", "days": 3})
+
+
+def test_a_call_the_turn_made_is_written_as_the_format_writes_it_up_to_its_arguments_closing_brace() -> (
+    None
+):
+    texts = made_texts(SMOLLM2, [LIMA])
+    assert texts[SMOLLM2.layout] == [
+        '<tool_call>[{"name": "get_forecast", "arguments": {"city": "Lima", "days": 3}'
+    ]
+    bare = next(t.layout for t in SMOLLM2.triggers if t.layout is not None)
+    assert texts[bare] == ['[{"name": "get_forecast", "arguments": {"city": "Lima", "days": 3}']
+    assert made_texts(QWEN, [LIMA])[QWEN.layout] == [
+        '<tool_call>\n{"name": "get_forecast", "arguments": {"city": "Lima", "days": 3}'
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "after"),
+    [(SMOLLM2, '<tool_call>[{"name": "'), (QWEN, '<tool_call>\n{"name": "'), (QWEN, '{"name": "')],
+    ids=["smollm2-tag", "qwen-tag", "qwen-bare"],
+)
+def test_a_call_the_turn_made_is_judged_to_its_arguments_close_then_taken_back_where_it_is_the_same(
+    fmt, after: str
+) -> None:
+    lead = "Sure. " if after.startswith("<") else " " * 6  # bare JSON: only at the start
+    call = lead + after + 'get_forecast", "arguments": {"city": "Lima", "days": 3'
+    trigger = after[:11] if after.startswith("<") else '{"name"'
+    # The name whole, the arguments still those of the call made: not yet known, held back.
+    assert _scan(fmt, (), call[:-12], (LIMA,)) == (6, None)
+    assert _scan(fmt, (), call, (LIMA,)) == (6, None)
+    # Its arguments closed: the same call again, a trigger the reply takes back (refuses).
+    assert _scan(fmt, (), call + "}", (LIMA,)) == (6, trigger)
+    namings = Namings(OFFERED, (), fmt.layout, made_texts(fmt, [LIMA]))
+    found = next(t for t in fmt.triggers if t.text == trigger)
+    assert namings.refuses((call + "}")[6:].encode(), found)
+    # Other arguments: a call the strategy writes, decided where they part.
+    assert _scan(fmt, (), call[:-1] + "4", (LIMA,)) == (6, trigger)
+    assert not namings.refuses((call[:-1] + "4")[6:].encode(), found)
+    # Without the call made, the whole name is a call at once, as before.
+    assert _scan(fmt, (), call[:-12]) == (6, trigger)
+
+
+def test_a_call_made_is_not_judged_where_no_call_may_be_made_and_a_repeat_still_judged_at_the_end_is_a_call() -> (
+    None
+):
+    triggers = [(t, t.text.encode()) for t in QWEN.triggers]
+    text = b'{"name": "get_forecast", "arguments": {"city": "Li'
+    # Calls not allowed (no own layout): the bare JSON names a tool, a trigger taken back at once.
+    namings = Namings(OFFERED, (), None, made_texts(QWEN, [LIMA]))
+    assert namings.scan(text, triggers, 0)[1] is not None
+    # Calls allowed, the text stops while it may still be the repeat: a call there.
+    namings = Namings(OFFERED, (), QWEN.layout, made_texts(QWEN, [LIMA]))
+    assert namings.scan(text, triggers, 0)[1] is None
+    undecided = namings.undecided_tag(text, triggers, 0)
+    assert undecided is not None and undecided[0] == 0 and undecided[1].text == '{"name"'

@@ -39,15 +39,14 @@ from __future__ import annotations
 import functools
 import itertools
 import json
-import math
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
 from weavehost.agent.answer_memory import AnswerMemory
+from weavehost.agent.outcomes import FreeText, SyncReport
 from weavehost.agent.prompt_cache import CacheStatus, PromptCache, common_prefix, stable_prefix
 from weavehost.decode import MAX_CALLS, CallResult, DecodeStrategy, ToolSchema
 from weavehost.decode.answer_drafts import AnswerDrafts, AnswerForesight, conversation_texts
@@ -58,7 +57,7 @@ from weavehost.engine.scripts import ScriptTable, scripts_in
 from weavehost.engine.segment import Segment
 from weavehost.errors import ContextOverflowError, FormatError
 from weavehost.formats import ModelFormat, ToolCall, tool_to_openai
-from weavehost.formats.base import call_texts
+from weavehost.formats.base import call_texts, message_calls
 
 __all__ = [
     "AgentModel",
@@ -80,60 +79,6 @@ MAX_REHELD_TOKENS = 4
 ProvisionalSink = Callable[[ToolCall], None]
 # A reply's provisional calls, each with its place in the reply.
 IndexedProvisionalSink = Callable[[int, ToolCall], None]
-
-
-@dataclass(frozen=True, slots=True)
-class SyncReport:
-    """What :meth:`AgentModel.sync` did: tokens the conversation has, reused (resident, or
-    restored from the prompt cache on a ``hit``) and prefilled."""
-
-    total: int
-    reused: int
-    prefilled: int
-    prompt_cache: CacheStatus = "off"
-
-
-@dataclass(frozen=True, slots=True)
-class FreeText:
-    """Free decoding's outcome: the assistant text, and whether a call was opened after it."""
-
-    text: str
-    call: bool
-    # "end" (end-of-generation token), "call" (opener seen), "max_tokens", "stop_sequence",
-    # "call_text" (calls not allowed, and the text turned into a call naming a tool on offer:
-    # it is cut where that began); weavehost.decode.reply.Stop
-    stop: str
-    tokens: int = 0
-    passes: int = 0  # the passes it took (drafted text reads several tokens a pass)
-    seconds: float = 0.0  # the wall time it took (a local model's)
-    # The text's token ids (a local model's); where the model records them
-    # (EngineModel(record_margins=True)), each one's top-two gap (its logit over the best
-    # other's, under the same masks), and the gap of the choice the text stopped at (an end of
-    # turn, a call's trigger; None otherwise).
-    token_ids: tuple[int, ...] = ()
-    margins: tuple[float, ...] | None = None
-    stop_margin: float | None = None
-
-    def choices(self) -> dict[str, Any]:
-        """The recorded choices for a step's ``timings`` (empty where none were recorded):
-        ``free_token_ids``, ``free_margins`` (3 decimals; ``None``: no other token could be
-        chosen), ``free_s`` and, where the text stopped at a choice, ``free_stop`` and its gap."""
-        if self.margins is None:
-            return {}
-        record: dict[str, Any] = {
-            "free_token_ids": list(self.token_ids),
-            "free_margins": [_gap(m) for m in self.margins],
-            "free_s": round(self.seconds, 4),
-        }
-        if self.stop_margin is not None:
-            record["free_stop"] = self.stop
-            record["free_stop_margin"] = _gap(self.stop_margin)
-        return record
-
-
-def _gap(margin: float) -> float | None:
-    """A top-two gap as JSON keeps it: 3 decimals, ``None`` for an unopposed choice (inf)."""
-    return round(margin, 3) if math.isfinite(margin) else None
 
 
 def allowed_scripts(messages: Sequence[Mapping[str, Any]]) -> int:
@@ -186,6 +131,7 @@ class AgentModel(Protocol):
         *,
         sampling: Sampling | None = None,
         refused: Collection[str] = (),
+        made: Collection[str] = (),
         avoid: Collection[int] = (),
     ) -> FreeText: ...
 
@@ -458,19 +404,21 @@ class EngineModel:
         *,
         sampling: Sampling | None = None,
         refused: Collection[str] = (),
+        made: Collection[str] = (),
         avoid: Collection[int] = (),
     ) -> FreeText:
         """The reply's free text (:meth:`~weavehost.decode.reply.ReplyWriter.continue_reply`):
         remembered whole when it ends without a call. ``refused``: tools whose call would not
         run now, taken back where the model's JSON names one (its passes not spent).
-        ``avoid``: tokens the text may not begin with, a word first (an answer written
-        again)."""
+        ``made``: the turn's calls (canonical texts), each taken back where the model writes
+        it again whole, read as the conversation shows it (:func:`made_calls`). ``avoid``:
+        tokens the text may not begin with, a word first (an answer written again)."""
         self._reply_start = self.engine.seq_len(0)
         free = self._writer.continue_reply(
             self.held, max_tokens, on_text,
             offered=self._offered, allow_call=allow_call, sampling=sampling,
             drafts=self._answer_drafts, scripts=self._scripts, refused=refused,
-            margins=self.record_margins, avoid=avoid,
+            made=made_calls(self._synced, made), margins=self.record_margins, avoid=avoid,
         )  # fmt: skip
         if not free.call:
             self._remember_reply()
@@ -588,6 +536,13 @@ class EngineModel:
             budget=self.engine.n_ctx - len(self.held), max_calls=1,
         )  # fmt: skip
         return results[0]
+
+
+def made_calls(messages: Sequence[Mapping[str, Any]], made: Collection[str]) -> list[ToolCall]:
+    """The calls whose canonical texts are ``made``, as ``messages`` show them (their arguments
+    in the order the model read them), else read from the canonical text."""
+    shown = {c.canonical(): c for m in messages for c in message_calls(m)}
+    return [shown.get(text) or ToolCall(**json.loads(text)) for text in sorted(made)]
 
 
 def _last_index(tokens: Sequence[int], part: Sequence[int]) -> int:

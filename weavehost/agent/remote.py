@@ -343,13 +343,14 @@ class RemoteModel:
         *,
         sampling: Sampling | None = None,
         refused: Collection[str] = (),
+        made: Collection[str] = (),
         avoid: Collection[int] = (),
     ) -> FreeText:
         """Stream the reply's text until it ends or a call begins (the stream then stays open
         for :meth:`write_calls`). ``max_tokens=0`` sends nothing: the call is forced next.
-        ``refused`` is not the server's to know: a call it writes to a refused tool is written
-        whole, and the session does not run it. ``avoid`` (token ids) is not either: the
-        server's vocabulary is its own."""
+        ``refused`` and ``made`` are not the server's to know: a call it writes to a refused
+        tool, or one the turn made, is written whole, and the session does not run it.
+        ``avoid`` (token ids) is not either: the server's vocabulary is its own."""
         self._drop_reply()
         if max_tokens <= 0:
             return FreeText(text="", call=False, stop="max_tokens")

@@ -42,7 +42,7 @@ Invariants:
   with a call; an ``enum`` value the message names is the value its calls write
   (:mod:`weavehost.agent.named_values`). Each is a class switch, so its effect can be
   measured. The tools whose call would not run are refused to the reply writer, which takes
-  their JSON back at their name.
+  their JSON back at their name, and the turn's calls too, taken back where written again whole.
 * **Tool choice** (:mod:`weavehost.agent.options`): ``required`` or a tool's name makes the
   first step a call (to that tool only, for a name); ``none`` never lets a call begin.
 * **Always fits.** Before each step the model is shown a view of the transcript that fits its
@@ -343,11 +343,11 @@ class Session:
                     free = FreeText(free.text, call=True, stop="call")
                 else:
                     allow_call = not self._answer_only and self.tool_choice != "none"
-                    # A tool that answered this turn would not run again (_run_calls): where
-                    # the model's JSON names it, it is taken back then, not written whole.
-                    refused = self._refused(tools)
+                    # A tool that answered this turn would not run again (_run_calls), nor a
+                    # repeat: JSON naming one is taken back at its name, a repeat once whole.
+                    refused, made = self._refused(tools), frozenset(self._turn_calls)
                     decode = functools.partial(
-                        self.model.free_decode, refused=refused, avoid=self._avoid or ()
+                        self.model.free_decode, refused=refused, made=made, avoid=self._avoid or ()
                     )
                     free = await self.lock.run(decode, on_text, free_tokens, allow_call)
                 results: list[CallResult] = []

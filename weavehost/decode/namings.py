@@ -10,6 +10,12 @@ shown a result, opens the same call again in most of its answers). A tag still j
 reply ends or reaches its bound is a call there, as an unjudged one is
 (:meth:`Namings.undecided_tag`): a tag is never left in an answer's text.
 
+Where calls may be made, a call the turn has made already (``made``: each as the format writes
+it in each layout, :func:`made_texts`) is judged too: JSON (after a tag or bare) that names such
+a call's tool whole is a call only once it leaves every such call's text, and is taken back
+once it has written one whole, through its arguments' closing brace (an exact repeat, which the
+session would drop once written: SmolLM2-135M, shown an error, writes the same call again).
+
 Stage: decoding (used by :class:`~weavehost.decode.reply.Continuation` at every token of free
 text, and on the drafted text ahead of it). No model: the offered and refused tools in, bytes
 in, verdicts out; each layout's namings are made once per reply.
@@ -17,12 +23,20 @@ in, verdicts out; each layout's namings are made once per reply.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from weavehost.decode.trigger_scan import first_trigger
-from weavehost.formats.base import CallLayout, Trigger
+from weavehost.errors import FormatError
+from weavehost.formats.base import (
+    CallLayout,
+    LayoutView,
+    ModelFormat,
+    ToolCall,
+    Trigger,
+    call_parts,
+)
 
-__all__ = ["Namings"]
+__all__ = ["Namings", "made_texts"]
 
 
 class Namings:
@@ -30,11 +44,18 @@ class Namings:
     back where JSON names it), and how JSON in each call layout names each."""
 
     def __init__(
-        self, offered: Sequence[str], refused: Collection[str], own: CallLayout | None = None
+        self,
+        offered: Sequence[str],
+        refused: Collection[str],
+        own: CallLayout | None = None,
+        made: Mapping[CallLayout, Sequence[str]] | None = None,
     ) -> None:
         self.offered = tuple(offered)
         self.refused = frozenset(refused)
         self.own = own  # the format's own layout: a tag's call is written in it
+        # Per layout, the texts of the calls made this turn, through their arguments' close;
+        # judged only where calls may be made (``own`` given).
+        self.made = {k: tuple(v) for k, v in (made or {}).items() if v} if own else {}
         # Per layout: the length of its text before a name, and each tool's naming.
         self._namings: dict[CallLayout, tuple[int, dict[str, str]]] = {}
 
@@ -66,31 +87,51 @@ class Namings:
         if layout is None:
             return True
         could, whole = self.could_name(text, layout)
-        if whole:
-            return True
+        if whole:  # a call, unless it may still be one the turn made (:meth:`repeats`)
+            return None if self.repeats(text, layout) is None else True
         if could:
             return None
         return trigger.layout is None  # a tag that leaves its layout is a call; JSON is prose
 
     def refuses(self, text: bytes, trigger: Trigger) -> bool:
         """Whether the JSON ``text`` begins (after a tag, in the format's own layout) can name
-        only refused tools, its name begun (``{"name": "get_b``): taken back then."""
+        only refused tools, its name begun (``{"name": "get_b``), or is a call the turn made,
+        written whole (:meth:`repeats`): taken back then."""
         layout = self.judged_in(trigger)
-        if not self.refused or layout is None:
+        if layout is None:
             return False
-        could, _ = self.could_name(text, layout, begun=True)
+        if self.repeats(text, layout):
+            return True
+        could, _ = self.could_name(text, layout, begun=True) if self.refused else ([], False)
         return bool(could) and self.refused.issuperset(could)
+
+    def repeats(self, text: bytes, layout: CallLayout) -> bool | None:
+        """Whether ``text`` (JSON in ``layout``) is a call the turn made, written again: True
+        once it holds one's text whole, ``None`` while it is still the beginning of one's
+        (not yet known), False once it is neither."""
+        made = self.made.get(layout)
+        if not made:
+            return False
+        written = text.decode("utf-8", errors="ignore")
+        if any(written.startswith(call) for call in made):
+            return True
+        return None if any(call.startswith(written) for call in made) else False
 
     def undecided_tag(
         self, text: bytes, triggers: Sequence[tuple[Trigger, bytes]], skip: int
     ) -> tuple[int, Trigger] | None:
         """A format's tag whose JSON :meth:`scan` still judges in ``text`` (its name not yet
-        whole): where it begins, and the tag; ``None`` where there is none."""
+        whole), or JSON that names a tool whole and is still judged as a repeat: where it
+        begins, and its trigger; ``None`` where there is none."""
         at, trigger, skip = self.scan(text, triggers, skip)
         if at < 0 or trigger is not None:
             return None
         at, tag = first_trigger(text, triggers, skip)
-        return (at, tag) if tag is not None and tag.layout is None else None
+        if tag is None:
+            return None
+        if tag.layout is None or self.could_name(text[at:], tag.layout)[1]:
+            return at, tag  # a tag, or JSON naming a tool whole (judged as a repeat): a call
+        return None
 
     def judged_in(self, trigger: Trigger) -> CallLayout | None:
         """The layout the text from ``trigger`` on is judged in: the trigger's own; for a tag
@@ -100,7 +141,7 @@ class Namings:
         is then a call as before (:meth:`names_a_tool`)."""
         if trigger.layout is not None:
             return trigger.layout
-        return self.own if self.refused else None
+        return self.own if self.refused or self.made else None
 
     def could_name(
         self, text: bytes, layout: CallLayout, *, begun: bool = False
@@ -116,3 +157,21 @@ class Namings:
             return [], False
         could = [n for n, naming in namings.items() if naming.startswith(written[: len(naming)])]
         return could, any(written.startswith(namings[n]) for n in could)
+
+
+def made_texts(fmt: ModelFormat, calls: Sequence[ToolCall]) -> dict[CallLayout, list[str]]:
+    """Each of ``calls`` as ``fmt`` writes it in its own layout and in each layout its triggers
+    read, up to and with its arguments' closing brace (what :meth:`Namings.repeats` compares);
+    a call a layout cannot write is left out of it."""
+    views = [fmt] + [LayoutView(fmt, t.layout) for t in fmt.triggers if t.layout is not None]
+    texts: dict[CallLayout, list[str]] = {}
+    for view in views:
+        layout = view.layout
+        for call in calls:
+            try:
+                parts = call_parts(view, call)  # type: ignore[arg-type]
+            except FormatError:
+                continue
+            close = layout.tail[:1] if layout.tail.startswith("}") else layout.tail
+            texts.setdefault(layout, []).append("".join(t for t, _ in parts[:-1]) + close)
+    return texts

@@ -28,6 +28,7 @@ Guarantees:
   as soon as its name has begun and only refused tools' names begin so, before the rest of the
   name is written, as a trigger is where calls are not allowed, and the reply goes on; after a
   format's tag too, read in the format's own layout (:class:`~weavehost.decode.namings.Namings`).
+  So is JSON that writes one of the turn's calls (``made``) again whole, through its arguments.
 * With calls not allowed, the token that began a trigger is banned at its place, and call-shaped
   text written another way (:class:`~weavehost.decode.call_text.CallText`) is taken back the
   same way up to :data:`CALL_TEXT_RETRIES` times, then cuts the reply where it began (what was
@@ -49,9 +50,8 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -60,7 +60,8 @@ from weavehost.decode.base import CallRequest, DecodeStrategy, ToolSchema
 from weavehost.decode.calibration import decode_state
 from weavehost.decode.call_text import CallText
 from weavehost.decode.choice import Margins, Sampling, choose_token
-from weavehost.decode.namings import Namings
+from weavehost.decode.free_text import Continued, Stop, TextSink
+from weavehost.decode.namings import Namings, made_texts
 from weavehost.decode.padding import MAX_DRAFT_ROWS, DecodePlan, run_shaped
 from weavehost.decode.several import MAX_CALLS, IndexedProvisional, Reply
 from weavehost.decode.several import write_calls as write_reply
@@ -68,7 +69,7 @@ from weavehost.decode.trigger_scan import held_back
 from weavehost.engine import Engine, Row
 from weavehost.engine.scripts import ScriptTable, script_table
 from weavehost.engine.vocab import no_word_start
-from weavehost.formats.base import ModelFormat, Trigger
+from weavehost.formats.base import ModelFormat, ToolCall, Trigger
 
 if TYPE_CHECKING:
     from weavehost.decode.drafts import DraftSource
@@ -94,33 +95,6 @@ CALL_TEXT_RETRIES = 4
 KEPT_LOGITS = 32
 # A letter, a digit or a non-ASCII character's byte: the text has begun to say something.
 _WORD = re.compile(rb"[0-9A-Za-z\x80-\xff]")
-
-TextSink = Callable[[str], None]
-# Why free text stopped: an end-of-generation token, a trigger (a call follows), the bound, a
-# stop sequence, or call text where calls are not allowed (cut where it began).
-Stop = Literal["end", "call", "max_tokens", "stop_sequence", "call_text"]
-
-
-@dataclass(frozen=True, slots=True)
-class Continued:
-    """What :meth:`ReplyWriter.continue_reply` did: the free text written (all of it streamed),
-    why it stopped, how many tokens it chose (what the bound counts, a token cut at a stop
-    sequence or at call text included) and, when a call follows, the trigger it began with."""
-
-    text: str
-    stop: Stop
-    tokens: int = 0
-    trigger: Trigger | None = None
-    passes: int = 0  # the engine's passes while it was written (drafted ones read many tokens)
-    seconds: float = 0.0  # the wall time it took to write, its passes and all between them
-    # The tokens chosen (those ``tokens`` counts); where asked (Margins), their gaps and the stop's.
-    token_ids: tuple[int, ...] = ()
-    margins: tuple[float, ...] | None = None
-    stop_margin: float | None = None
-
-    @property
-    def call(self) -> bool:
-        return self.stop == "call"
 
 
 class ReplyWriter:
@@ -193,6 +167,7 @@ class ReplyWriter:
         drafts: AnswerDrafts | None = None,
         scripts: int | None = None,
         refused: Collection[str] = (),
+        made: Sequence[ToolCall] = (),
         margins: bool = False,
         avoid: Collection[int] = (),
     ) -> Continued:
@@ -204,14 +179,16 @@ class ReplyWriter:
         ``scripts``: the bits (:func:`~weavehost.engine.scripts.scripts_in`) of the scripts the
         text may use besides Latin and common characters (``None``: any). ``refused``: tools
         on offer whose call would not run now (the caller's rule): JSON that names one is taken
-        back as where calls are not allowed, and the text goes on. ``margins``: record each
-        token's top-two gap (:class:`~weavehost.decode.choice.Margins`). ``avoid``: tokens the
-        text may not begin with; given any, it begins with a word (the caller's rule: an
-        answer written again, begun otherwise)."""
+        back as where calls are not allowed, and the text goes on. ``made``: the turn's calls
+        so far; where calls are allowed, JSON that writes one again whole is taken back so
+        (:meth:`~weavehost.decode.namings.Namings.repeats`). ``margins``: record each token's
+        top-two gap (:class:`~weavehost.decode.choice.Margins`). ``avoid``: tokens the text
+        may not begin with; given any, it begins with a word (the caller's rule: an answer
+        written again, begun otherwise)."""
         self.trigger = None  # a call asked for without a trigger uses the format's layout
         continuation = Continuation(
             self, held, on_text, offered, allow_call, sampling, drafts, scripts=scripts,
-            refused=refused, avoid=avoid,
+            refused=refused, made=made, avoid=avoid,
         )  # fmt: skip
         continuation.margins = Margins() if margins else None
         before, started = self.engine.stats.passes, time.perf_counter()
@@ -280,13 +257,16 @@ class Continuation:
         *,
         scripts: int | None = None,
         refused: Collection[str] = (),
+        made: Sequence[ToolCall] = (),
         avoid: Collection[int] = (),
     ) -> None:
         self.writer, self.engine, self.held = writer, writer.engine, held
         self.on_text, self.offered, self.allow_call = on_text, tuple(offered), allow_call
         # The tools JSON may name, those whose call is taken back where JSON names one, and
-        # where calls may be made, the layout a tag's JSON is judged in while one is refused.
-        self.namings = Namings(self.offered, refused, writer.format.layout if allow_call else None)
+        # where calls may be made, the layout a tag's JSON is judged in while one is refused
+        # or the turn made calls (each taken back where written again whole).
+        own, fmt = writer.format.layout if allow_call else None, writer.format
+        self.namings = Namings(self.offered, refused, own, made_texts(fmt, made) if made else None)
         self.start = self.engine.seq_len(0)
         self.sampling = sampling or Sampling()
         self.rng = None if self.sampling.greedy else np.random.default_rng(self.sampling.seed)

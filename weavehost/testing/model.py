@@ -111,6 +111,7 @@ class ScriptedModel:
     holds: list[bool] = field(default_factory=list)  # whether each hold was released in time
     allowed_calls: list[bool] = field(default_factory=list)  # allow_call of each free decode
     refused: list[frozenset[str]] = field(default_factory=list)  # refused tools of each one
+    made: list[frozenset[str]] = field(default_factory=list)  # the turn's calls at each one
     avoided: list[frozenset[int]] = field(default_factory=list)  # avoid of each one
     samplings: list[Sampling | None] = field(default_factory=list)  # sampling of each one
     resets: int = 0  # times the loop reset the model's KV cache after a decode failure
@@ -176,15 +177,17 @@ class ScriptedModel:
         *,
         sampling: Sampling | None = None,
         refused: Collection[str] = (),
+        made: Collection[str] = (),
         avoid: Collection[int] = (),
     ) -> FreeText:
         """The next scripted reply; a text answer is cut before the first of ``sampling``'s
-        stop sequences, as the engine cuts it. ``refused`` is recorded; a scripted call to a
-        refused tool is still written (as a remote server writes it, or an exact repeat). Its
-        tokens are the text's UTF-8 bytes; ``avoid`` is recorded."""
+        stop sequences, as the engine cuts it. ``refused`` and ``made`` are recorded; a
+        scripted call to a refused tool, or an exact repeat, is still written (as a remote
+        server writes it). Its tokens are the text's UTF-8 bytes; ``avoid`` is recorded."""
         self._check()
         self.allowed_calls.append(allow_call)
         self.refused.append(frozenset(refused))
+        self.made.append(frozenset(made))
         self.avoided.append(frozenset(avoid))
         self.samplings.append(sampling)
         reply = self._queue.popleft() if self._queue else SCRIPT_DONE
