@@ -13,8 +13,8 @@ from weavehost.bench.agent_report import format_tables, summarize_agent, trace_t
 from weavehost.bench.answer_gaps import (
     NEAR_TIE_LOGITS,
     DraftPairs,
-    answer_choices,
     first_difference,
+    step_choices,
     turn_differences,
 )
 
@@ -60,9 +60,8 @@ DRAFTED = turn(
 )
 
 
-def test_a_turn_s_answer_is_the_choices_of_the_steps_after_its_last_result_stops_included() -> None:
-    assert answer_choices(UNDRAFTED) == [
-        ("<call>", 2.0),
+def test_a_step_s_choices_are_its_kept_tokens_and_its_stop_or_its_log_where_it_chose_more() -> None:
+    assert step_choices(UNDRAFTED["timings"][2]) == [
         (11, 4.0),
         (12, 6.0),
         (13, 1.5),
@@ -70,9 +69,16 @@ def test_a_turn_s_answer_is_the_choices_of_the_steps_after_its_last_result_stops
         (15, 3.0),
         ("<end>", 5.0),
     ]
-    # A step of the answer that wrote text and recorded nothing: the gaps are not known.
-    unrecorded = {**UNDRAFTED, "timings": [{"step": 2, "free_tokens": 4}]}
-    assert answer_choices(unrecorded) is None
+    # Text taken back (a refused call's JSON): every choice in the order made.
+    logged = {
+        **UNDRAFTED["timings"][2],
+        "free_log_ids": [7, 8, 11],
+        "free_log_margins": [0.3, 1.0, 4.0],
+    }
+    assert step_choices(logged) == [(7, 0.3), (8, 1.0), (11, 4.0)]
+    # A forced call has no free choice; text written and nothing recorded: not known.
+    assert step_choices({"step": 1, "free_tokens": 0}) == []
+    assert step_choices({"step": 2, "free_tokens": 4}) is None
 
 
 def test_the_first_difference_is_the_first_differing_choice_with_both_gaps_and_the_text_around_it() -> (
@@ -84,12 +90,14 @@ def test_the_first_difference_is_the_first_differing_choice_with_both_gaps_and_t
         "before": "Chicago: ",
         "drafted_text": "3.9 C",
         "undrafted_text": "snow, 3.9 C",
-        "choice": 4,  # the stop of step 2, then three tokens alike
+        "step": 3,
+        "choice": 3,  # steps 1 and 2 chose alike, then three tokens of step 3
         "drafted_token": 16,
         "undrafted_token": 14,
         "drafted_gap": 0.1,
         "undrafted_gap": 0.2,
         "near_tie": True,
+        "unrecorded": False,
     }
     assert first_difference(UNDRAFTED, UNDRAFTED) is None  # the same text: no difference
 
@@ -124,6 +132,49 @@ def test_a_difference_is_a_near_tie_only_where_the_undrafted_gap_there_is_below_
     assert (blind["char"], blind["choice"], blind["near_tie"]) == (9, None, None)
 
 
+def test_runs_that_part_in_text_taken_back_before_the_answer_are_compared_there_not_at_the_answer() -> (
+    None
+):
+    # Step 2: undrafted, the JSON of a refused call (get_current…, token 21 by 0.3) taken back
+    # and the answer written; drafted, get_forecast (token 22) chosen there, a call, then the
+    # answer in step 3. The answers' first choices (1.2 apart) follow other conversations.
+    undrafted = turn(
+        "Zurich: rain",
+        {**timing(2, [31, 32], [1.2, 3.0], "end", 2.0), "free_log_ids": [9, 20, 21, 31, 32, 2],
+         "free_log_margins": [4.0, 2.0, 0.3, 1.2, 3.0, 2.0]},
+        steps=(2,),
+    )  # fmt: skip
+    drafted = turn(
+        "1-day forecast",
+        {**timing(2, [], [], "call", 4.0), "free_log_ids": [9, 20, 22], "free_log_margins": [4.0, 2.0, 0.2]},
+        timing(3, [40], [0.1], "end", 1.0),
+        steps=(3,),
+    )  # fmt: skip
+    found = first_difference(drafted, undrafted)
+    assert (found["step"], found["choice"], found["drafted_token"], found["undrafted_token"]) == (
+        2,
+        2,
+        22,
+        21,
+    )
+    assert (found["undrafted_gap"], found["near_tie"], found["unrecorded"]) == (0.3, True, False)
+
+
+def test_runs_whose_calls_differ_before_any_choice_does_part_where_nothing_was_recorded() -> None:
+    # Step 1 wrote five calls undrafted and four drafted (the strategy's choices: no gap), so
+    # step 2's prompt differs in size; its first choice's gap says nothing of why.
+    undrafted = turn("Mexico is", timing(2, [51], [0.8], "end", 3.0), steps=(2,))
+    drafted = turn("New York is", timing(2, [52], [0.4], "end", 3.0), steps=(2,))
+    undrafted["timings"][1]["prompt_tokens"], drafted["timings"][1]["prompt_tokens"] = 900, 870
+    found = first_difference(drafted, undrafted)
+    assert (found["step"], found["choice"], found["near_tie"], found["unrecorded"]) == (
+        2,
+        None,
+        None,
+        True,
+    )
+
+
 def record(drafts: str, task: str, turn_: dict[str, Any]) -> dict[str, Any]:
     return {"id": task, "variant": f"weave cache=on drafts={drafts}", "strategy": "weave",
             "prompt_cache": "on", "answer_drafts": drafts, "success": True, "turns": [turn_]}  # fmt: skip
@@ -137,22 +188,26 @@ def test_the_summary_counts_each_drafted_variant_s_differences_and_near_ties_and
         timing(2, [], [], "call", 2.0),
         timing(3, [11, 12, 13, 17], [4.0, 6.0, 1.5, 2.0], "end", 1.0),
     )
+    apart = {**UNDRAFTED, "timings": [{**t, "prompt_tokens": 9} for t in UNDRAFTED["timings"]]}
     records = [
         record("off", "a", UNDRAFTED), record("on", "a", DRAFTED),  # a near-tie
         record("off", "b", UNDRAFTED), record("on", "b", UNDRAFTED),  # the same
         record("off", "c", far), record("on", "c", UNDRAFTED),  # drafts off preferred "sun" by 2.0
+        record("off", "d", far), record("on", "d", apart),  # another prompt: unrecorded
     ]  # fmt: skip
     summary = summarize_agent(records, ["weave cache=on drafts=off", "weave cache=on drafts=on"])
     on, off = (
         summary["variants"]["weave cache=on drafts=on"],
         summary["variants"]["weave cache=on drafts=off"],
     )
-    assert (on["answer_differences"], on["answer_differences_near_tie"]) == (2, 1)
+    assert (on["answer_differences"], on["answer_differences_near_tie"]) == (3, 1)
+    assert on["answer_differences_unrecorded"] == 1
     assert (off["answer_differences"], off["answer_differences_near_tie"]) == (None, None)
     summary["variants"] = {
         label: {**n, "answer_tokens_per_pass": 1.0} for label, n in summary["variants"].items()
     }
-    assert "differ (near-tie)" in format_tables(summary) and " 2 (1)" in format_tables(summary)
+    assert "differ (near-tie)" in format_tables(summary)
+    assert " 3 (1, 1 unrecorded)" in format_tables(summary)
 
 
 def test_a_turn_after_one_that_differed_counts_as_its_cause_since_it_was_told_another_conversation() -> (

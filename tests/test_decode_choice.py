@@ -9,6 +9,7 @@ and recording them must not change a reply, drafted or not.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -39,6 +40,8 @@ def test_a_place_chosen_again_after_a_take_back_keeps_only_its_last_gap() -> Non
         margins.record(place, np.array([winner, 0.0], dtype=np.float32), 0)
     ended = margins.recorded(Continued("ab", "end", tokens=2, token_ids=(7, 8)))
     assert (ended.token_ids, ended.margins, ended.stop_margin) == ((7, 8), (3.0, 0.5), 0.25)
+    # The log keeps every choice in the order made, those taken back too.
+    assert [gap for _, gap in ended.choices] == [3.0, 2.0, 1.0, 0.5, 0.25]
     bounded = margins.recorded(Continued("ab", "max_tokens", tokens=2))
     assert bounded.stop_margin is None  # no choice was left out of the text
 
@@ -56,6 +59,15 @@ def test_the_timings_keep_the_gaps_to_three_decimals_and_an_unopposed_choice_as_
         "free_stop_margin": 0.0,
     }
     assert FreeText("Hi", call=False, stop="end").choices() == {}  # not recorded: nothing
+    # Where it chose more than it kept (text taken back), every choice in the order made.
+    log = ((9, 0.25), (5, 1.23456), (6, math.inf), (2, 0.0004))
+    taken_back = FreeText(
+        "Hi", call=False, stop="end", tokens=2, token_ids=(5, 6), margins=(1.23456, math.inf),
+        stop_margin=0.0004, choice_log=log,
+    )  # fmt: skip
+    assert taken_back.choices()["free_log_ids"] == [9, 5, 6, 2]
+    assert taken_back.choices()["free_log_margins"] == [0.25, 1.235, None, 0.0]
+    assert "free_log_ids" not in dataclasses.replace(taken_back, choice_log=log[1:]).choices()
 
 
 def replayed_gaps(
@@ -120,6 +132,18 @@ def test_a_reply_that_stops_at_a_call_records_the_trigger_s_choice_apart(fresh_e
     assert called.free.stop == "call"
     assert len(called.free.margins) == called.free.tokens
     assert called.free.stop_margin is not None and called.free.stop_margin >= 0
+
+
+def test_call_text_taken_back_is_kept_in_the_log_of_choices_in_the_order_it_was_chosen(
+    fresh_engine,
+):
+    no_call = {"offered": [CURRENT_WEATHER.name], "allow_call": False}
+    free = written(fresh_engine, BARE_LIST_HISTORY, drafts=False, margins=True, **no_call).free
+    logged = [token for token, _ in free.choices]
+    assert len(logged) > free.tokens + 1  # the call's opening, chosen and taken back
+    rest = iter(logged)  # the answer's tokens, then its end, in order among the choices
+    assert all(token in rest for token in free.token_ids)
+    assert free.stop == "end" and fresh_engine.is_end_of_generation(logged[-1])
 
 
 def test_call_text_taken_back_leaves_one_gap_per_token_of_the_answer(fresh_engine):

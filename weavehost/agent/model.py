@@ -428,7 +428,7 @@ class EngineModel:
             text=free.text, call=free.call, stop=free.stop, tokens=free.tokens,
             passes=free.passes, seconds=free.seconds, token_ids=free.token_ids,
             margins=free.margins,
-            stop_margin=free.stop_margin,
+            stop_margin=free.stop_margin, choice_log=free.choices,
         )  # fmt: skip
 
     def write_calls(

@@ -47,11 +47,15 @@ class FreeText:
     token_ids: tuple[int, ...] = ()
     margins: tuple[float, ...] | None = None
     stop_margin: float | None = None
+    # Where recorded, every choice in the order made (token, gap), text taken back included.
+    choice_log: tuple[tuple[int, float], ...] = ()
 
     def choices(self) -> dict[str, Any]:
         """The recorded choices for a step's ``timings`` (empty where none were recorded):
         ``free_token_ids``, ``free_margins`` (3 decimals; ``None``: no other token could be
-        chosen), ``free_s`` and, where the text stopped at a choice, ``free_stop`` and its gap."""
+        chosen), ``free_s``, where the text stopped at a choice, ``free_stop`` and its gap, and
+        where it made more choices than those (text taken back, a trigger's JSON judged and
+        rolled back), every choice in the order made: ``free_log_ids``, ``free_log_margins``."""
         if self.margins is None:
             return {}
         record: dict[str, Any] = {
@@ -62,6 +66,9 @@ class FreeText:
         if self.stop_margin is not None:
             record["free_stop"] = self.stop
             record["free_stop_margin"] = _gap(self.stop_margin)
+        if len(self.choice_log) > len(self.margins) + (self.stop_margin is not None):
+            record["free_log_ids"] = [token for token, _ in self.choice_log]
+            record["free_log_margins"] = [_gap(gap) for _, gap in self.choice_log]
         return record
 
 

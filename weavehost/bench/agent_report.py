@@ -19,7 +19,8 @@ feed them events by hand:
   they took, from the ``timings`` after the turn's last result) and ``answer_same_text`` (the
   share of turns whose answer equals the same task's turn under the drafts-off variant of the
   same strategy and cache; ``None`` without one), and of the turns that differ
-  ``answer_differences`` and those that part at a near-tie, ``answer_differences_near_tie``
+  ``answer_differences``, those that part at a near-tie, ``answer_differences_near_tie``, and
+  those that part where no choice was recorded, ``answer_differences_unrecorded``
   (:mod:`weavehost.bench.answer_gaps`). ``foreign_script_answers`` counts the turns
   whose answer writes a script (:data:`weavehost.engine.scripts.SCRIPTS`: Han, Cyrillic, …;
   Latin and digits are none) that neither the turn's user message nor its tool results hold:
@@ -337,7 +338,7 @@ def summarize_agent(
         succeeded = sum(1 for r in ran if r.get("success"))
         turns = [t for r in ran for t in r.get("turns") or []]
         answer_passes = sum(t.get("answer_passes") or 0 for t in turns)
-        differ, near_tie = difference_counts(ran, undrafted)
+        differ, near_tie, unrecorded = difference_counts(ran, undrafted)
         numbers[label] = {
             "tasks": len(ran),
             "succeeded": succeeded,
@@ -358,9 +359,11 @@ def summarize_agent(
                 else None
             ),
             "answer_same_text": _same_text(ran, undrafted),
-            # Of the turns that differ, how many part at a near-tie (bench.answer_gaps).
+            # Of the turns that differ, how many part at a near-tie, and how many where no
+            # choice was recorded (a call the strategy wrote, a result; bench.answer_gaps).
             "answer_differences": differ,
             "answer_differences_near_tie": near_tie,
+            "answer_differences_unrecorded": unrecorded,
             "projected_after_result_s": geomean(t.get("projected_after_result_s") for t in turns),
             **summarize_foresight(
                 turns, undrafted=all(r.get("answer_drafts") == "off" for r in ran)
@@ -559,7 +562,10 @@ def _times(value: float | None, suffix: str) -> str:
 
 def _differences(numbers: Mapping[str, Any]) -> str:
     differ, near = numbers.get("answer_differences"), numbers.get("answer_differences_near_tie")
-    return "-" if differ is None else f"{differ} ({near})"
+    unrecorded = numbers.get("answer_differences_unrecorded")
+    if differ is None:
+        return "-"
+    return f"{differ} ({near}, {unrecorded} unrecorded)" if unrecorded else f"{differ} ({near})"
 
 
 def setup_info(

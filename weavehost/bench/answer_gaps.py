@@ -8,17 +8,22 @@ token's masked logit over the best other's, :mod:`weavehost.decode.choice`), whi
 ``free_stop_margin`` where the text stopped at a choice: an end of turn, a call's trigger).
 Pure functions over judged turns and records:
 
-- :func:`answer_choices`: a turn's answer as the choices that wrote it (the steps after its
-  last tool result, each token and then the stopping choice), each with its gap.
-- :func:`first_difference`: for two turns whose answers differ, the first choice where they
-  part (its index, both tokens, both gaps), the text around the first character that differs,
-  and whether it is a ``near_tie``: the undrafted gap there below :data:`NEAR_TIE_LOGITS`, so a
-  drafted pass's logits (computed in a batch of several rows, in another order of sums) may
-  rank the two tokens the other way. ``None`` where the answers are the same.
-- :func:`difference_counts`: per drafted variant, how many turns differ and how many of those
-  are near-ties (``summary.json``'s ``answer_differences`` and
-  ``answer_differences_near_tie``). A turn after one that differed counts as its cause does:
-  it was told another conversation.
+- :func:`step_choices`: a step's every choice in the order made, each with its gap.
+- :func:`first_difference`: for two turns whose answers differ, the text around the first
+  character that differs, and where the two runs of the turn first chose apart
+  (:func:`first_parting`: walking every step of the turn, each step's every choice in the
+  order made, text taken back included, so a parting before the answer, in a call's text
+  judged and taken back or in an earlier step, is found where it happened): its step and
+  index, both tokens, both gaps, and whether it is a ``near_tie``: the undrafted gap there
+  below :data:`NEAR_TIE_LOGITS`, so a drafted pass's logits (computed in a batch of several
+  rows, in another order of sums) may rank the two tokens the other way. Where the runs part
+  at something no choice records (a step whose prompt differs in size while every choice
+  before it was the same: a call the strategy wrote, a tool's result), ``unrecorded`` and
+  ``near_tie`` unknown. ``None`` where the answers are the same.
+- :func:`difference_counts`: per drafted variant, how many turns differ, how many of those
+  are near-ties and how many part where no choice was recorded (``summary.json``'s
+  ``answer_differences``, ``answer_differences_near_tie``, ``answer_differences_unrecorded``).
+  A turn after one that differed counts as its cause does: it was told another conversation.
 - :class:`DraftPairs`: the order ``results.jsonl`` is written in. A drafted record is held
   until the same task's undrafted one has run (at most the rest of that task's variants), then
   written with its turns' differences (``answer_differences``); every other record is written
@@ -35,9 +40,10 @@ __all__ = [
     "CONTEXT_CHARS",
     "NEAR_TIE_LOGITS",
     "DraftPairs",
-    "answer_choices",
     "difference_counts",
     "first_difference",
+    "first_parting",
+    "step_choices",
     "setting_of",
     "undrafted_records",
 ]
@@ -56,25 +62,59 @@ Choice = tuple[int | str, float | None]  # a token id (or "<end>", "<call>") and
 Setting = tuple[Any, Any, Any, Any]  # strategy, cache, guidance, task id
 
 
-def answer_choices(turn: Mapping[str, Any]) -> list[Choice] | None:
-    """The choices that wrote a judged turn's answer (its ``answer_steps``' recorded tokens,
-    each step's stopping choice after them), each with its top-two gap (``None``: unopposed);
-    ``None`` where no step of the answer recorded them, or one wrote text and recorded none."""
-    steps = set(turn.get("answer_steps") or ())
-    choices: list[Choice] = []
-    recorded = False
-    for timing in turn.get("timings") or []:
-        if timing.get("step") not in steps:
-            continue
-        if "free_margins" not in timing:
-            if timing.get("free_tokens"):
-                return None
-            continue
-        recorded = True
-        choices += zip(timing["free_token_ids"], timing["free_margins"], strict=True)
-        if "free_stop" in timing:
-            choices.append((f"<{timing['free_stop']}>", timing.get("free_stop_margin")))
-    return choices if recorded else None
+def step_choices(timing: Mapping[str, Any]) -> list[Choice] | None:
+    """Every choice a step's free text made, in the order made: its log where it made more
+    than it kept (``free_log_ids``: text taken back, a trigger's JSON judged and rolled back),
+    else its kept tokens and its stopping choice; ``[]`` for a step with no free text (a call
+    forced), ``None`` for one that wrote text and recorded nothing."""
+    if "free_log_ids" in timing:
+        return list(zip(timing["free_log_ids"], timing["free_log_margins"], strict=True))
+    if "free_margins" not in timing:
+        return None if timing.get("free_tokens") else []
+    choices: list[Choice] = list(zip(timing["free_token_ids"], timing["free_margins"], strict=True))
+    if "free_stop" in timing:
+        choices.append((f"<{timing['free_stop']}>", timing.get("free_stop_margin")))
+    return choices
+
+
+def first_parting(
+    drafted: Mapping[str, Any], undrafted: Mapping[str, Any], *, threshold: float = NEAR_TIE_LOGITS
+) -> dict[str, Any]:
+    """Where two runs of one turn first chose apart, walking their steps in order: the step,
+    the choice's index among that step's choices (:func:`step_choices`), both tokens and gaps
+    and ``near_tie`` (the undrafted gap below ``threshold``). Where a step's prompt differs in
+    size while every choice before it was the same, they parted at what no choice records (a
+    call the strategy wrote, a tool's result): ``unrecorded``, the tie unknown, as where a
+    step recorded nothing or no choice differs."""
+    found: dict[str, Any] = {
+        "step": None,
+        "choice": None,
+        "drafted_token": None,
+        "undrafted_token": None,
+        "drafted_gap": None,
+        "undrafted_gap": None,
+        "near_tie": None,
+        "unrecorded": False,
+    }
+    steps = zip(drafted.get("timings") or (), undrafted.get("timings") or (), strict=False)
+    for mine, theirs in steps:
+        found["step"] = theirs.get("step")
+        if mine.get("prompt_tokens") != theirs.get("prompt_tokens"):
+            return {**found, "unrecorded": True}
+        ours, base = step_choices(mine), step_choices(theirs)
+        if ours is None or base is None:
+            return found
+        at = next((i for i, (a, b) in enumerate(zip(ours, base, strict=False)) if a[0] != b[0]),
+                  min(len(ours), len(base)))  # fmt: skip
+        if at == len(ours) == len(base):
+            continue  # the same choices: on to the next step
+        if at < len(ours):
+            found["drafted_token"], found["drafted_gap"] = ours[at]
+        if at < len(base):
+            found["undrafted_token"], found["undrafted_gap"] = base[at]
+        gap = found["undrafted_gap"]
+        return {**found, "choice": at, "near_tie": gap is not None and gap < threshold}
+    return {**found, "step": None}
 
 
 def first_difference(
@@ -82,41 +122,20 @@ def first_difference(
 ) -> dict[str, Any] | None:
     """Where two judged turns' answers part (``None`` where they are the same text): the first
     character that differs (``char``), the common text before it and each answer's text from
-    there (:data:`CONTEXT_CHARS` each), the first choice that differs (``choice``: its index in
-    :func:`answer_choices`; both tokens; both gaps, ``None`` where a side has no choice there or
-    none was recorded) and ``near_tie`` (the undrafted gap below ``threshold``; ``None``
-    where it is not known)."""
+    there (:data:`CONTEXT_CHARS` each), and where the two runs first chose apart
+    (:func:`first_parting`: ``step``, ``choice``, both tokens and gaps, ``near_tie``,
+    ``unrecorded``)."""
     text, base = drafted.get("answer") or "", undrafted.get("answer") or ""
     if text == base:
         return None
     char = len(os.path.commonprefix([text, base]))
-    found: dict[str, Any] = {
+    return {
         "char": char,
         "before": text[max(0, char - CONTEXT_CHARS) : char],
         "drafted_text": text[char : char + CONTEXT_CHARS],
         "undrafted_text": base[char : char + CONTEXT_CHARS],
-        "choice": None,
-        "drafted_token": None,
-        "undrafted_token": None,
-        "drafted_gap": None,
-        "undrafted_gap": None,
-        "near_tie": None,
+        **first_parting(drafted, undrafted, threshold=threshold),
     }
-    mine, theirs = answer_choices(drafted), answer_choices(undrafted)
-    if mine is None or theirs is None:
-        return found
-    at = next(
-        (i for i, (a, b) in enumerate(zip(mine, theirs, strict=False)) if a[0] != b[0]),
-        min(len(mine), len(theirs)),
-    )
-    if at < len(mine):
-        found["drafted_token"], found["drafted_gap"] = mine[at]
-    if at < len(theirs):
-        found["undrafted_token"], found["undrafted_gap"] = theirs[at]
-    gap = found["undrafted_gap"]
-    found["choice"] = at
-    found["near_tie"] = gap is not None and gap < threshold
-    return found
 
 
 def setting_of(record: Mapping[str, Any]) -> Setting:
@@ -137,7 +156,8 @@ def turn_differences(
 
     A later turn reads the earlier answers, so once one turn differs every later one is told
     another conversation: its difference is that turn's consequence, not a choice of its own.
-    It carries ``after_turn`` (the first turn that differed) and that turn's ``near_tie``."""
+    It carries ``after_turn`` (the first turn that differed) and that turn's ``near_tie`` and
+    ``unrecorded``."""
     found: list[dict[str, Any]] = []
     turns = zip(drafted.get("turns") or [], undrafted.get("turns") or [], strict=False)
     for index, (mine, theirs) in enumerate(turns):
@@ -146,22 +166,24 @@ def turn_differences(
             continue
         if found:
             cause = found[0]
-            difference = {**difference, "after_turn": cause["turn"], "near_tie": cause["near_tie"]}
+            inherited = {"near_tie": cause["near_tie"], "unrecorded": cause.get("unrecorded")}
+            difference = {**difference, "after_turn": cause["turn"], **inherited}
         found.append({"turn": index, **difference})
     return found
 
 
 def difference_counts(
     records: Sequence[Mapping[str, Any]], undrafted: Mapping[Setting, Mapping[str, Any]]
-) -> tuple[int | None, int | None]:
-    """A drafted variant's turns whose answer differs from drafts off, and how many of those
-    are near-ties; ``(None, None)`` for a variant that is not drafted or has nothing to compare
-    with (as ``answer_same_text``)."""
-    differ = near = 0
+) -> tuple[int | None, int | None, int | None]:
+    """A drafted variant's turns whose answer differs from drafts off, how many of those are
+    near-ties and how many part where no choice was recorded (``unrecorded``);
+    ``(None, None, None)`` for a variant that is not drafted or has nothing to compare with
+    (as ``answer_same_text``)."""
+    differ = near = unrecorded = 0
     compared = False
     for record in records:
         if record.get("answer_drafts") != "on":
-            return None, None
+            return None, None, None
         base = undrafted.get(setting_of(record))
         if base is None:
             continue
@@ -169,7 +191,8 @@ def difference_counts(
         for difference in turn_differences(record, base):
             differ += 1
             near += bool(difference["near_tie"])
-    return (differ, near) if compared else (None, None)
+            unrecorded += bool(difference.get("unrecorded"))
+    return (differ, near, unrecorded) if compared else (None, None, None)
 
 
 class DraftPairs:

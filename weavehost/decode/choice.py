@@ -16,8 +16,11 @@ Guarantees:
 * :class:`Margins` keeps one gap per place of the text, the last choice at a place replacing
   the ones before it (a token taken back is chosen again there), so at any time the gaps held
   are those of the tokens the text holds, and one more where the text stopped at a choice it
-  does not keep (an end-of-generation token, the first token of a call's trigger). Only a
-  reply that asks records them (``continue_reply(margins=True)``): a normal reply pays nothing.
+  does not keep (an end-of-generation token, the first token of a call's trigger). It also
+  logs every choice in the order made, with its gap, those later taken back or rolled back
+  included (a refused call's JSON, a trigger's judged text): where two runs of one reply first
+  chose apart, whatever the text kept. Only a reply that asks records them
+  (``continue_reply(margins=True)``): a normal reply pays nothing.
 """
 
 from __future__ import annotations
@@ -85,20 +88,24 @@ class Margins:
 
     def __init__(self) -> None:
         self.gaps: list[float] = []
+        self.log: list[tuple[int, float]] = []  # every choice in order: token, gap
 
     def record(self, place: int, logits: np.ndarray, token: int) -> None:
         """``token`` chosen from ``logits`` at ``place`` (the text's token count before it)."""
+        gap = top_two_gap(logits, token)
         del self.gaps[place:]
-        self.gaps.append(top_two_gap(logits, token))
+        self.gaps.append(gap)
+        self.log.append((token, gap))
 
     def recorded(self, continued: Continued) -> Continued:
         """``continued`` (whose text holds its first ``tokens``, then stopped) with what was
-        recorded: one gap per token, and the stopping choice's gap (``None`` where the text
-        did not stop at a choice it does not keep)."""
+        recorded: one gap per token, the stopping choice's gap (``None`` where the text did
+        not stop at a choice it does not keep) and every choice in the order made."""
         kept = continued.tokens
         at_stop = continued.stop in STOPS_AT_A_CHOICE and len(self.gaps) > kept
         return dataclasses.replace(
             continued,
             margins=tuple(self.gaps[:kept]),
             stop_margin=self.gaps[kept] if at_stop else None,
+            choices=tuple(self.log),
         )

@@ -38,6 +38,8 @@ class Continued:
     token_ids: tuple[int, ...] = ()
     margins: tuple[float, ...] | None = None
     stop_margin: float | None = None
+    # Where asked, every choice in the order made (token, gap), text taken back included.
+    choices: tuple[tuple[int, float], ...] = ()
 
     @property
     def call(self) -> bool:
