@@ -274,6 +274,32 @@ def test_smollm2_s_call_again_after_an_error_is_taken_back_once_written_whole_wh
     assert "<tool_call>" not in free.text and "weather service" in free.text
 
 
+def test_smollm2_s_repeat_is_judged_in_a_pass_or_two_without_drafts_and_the_reply_is_the_one_judged_a_pass_a_token(
+    fresh_engine, taken: list[str], monkeypatch: pytest.MonkeyPatch
+):
+    # No calibration here, so no answer drafts: the rest of the call made is verified in one
+    # pass once the JSON names its tool (Continuation.repeat_draft), not read a token a pass.
+    model = EngineModel(fresh_engine, FORMATS["smollm2"], get_strategy("weave"))
+    replies = []
+    for draft in (True, False):
+        if not draft:
+            monkeypatch.setattr(Continuation, "repeat_draft", lambda _self: [])
+        fresh_engine.clear()
+        model.reset()
+        model.sync(PARIS_FAILED, [CURRENT_WEATHER])
+        made = (PARIS_CALL.canonical(),)
+        replies.append(model.free_decode(lambda _text: None, 120, allow_call=True, made=made))
+    drafted, plain = replies
+    assert (drafted.text, drafted.token_ids, drafted.stop) == (
+        plain.text,
+        plain.token_ids,
+        plain.stop,
+    )
+    assert taken[0] == taken[1] and taken[0].endswith('{"city": "Paris"}}')
+    rest = len(fresh_engine.tokenize(', "arguments": {"city": "Paris"}'))
+    assert drafted.passes <= plain.passes - rest + 2, (drafted.passes, plain.passes)
+
+
 PARIS_ASKED = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 

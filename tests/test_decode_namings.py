@@ -147,3 +147,25 @@ def test_a_call_made_is_not_judged_where_no_call_may_be_made_and_a_repeat_still_
     assert namings.scan(text, triggers, 0)[1] is None
     undecided = namings.undecided_tag(text, triggers, 0)
     assert undecided is not None and undecided[0] == 0 and undecided[1].text == '{"name"'
+
+
+def test_the_rest_of_a_call_made_is_offered_as_a_draft_once_its_tool_is_named_while_the_text_is_its_beginning() -> (
+    None
+):
+    namings = Namings(OFFERED, (), SMOLLM2.layout, made_texts(SMOLLM2, [LIMA]))
+    triggers = [(t, t.text.encode()) for t in SMOLLM2.triggers]
+
+    def rest(text: str) -> str:
+        return namings.repeat_rest(text.encode(), triggers, 0)
+
+    named = 'Sure. <tool_call>[{"name": "get_forecast"'
+    assert rest(named) == ', "arguments": {"city": "Lima", "days": 3}'
+    assert rest(named + ', "arguments": {"city": "Li') == 'ma", "days": 3}'
+    assert rest(named + ', "arguments": {"city": "Qu') == ""  # it parted: a call
+    # Before the name is whole another tool may follow; no call begun; no call made.
+    assert rest('Sure. <tool_call>[{"name": "get_fore') == ""
+    assert rest("Sure, Lima.") == ""
+    assert Namings(OFFERED, (), SMOLLM2.layout).repeat_rest(named.encode(), triggers, 0) == ""
+    # The text ends inside a character (the first byte of "é"): nothing yet.
+    inside = named.encode() + b', "arguments": {"city": "Lim' + b"\xc3"
+    assert namings.repeat_rest(inside, triggers, 0) == ""

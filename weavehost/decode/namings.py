@@ -133,6 +133,28 @@ class Namings:
             return at, tag  # a tag, or JSON naming a tool whole (judged as a repeat): a call
         return None
 
+    def repeat_rest(self, text: bytes, triggers: Sequence[tuple[Trigger, bytes]], skip: int) -> str:
+        """Where ``text`` ends in JSON still judged that names a tool whole and is the
+        beginning of a call the turn made (:meth:`repeats`), the rest of that call's text
+        through its arguments' close: a draft the reply verifies in one pass, so a repeat is
+        judged in a pass or two, not a pass a token. ``""`` elsewhere (before the name is
+        whole another tool may follow), or where the text ends inside a character."""
+        if not self.made:
+            return ""
+        at, trigger, skip = self.scan(text, triggers, skip)
+        if at < 0 or trigger is not None:
+            return ""
+        at, found = first_trigger(text, triggers, skip)
+        layout = self.judged_in(found) if found is not None else None
+        try:
+            written = text[at:].decode("utf-8")
+        except UnicodeDecodeError:
+            return ""
+        if layout is None or not self.could_name(text[at:], layout)[1]:
+            return ""
+        calls = self.made.get(layout, ())
+        return next((c[len(written) :] for c in calls if c.startswith(written)), "")
+
     def judged_in(self, trigger: Trigger) -> CallLayout | None:
         """The layout the text from ``trigger`` on is judged in: the trigger's own; for a tag
         (no layout of its own) while some tool is refused, the format's own, the one its call

@@ -296,7 +296,7 @@ class Continuation:
         self.ahead: list[tuple[int, np.ndarray]] = []
         # The kind of the draft ahead (DraftPricing.kind) and whether ahead[0] follows an
         # accepted drafted token (not the draft's first).
-        self.ahead_kind: DraftKind = (CONVERSATION, 0)
+        self.ahead_kind: DraftKind | None = (CONVERSATION, 0)
         self.ahead_later = False
         # A draft no row paid for, checked against the tokens chosen instead (count_draft):
         # its kind, its tokens not yet reached, and whether its first token was kept.
@@ -480,6 +480,7 @@ class Continuation:
                 return
             self.drop_ahead()
         draft = self.draft_after(pricing) if pricing is not None else []
+        draft = draft or self.repeat_draft()
         self.ahead_later = False
         if not draft:
             self.logits = self.engine.decode_one(0, token)
@@ -502,6 +503,8 @@ class Continuation:
         if self.drafts is None:
             return
         if self.ahead:
+            if self.ahead_kind is None:  # a repeat's rest (repeat_draft): no kind's rate
+                return
             kept = self.ahead[0][0] == token
             self.writer.pricing.count(self.ahead_kind, self.ahead_later, kept)
         elif self.unsent is not None:
@@ -527,6 +530,20 @@ class Continuation:
         elif text and self.unsent is None and (tokens := engine.tokenize(text)):
             self.unsent = (kind, tokens[:MAX_DRAFT_ROWS], False)
         return self.until_decided(draft)
+
+    def repeat_draft(self) -> list[int]:
+        """The rest of a call the turn made where the text is writing it again
+        (:meth:`Namings.repeat_rest <weavehost.decode.namings.Namings.repeat_rest>`), drafts
+        or not: verified in this pass, it is judged a repeat (or a call where it parts) in a
+        pass or two, where a pass a token would cost more than the strategy writing it."""
+        rest = self.namings.repeat_rest(self.data, self.writer.triggers, self.skip)
+        engine = self.engine
+        room = min(self.bound - self.steps, engine.n_ctx - engine.seq_len(0) - 1,
+                   engine.n_batch - 1, MAX_DRAFT_ROWS)  # fmt: skip
+        if not rest or room <= 0:
+            return []
+        self.ahead_kind, self.unsent = None, None  # counted as no kind's draft
+        return self.until_decided(engine.tokenize(rest)[:room])
 
     def until_decided(self, draft: list[int]) -> list[int]:
         """``draft`` up to the token with which the loop would stop writing on, if it is
