@@ -300,6 +300,22 @@ def test_smollm2_s_repeat_is_judged_in_a_pass_or_two_without_drafts_and_the_repl
     assert drafted.passes <= plain.passes - rest + 2, (drafted.passes, plain.passes)
 
 
+def test_a_sync_reports_a_digest_of_its_prompt_that_tells_apart_two_prompts_of_one_size(
+    fresh_engine,
+):
+    # A clock's seconds in a result change no prompt's size: bench-agent tells by the digest
+    # that two runs of a turn were shown other text (bench.answer_gaps.first_parting).
+    model = EngineModel(fresh_engine, FORMATS["smollm2"], get_strategy("weave"))
+    other = [
+        *PARIS_ANSWERED[:2],
+        {**PARIS_ANSWERED[2], "content": PARIS_ANSWERED[2]["content"].replace("-2.9", "-2.8")},
+    ]
+    first, again = (model.sync(PARIS_ANSWERED, [CURRENT_WEATHER]) for _ in range(2))
+    changed = model.sync(other, [CURRENT_WEATHER])
+    assert first.total == again.total == changed.total
+    assert first.digest == again.digest != changed.digest and len(first.digest) == 16
+
+
 PARIS_ASKED = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 

@@ -173,6 +173,12 @@ def test_runs_whose_calls_differ_before_any_choice_does_part_where_nothing_was_r
         None,
         True,
     )
+    # A result of the same size shown with other seconds: the prompts' digests differ.
+    undrafted["timings"][1]["prompt_tokens"] = 870
+    undrafted["timings"][1]["prompt_digest"], drafted["timings"][1]["prompt_digest"] = "a1", "b2"
+    assert first_difference(drafted, undrafted)["unrecorded"] is True
+    drafted["timings"][1]["prompt_digest"] = "a1"  # the same prompt: they part at the choice
+    assert first_difference(drafted, undrafted)["unrecorded"] is False
 
 
 def record(drafts: str, task: str, turn_: dict[str, Any]) -> dict[str, Any]:

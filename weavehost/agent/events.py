@@ -71,6 +71,7 @@ def step_timings(
         "reused_tokens": synced.reused,
         "prefilled_tokens": synced.prefilled,
         "prompt_cache": synced.prompt_cache,
+        **({"prompt_digest": synced.digest} if synced.digest else {}),
         "decoded_tokens": spent.decoded_tokens,
         # The step's free text: its tokens and the passes they took (drafted: fewer).
         "free_tokens": free.tokens,

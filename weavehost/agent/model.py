@@ -37,6 +37,7 @@ stand-in for tests is the test kit's :mod:`weavehost.testing.model`. Invariants 
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import json
 from collections import OrderedDict
@@ -381,9 +382,11 @@ class EngineModel:
         finally:
             self.held = list(tokens[: engine.seq_len(0)])
         reused = 0 if status == "miss" else keep  # a miss prefilled its prefix just now
+        digest = hashlib.blake2b(np.asarray(tokens, np.int64).tobytes(), digest_size=8).hexdigest()
         return SyncReport(
-            total=len(tokens), reused=reused, prefilled=len(tokens) - reused, prompt_cache=status
-        )
+            total=len(tokens), reused=reused, prefilled=len(tokens) - reused,
+            prompt_cache=status, digest=digest,
+        )  # fmt: skip
 
     def answer_foresight(self, token_ids: Sequence[int]) -> AnswerForesight | None:
         """``token_ids``, a text written after the conversation last synced (a turn's answer),

@@ -19,12 +19,15 @@ __all__ = ["FreeText", "SyncReport"]
 @dataclass(frozen=True, slots=True)
 class SyncReport:
     """What :meth:`AgentModel.sync` did: tokens the conversation has, reused (resident, or
-    restored from the prompt cache on a ``hit``) and prefilled."""
+    restored from the prompt cache on a ``hit``) and prefilled, and where the model knows its
+    tokens, a short hash of them (``digest``: two steps shown the same prompt have the same
+    one; bench-agent tells by it where two runs of a turn were shown other text)."""
 
     total: int
     reused: int
     prefilled: int
     prompt_cache: CacheStatus = "off"
+    digest: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,8 +17,9 @@ Pure functions over judged turns and records:
   index, both tokens, both gaps, and whether it is a ``near_tie``: the undrafted gap there
   below :data:`NEAR_TIE_LOGITS`, so a drafted pass's logits (computed in a batch of several
   rows, in another order of sums) may rank the two tokens the other way. Where the runs part
-  at something no choice records (a step whose prompt differs in size while every choice
-  before it was the same: a call the strategy wrote, a tool's result), ``unrecorded`` and
+  at something no choice records (a step whose prompt differs, in size or in its tokens'
+  digest, while every choice before it was the same: a call the strategy wrote, a tool's
+  result such as a clock's seconds), ``unrecorded`` and
   ``near_tie`` unknown. ``None`` where the answers are the same.
 - :func:`difference_counts`: per drafted variant, how many turns differ, how many of those
   are near-ties and how many part where no choice was recorded (``summary.json``'s
@@ -82,10 +83,11 @@ def first_parting(
 ) -> dict[str, Any]:
     """Where two runs of one turn first chose apart, walking their steps in order: the step,
     the choice's index among that step's choices (:func:`step_choices`), both tokens and gaps
-    and ``near_tie`` (the undrafted gap below ``threshold``). Where a step's prompt differs in
-    size while every choice before it was the same, they parted at what no choice records (a
-    call the strategy wrote, a tool's result): ``unrecorded``, the tie unknown, as where a
-    step recorded nothing or no choice differs."""
+    and ``near_tie`` (the undrafted gap below ``threshold``). Where a step's prompt differs
+    (its size, or its tokens' ``prompt_digest``) while every choice before it was the same,
+    they parted at what no choice records (a call the strategy wrote, a tool's result, such as
+    a clock's seconds): ``unrecorded``, the tie unknown, as where a step recorded nothing or no
+    choice differs."""
     found: dict[str, Any] = {
         "step": None,
         "choice": None,
@@ -99,7 +101,8 @@ def first_parting(
     steps = zip(drafted.get("timings") or (), undrafted.get("timings") or (), strict=False)
     for mine, theirs in steps:
         found["step"] = theirs.get("step")
-        if mine.get("prompt_tokens") != theirs.get("prompt_tokens"):
+        shown = ("prompt_tokens", "prompt_digest")
+        if any(mine.get(key) != theirs.get(key) for key in shown):
             return {**found, "unrecorded": True}
         ours, base = step_choices(mine), step_choices(theirs)
         if ours is None or base is None:
