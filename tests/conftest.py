@@ -197,3 +197,22 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"fuzz {target}: {sum(outcomes.values())} inputs ({detail})")
     for nodeid, n in sorted(counts.items()):
         terminalreporter.write_line(f"hypothesis {nodeid}: {n} inputs")
+
+
+# --------------------------------------------------------------------------- replies
+
+
+@pytest.fixture
+def taken(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The text from each place a reply takes back, in order (Continuation.take_back)."""
+    from weavehost.decode.reply import Continuation
+
+    texts: list[str] = []
+    take_back = Continuation.take_back
+
+    def recorded(self: Continuation, first: int) -> None:
+        texts.append(self.data[self.offsets[first] :].decode("utf-8", errors="replace"))
+        take_back(self, first)
+
+    monkeypatch.setattr(Continuation, "take_back", recorded)
+    return texts

@@ -24,7 +24,6 @@ from tools import android
 from weavehost import Host
 from weavehost.agent.session import Session
 from weavehost.agent.steering import call_shaped, ignores_results, invented_numbers, new_names
-from weavehost.decode.reply import Continuation
 from weavehost.mcp.executor import StaticApprover
 from weavehost.testing import Events
 from weavehost.testing.model import ScriptedModel, call
@@ -213,21 +212,13 @@ async def test_on_the_real_qwen_the_trip_budget_prints_a_call_to_no_tool_unless_
 @pytest.mark.model
 @pytest.mark.parametrize("steered", [False, True])
 async def test_on_the_real_qwen_an_alarm_is_set_once_its_call_again_refused_steered_and_taken_back_as_a_repeat_unsteered(
-    qwen_gguf: Path, monkeypatch: pytest.MonkeyPatch, steered: bool
+    qwen_gguf: Path, monkeypatch: pytest.MonkeyPatch, taken: list[str], steered: bool
 ) -> None:
     # Shown the result, Qwen calls set_alarm again. Its history holds the call as it wrote it
     # (since session 44: before, it wrote the repeat without its days, and a second alarm was
     # set): unsteered, the same call again, taken back once written whole (session 49: before,
     # written by the strategy and dropped as a repeat); steered, refused at its name.
     monkeypatch.setattr(Session, "answer_after_result", steered)
-    taken: list[str] = []
-    take_back = Continuation.take_back
-
-    def recorded(self: Continuation, first: int) -> None:
-        taken.append(self.data[self.offsets[first] :].decode("utf-8", errors="replace"))
-        take_back(self, first)
-
-    monkeypatch.setattr(Continuation, "take_back", recorded)
     events = await last_turn(qwen_gguf, "Set an alarm for 6:30 in the morning.")
     runs = [r for r in events.of("tool_result") if r["name"] == "set_alarm"]
     assert len(runs) == 1, [e.to_json() for e in events]

@@ -116,20 +116,6 @@ def qwen_model(qwen_gguf: Path) -> Iterator[EngineModel]:
         yield EngineModel(engine, FORMATS["qwen"], get_strategy("weave"))
 
 
-@pytest.fixture
-def taken(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The text from each place a reply takes back, in order (Continuation.take_back)."""
-    texts: list[str] = []
-    take_back = Continuation.take_back
-
-    def recorded(self: Continuation, first: int) -> None:
-        texts.append(self.data[self.offsets[first] :].decode("utf-8", errors="replace"))
-        take_back(self, first)
-
-    monkeypatch.setattr(Continuation, "take_back", recorded)
-    return texts
-
-
 def assert_the_refused_call_again_is_taken_back(
     free: FreeText, taken: list[str], head: str, refused: tuple[str, ...]
 ) -> None:
