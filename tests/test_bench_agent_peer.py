@@ -21,7 +21,14 @@ from click.testing import CliRunner
 
 from weavehost.bench import agent_peer
 from weavehost.bench.agent import AgentBenchConfig, run_agent_bench
-from weavehost.bench.agent_peer import LLAMA_SERVER_ENV, PeerCommand, parse_peers, serve_peer
+from weavehost.bench.agent_peer import (
+    LLAMA_SERVER_ENV,
+    PEERS,
+    Launch,
+    PeerCommand,
+    parse_peers,
+    serve_peer,
+)
 from weavehost.bench.agent_tasks import SHIPPED_TASKS, AgentTask
 from weavehost.cli import main
 from weavehost.errors import BenchError, ModelError
@@ -117,12 +124,19 @@ def test_a_peer_does_not_go_with_a_remote_model(tmp_path: Path) -> None:
     assert "it does not go with a remote --model" in result.output
 
 
-def test_a_peer_does_not_go_with_another_kv_cache_than_its_own(tmp_path: Path) -> None:
-    result = CliRunner().invoke(main, ["bench-agent", str(tasks_file(tmp_path)), "--peer", "llama_cpp_server",
-                                       "--kv-cache", "q8_0", "--out", str(tmp_path / "out")])  # fmt: skip
-    assert result.exit_code == 2
-    assert "--kv-cache q8_0 is weavehost's own cache" in result.output
-    assert not (tmp_path / "out").exists()
+def test_a_peer_gets_the_kv_cache_weavehost_runs_key_and_value_types_apart(
+    fake_llama_server: Path,
+) -> None:
+    model = Path("m.gguf")
+    default = PEERS["llama_server"].build(Launch(model, 2, 2048)).argv
+    assert default[-4:] == ("--cache-type-k", "q8_0", "--cache-type-v", "f16")
+    halved = PEERS["llama_server"].build(Launch(model, 2, 2048, "q8_0")).argv
+    assert halved[-4:] == ("--cache-type-k", "q8_0", "--cache-type-v", "q8_0")
+    server = PEERS["llama_cpp_server"].build(Launch(model, 2, 2048, "q8_0")).argv
+    # ggml's numbers for the types (q8_0 is 8), and flash attention, which a q8_0 V needs.
+    assert server[-6:] == ("--type_k", "8", "--type_v", "8", "--flash_attn", "true")
+    plain = PEERS["llama_cpp_server"].build(Launch(model, 2, 2048, "f16")).argv
+    assert plain[-4:] == ("--type_k", "1", "--type_v", "1")
 
 
 # --------------------------------------------------------------------------- the server's lifecycle

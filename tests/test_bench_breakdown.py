@@ -372,7 +372,7 @@ def test_the_table_shows_kv_megabytes_only_when_they_are_known():
     assert "kv MB" not in format_table(summarize(records))
 
 
-def test_kv_bytes_per_cell_is_layers_times_key_and_value_rows_in_f16():
+def test_kv_bytes_per_cell_is_layers_times_key_and_value_rows_in_the_cache_s_types():
     values = {
         "general.architecture": "llama",
         "llama.block_count": 30,
@@ -381,9 +381,13 @@ def test_kv_bytes_per_cell_is_layers_times_key_and_value_rows_in_f16():
         "llama.attention.head_count_kv": 3,
     }
     metadata = GGUFMetadata(Path("m.gguf"), 3, 0, values)
-    assert kv_bytes_per_cell(metadata) == 30 * (576 // 9 * 3) * 2 * 2
+    row = 576 // 9 * 3  # a key's or a value's elements per layer: 192
+    assert kv_bytes_per_cell(metadata, "f16") == 30 * row * 2 * 2
+    # q8_0 keys: blocks of 32 elements in 34 bytes; f16 values.
+    assert kv_bytes_per_cell(metadata, "q8_0-k") == 30 * (row // 32 * 34 + row * 2)
+    assert kv_bytes_per_cell(metadata, "q8_0") == 30 * (row // 32 * 34) * 2
     without_heads = {k: v for k, v in values.items() if "head_count" not in k}
-    assert kv_bytes_per_cell(GGUFMetadata(Path("m.gguf"), 3, 0, without_heads)) is None
+    assert kv_bytes_per_cell(GGUFMetadata(Path("m.gguf"), 3, 0, without_heads), "f16") is None
 
 
 # -- load_run ------------------------------------------------------------------------------------
@@ -501,7 +505,8 @@ def test_a_cell_holds_the_bytes_the_model_s_metadata_says(fresh_engine):
     engine.decode_one(0, 5)
     # llama.cpp writes a cell as its K and V rows plus its position, its number of sequences
     # and its one sequence id (4 bytes each).
-    assert llama_state_size(engine) - before == kv_bytes_per_cell(read_metadata(engine.path)) + 12
+    cell = kv_bytes_per_cell(read_metadata(engine.path), engine.identity.kv_cache)
+    assert llama_state_size(engine) - before == cell + 12
 
 
 def test_the_count_agrees_with_llama_cpp_after_every_step_of_a_parallel_weave_call(
@@ -581,7 +586,8 @@ def test_the_run_s_summary_has_breakdowns_spread_and_memory(memory_run):
     summary = json.loads((out / "summary.json").read_text())
     info = json.loads((out / "run.json").read_text())
     assert info["limit"] == 2 and Path(info["cases"]).is_absolute()
-    assert info["kv_bytes_per_cell"] == 23040  # SmolLM2-135M: 30 layers x (192 + 192) x f16
+    # SmolLM2-135M in the default cache: 30 layers x (192 q8_0 keys + 192 f16 values)
+    assert info["kv_bytes_per_cell"] == 30 * (192 // 32 * 34 + 192 * 2)
     for numbers in summary.values():
         assert set(numbers["breakdowns"]) == {
             "by_arg_count",
@@ -593,8 +599,10 @@ def test_the_run_s_summary_has_breakdowns_spread_and_memory(memory_run):
         spread_ = numbers["latency_spread"]
         assert spread_["tool"]["min"] <= spread_["tool"]["p50"] <= spread_["tool"]["max"]
         memory = numbers["memory"]
-        assert memory["kv_bytes_per_cell"] == 23040
-        assert memory["mean_kv_bytes"] == pytest.approx(memory["mean_kv_cells"] * 23040)
+        assert memory["kv_bytes_per_cell"] == info["kv_bytes_per_cell"]
+        assert memory["mean_kv_bytes"] == pytest.approx(
+            memory["mean_kv_cells"] * info["kv_bytes_per_cell"]
+        )
         assert memory["peak_rss_bytes"] > 0
     assert (
         summary["weave"]["memory"]["max_kv_cells"]

@@ -117,6 +117,22 @@ def test_a_peer_opened_beside_an_engine_with_a_q8_0_kv_cache_takes_that_cache(
         assert params.type_k == params.type_v == llama_cpp.GGML_TYPE_Q8_0
 
 
+@pytest.mark.model
+def test_a_peer_opened_beside_an_engine_with_the_default_cache_has_its_q8_0_keys_and_f16_values(
+    embedded_model_path: Path,
+):
+    import llama_cpp
+
+    from weavehost.engine import Engine
+
+    with (
+        Engine.open(embedded_model_path, n_ctx=512, n_threads=1) as engine,
+        LlamaCppPythonPeer.beside(engine, n_ctx=512) as peer,
+    ):
+        params = peer._llama.context_params
+        assert (params.type_k, params.type_v) == (llama_cpp.GGML_TYPE_Q8_0, llama_cpp.GGML_TYPE_F16)
+
+
 def test_kept_drafts_are_the_leading_drafts_equal_to_the_tokens_sampled_there():
     counted = _CountedCompletion(llama=None)
     # Pass 1: sampled 1, drafts 2 3 9 (2 and 3 kept); pass 2: sampled 4, draft 5 (kept); pass 3:

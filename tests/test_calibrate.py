@@ -383,17 +383,35 @@ def test_a_calibration_with_a_quantized_kv_cache_is_stored_apart_and_opens_flash
     engine = _fake_engine(tmp_path)
     table = load_cost_table(AVX512)
     f16 = Calibration(table, {128: 0.002}, repeats=3, threads=2, flash_attn=False)
-    save_plan(engine.path, 2, f16, DecodePlan.from_table(table))
-    assert plan_path(engine.path, 2, "q8_0") != plan_path(engine.path, 2)
+    save_plan(engine.path, 2, f16, DecodePlan.from_table(table), "f16")
+    assert plan_path(engine.path, 2, "f16").name.endswith("-t2.json")  # its name of old
+    assert plan_path(engine.path, 2, "q8_0") != plan_path(engine.path, 2, "f16")
     assert load_plan(engine.path, 2, kv_cache="q8_0") is NO_PLAN  # f16's table: not q8_0's
-    assert calibrated_flash_attn(engine.path, 2) is False
-    assert calibrated_flash_attn(engine.path, 2, "q8_0") is True  # a quantized cache needs it
+    assert calibrated_flash_attn(engine.path, 2, "f16") is False
+    assert calibrated_flash_attn(engine.path, 2, "q8_0") is True  # a quantized V cache needs it
     q8 = Calibration(table, {128: 0.002}, repeats=3, threads=2)
     path = save_plan(engine.path, 2, q8, DecodePlan.from_table(table), "q8_0")
     assert path == plan_path(engine.path, 2, "q8_0") and path.name.endswith("-t2-kvq8_0.json")
     plan = load_plan(engine.path, 2, flash_attn=True, kv_cache="q8_0")
     assert plan.source == f"calibrated ({path})"
-    assert load_plan(engine.path, 2, flash_attn=False).source != plan.source  # each its own
+    assert load_plan(engine.path, 2, flash_attn=False, kv_cache="f16").source != plan.source
+
+
+def test_the_default_cache_s_calibration_is_its_own_and_keeps_the_kernel_it_chose(tmp_path):
+    engine = _fake_engine(tmp_path)
+    table = load_cost_table(AVX512)
+    f16 = Calibration(table, {128: 0.002}, repeats=3, threads=2, flash_attn=False)
+    save_plan(engine.path, 2, f16, DecodePlan.from_table(table), "f16")
+    # An f16 calibration is not the default cache's (q8_0 keys): nothing stored for it yet.
+    assert plan_path(engine.path, 2).name.endswith("-t2-kvq8_0-k.json")
+    assert load_plan(engine.path, 2) is NO_PLAN
+    assert calibrated_flash_attn(engine.path, 2) is True  # none stored: the engine's default
+    # Quantized keys over f16 values open either way: the kernel is the one calibrated.
+    keys = Calibration(table, {128: 0.002}, repeats=3, threads=2, flash_attn=False)
+    path = save_plan(engine.path, 2, keys, DecodePlan.from_table(table))
+    assert path == plan_path(engine.path, 2, "q8_0-k")
+    assert calibrated_flash_attn(engine.path, 2) is False
+    assert load_plan(engine.path, 2, flash_attn=False).source == f"calibrated ({path})"
 
 
 STALE = {
@@ -557,7 +575,7 @@ def test_calibrate_with_a_q8_0_cache_measures_that_cache_unprobed_and_checks_aga
     report = json.loads(checked.output)
     assert report["stored"] == str(path) and report["kv_cache"] == "q8_0"
     assert report["flash_attn"] == {"stored": True, "probe": None}
-    assert calibrate("--check").exit_code == 2  # no f16 calibration stored: nothing to check
+    assert calibrate("--check").exit_code == 2  # none of the default cache: nothing to check
 
 
 @pytest.mark.model

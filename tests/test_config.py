@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from weavehost.config import (
+    DEFAULT_KV_CACHE,
     RemoteModelConfig,
     build_config,
     load_config,
@@ -380,13 +381,13 @@ def test_answer_drafts_are_on_by_default_and_a_config_or_a_flag_turns_them_off()
         parse_config({"mcpServers": {}, "weavehost": {"answerDrafts": "yes"}})
 
 
-def test_the_kv_cache_is_f16_unless_the_config_or_a_flag_names_another_type() -> None:
-    assert parse_config({"mcpServers": {}}).kv_cache == "f16"
+def test_the_kv_cache_has_q8_0_keys_unless_the_config_or_a_flag_names_another_type() -> None:
+    assert parse_config({"mcpServers": {}}).kv_cache == "q8_0-k" == DEFAULT_KV_CACHE
     half = parse_config({"mcpServers": {}, "weavehost": {"kvCache": "q8_0"}})
     assert half.kv_cache == "q8_0"
     assert merge_flags(half).kv_cache == "q8_0"  # no flag: as configured
     assert merge_flags(half, kv_cache="f16").kv_cache == "f16"
-    with pytest.raises(ConfigError, match=r"weavehost\.kvCache.*f16, q8_0"):
+    with pytest.raises(ConfigError, match=r"weavehost\.kvCache.*q8_0-k, f16, q8_0"):
         parse_config({"mcpServers": {}, "weavehost": {"kvCache": "q4_0"}})
     with pytest.raises(ConfigError, match=r"--kv-cache 'q4_0'"):
         merge_flags(half, kv_cache="q4_0")

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from weavehost.engine import Engine, Row
+from weavehost.engine.native import DEFAULT_KV_CACHE
 from weavehost.errors import (
     AbortedError,
     ContextOverflowError,
@@ -290,34 +291,62 @@ def test_fewer_threads_take_effect_in_llama_cpp_and_decode_the_same_tokens(
 LONG_PROMPT = " ".join(f"Fact {i}: the value of item {i} is {i * 7}." for i in range(60))
 
 
-def test_with_a_q8_0_kv_cache_a_wide_pass_computes_each_row_as_one_row_passes_do_bit_for_bit(
-    embedded_model_path,
+def _rows_alone_and_together(engine: Engine) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The logits of eight rows past 512 cells, read a row a pass, then in one pass."""
+    prompt = engine.tokenize(LONG_PROMPT)[:600]
+    assert len(prompt) >= 512
+    engine.prefill(0, prompt)
+    tokens = engine.tokenize(" The value of item 12 is 84.")[:8]
+    alone = [engine.decode_one(0, token) for token in tokens]
+    engine.drop(0, len(prompt))
+    together = engine.run_pass([Row(token, (0,), logits=True) for token in tokens])
+    return alone, together
+
+
+@pytest.mark.parametrize("kv_cache", [DEFAULT_KV_CACHE, "q8_0"])
+def test_with_quantized_keys_a_wide_pass_computes_each_row_as_one_row_passes_do_bit_for_bit(
+    embedded_model_path, kv_cache
 ):
     # Two threads: with one, an f16 cache is bit for bit too, and the test could not fail.
     with Engine.open(
-        embedded_model_path, n_ctx=2048, n_seq_max=4, n_threads=2, kv_cache="q8_0"
+        embedded_model_path, n_ctx=2048, n_seq_max=4, n_threads=2, kv_cache=kv_cache
     ) as engine:
-        assert engine.identity.kv_cache == "q8_0"
-        prompt = engine.tokenize(LONG_PROMPT)[:600]
-        assert len(prompt) >= 512
-        engine.prefill(0, prompt)
-        tokens = engine.tokenize(" The value of item 12 is 84.")[:8]
-        alone = [engine.decode_one(0, token) for token in tokens]
-        engine.drop(0, len(prompt))
-        together = engine.run_pass([Row(token, (0,), logits=True) for token in tokens])
+        assert engine.identity.kv_cache == kv_cache
+        alone, together = _rows_alone_and_together(engine)
     assert all(np.array_equal(a, b) for a, b in zip(alone, together, strict=True))
+
+
+def test_the_default_kv_cache_has_quantized_keys_since_an_f16_one_parts_by_a_pass_s_width(
+    embedded_model_path,
+):
+    assert DEFAULT_KV_CACHE == "q8_0-k"
+    with Engine.open(
+        embedded_model_path, n_ctx=2048, n_seq_max=4, n_threads=2, kv_cache="f16"
+    ) as engine:
+        alone, together = _rows_alone_and_together(engine)
+    assert not all(np.array_equal(a, b) for a, b in zip(alone, together, strict=True))
 
 
 def test_an_unknown_kv_cache_type_or_a_quantized_one_without_flash_attention_is_refused(
     embedded_model_path,
 ):
-    from weavehost.config import KV_CACHES
+    from weavehost import config
     from weavehost.engine.native import KV_CACHE_TYPES
 
-    assert tuple(KV_CACHE_TYPES) == KV_CACHES  # what the config accepts, the engine opens
-    with pytest.raises(EngineError, match="unknown KV cache type 'q4'; expected one of f16, q8_0"):
+    assert tuple(KV_CACHE_TYPES) == config.KV_CACHES  # what the config accepts, the engine opens
+    assert config.DEFAULT_KV_CACHE == DEFAULT_KV_CACHE
+    with pytest.raises(
+        EngineError, match="unknown KV cache type 'q4'; expected one of q8_0-k, f16, q8_0"
+    ):
         with Engine.open(embedded_model_path, kv_cache="q4"):
             pass
     with pytest.raises(EngineError, match="a q8_0 KV cache needs flash attention"):
         with Engine.open(embedded_model_path, kv_cache="q8_0", flash_attn=False):
             pass
+
+
+def test_quantized_keys_over_f16_values_open_without_flash_attention_too(embedded_model_path):
+    with Engine.open(embedded_model_path, n_ctx=512, kv_cache="q8_0-k", flash_attn=False) as e:
+        assert (e.identity.kv_cache, e.flash_attn) == ("q8_0-k", False)
+        e.prefill(0, e.tokenize("Hello there"))
+        assert e.seq_len(0) > 0

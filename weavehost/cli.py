@@ -44,6 +44,7 @@ from weavehost.cli_options import (
     threads_option,
     trust_option,
 )
+from weavehost.config import DEFAULT_KV_CACHE
 from weavehost.decode import DEFAULT_STRATEGY
 from weavehost.engine import DEFAULT_N_CTX
 from weavehost.engine.calibrate import (
@@ -258,7 +259,7 @@ def tools(ctx: click.Context, servers: tuple[str, ...], config_path: str | None,
     "the kernel chosen differs or a width's cost relative to one row differs by more than 15%.",
 )
 @kv_cache_option(
-    "Measure with this KV cache type (default: f16); a model run with another type "
+    "Measure with this KV cache type (default: q8_0-k); a model run with another type "
     "decodes by the calibration of its own type."
 )
 @json_option("Print the stored calibration (with --check: the comparison) as JSON.")
@@ -278,7 +279,7 @@ def calibrate(
 
     choice = resolve_model(model)
     rows = sorted({r for r in DEFAULT_ROWS if r <= max_rows} | {max_rows})
-    kv_cache = kv_cache or "f16"
+    kv_cache = kv_cache or DEFAULT_KV_CACHE
     if check:
         _calibrate_check(choice.path, threads, rows, repeats, cpu_flags(), as_json, kv_cache)
         return

@@ -219,13 +219,14 @@ script_guard_option = _switch_option(
 
 
 def kv_cache_option(text: str) -> Decorator[Any]:
-    """``--kv-cache f16|q8_0`` into ``kv_cache`` (``None``: as configured, or f16)."""
+    """``--kv-cache q8_0-k|f16|q8_0`` into ``kv_cache`` (``None``: as configured, or the
+    default, :data:`~weavehost.config.DEFAULT_KV_CACHE`)."""
     return click.option("--kv-cache", "kv_cache", type=click.Choice(KV_CACHES), default=None,
                         help=text)  # fmt: skip
 
 
 KV_CACHE_HELP = (
-    "The KV cache's type: f16 (llama.cpp's default) or q8_0 (half the memory; on the CPU a "
-    "drafted answer is then bit for bit the undrafted one, at some speed: docs/engine.md; "
-    'default: f16, or the config\'s "kvCache").'
+    "The KV cache's type: q8_0-k (q8_0 keys, f16 values: a drafted answer bit for bit the "
+    "undrafted one where flash attention is on, docs/engine.md), f16 (llama.cpp's default) or "
+    'q8_0 (half the memory; default: q8_0-k, or the config\'s "kvCache").'
 )

@@ -61,7 +61,7 @@ File format (every key but a server's ``command`` or ``url`` is optional)::
                    "maxDescriptionChars": 1024},
         "promptCache": {"enabled": true, "maxBytes": 2147483648},
         "answerDrafts": true,                    # greedy answers drafted, verified (default)
-        "kvCache": "f16"                         # f16 | q8_0: the KV cache's type
+        "kvCache": "q8_0-k"                      # q8_0-k | f16 | q8_0: the KV cache's type
       }
     }
 
@@ -113,6 +113,7 @@ __all__ = [
     "APPROVAL_MODES",
     "DEFAULT_PROMPT_CACHE_BYTES",
     "ApprovalMode",
+    "DEFAULT_KV_CACHE",
     "KV_CACHES",
     "HostConfig",
     "Limits",
@@ -136,6 +137,12 @@ ApprovalMode = Literal["ask", "always", "never"]
 approve every such call without asking; ``never``: refuse every such call."""
 
 APPROVAL_MODES: tuple[ApprovalMode, ...] = ("ask", "always", "never")
+
+
+# The KV cache types a local model may run with (weavehost.engine.native.KV_CACHE_TYPES, in
+# its order): the first is the default.
+KV_CACHES = ("q8_0-k", "f16", "q8_0")
+DEFAULT_KV_CACHE = KV_CACHES[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,9 +206,10 @@ class HostConfig:
     # Greedy free text drafted from the conversation and verified many tokens a pass where the
     # machine's costs say it pays (weavehost.decode.answer_drafts); the text is the same.
     answer_drafts: bool = True
-    # The KV cache's type (KV_CACHES): f16, llama.cpp's default, or q8_0 (half the memory, and
-    # on the CPU drafted text bit for bit the undrafted: docs/engine.md).
-    kv_cache: str = "f16"
+    # The KV cache's type (KV_CACHES): q8_0-k (q8_0 keys, f16 values: with flash attention on,
+    # drafted text bit for bit the undrafted, docs/engine.md), f16 (llama.cpp's default) or
+    # q8_0 (half the memory).
+    kv_cache: str = DEFAULT_KV_CACHE
     roots: tuple[str, ...] = ()  # directories offered to servers; () offers none
     # Persistent approvals: server -> tool -> the tool's schema_hash (or a prefix of at least
     # 16 hex digits) it was approved with; a changed definition (a rug pull) asks again.
@@ -229,8 +237,6 @@ _HOST_KEYS = (
     "model", "threads", "trustedServers", "approval", "toolChoice", "timeouts", "limits",
     "promptCache", "roots", "approved", "answerDrafts", "guidance", "scriptGuard", "kvCache",
 )  # fmt: skip
-# The KV cache types a local model may run with (weavehost.engine.native.KV_CACHE_TYPES).
-KV_CACHES = ("f16", "q8_0")
 # A switch in the config: on or off (true and false mean the same).
 SWITCHES = ("on", "off")
 _HASH = re.compile(r"[0-9a-fA-F]{16,64}")

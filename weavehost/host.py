@@ -189,7 +189,7 @@ class Host(AsyncContextManagerMixin):
         # answer's script guard (on unless they turn it off). Only a model the host loads uses them.
         self.guidance = base.guidance
         self.script_guard = base.script_guard
-        self.kv_cache = base.kv_cache  # the KV cache's type (f16 unless configured or asked)
+        self.kv_cache = base.kv_cache  # the KV cache's type (q8_0-k unless configured or asked)
         self.model: AgentModel | None = agent_model
         self.pool: ServerPool | None = None
         self.catalog: Catalog | None = None

@@ -287,8 +287,8 @@ def open_local_model(
     format_name: str | None,
     strategy: str,
     script_guard: bool,
+    kv_cache: str,
     plan: DecodePlan | None = None,
-    kv_cache: str = "f16",
 ) -> concurrent.futures.Future[LocalModel]:
     """``choice`` opened in a thread of its own, its native resources owned by ``native``: the
     metadata read, the format detected (``format_name`` overrides), llama.cpp's engine opened

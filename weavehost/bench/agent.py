@@ -112,7 +112,7 @@ from weavehost.bench.answer_gaps import DraftPairs
 from weavehost.bench.costs import resolve_cost_model
 from weavehost.bench.machine import busy_warning, load_average
 from weavehost.bench.runner import parse_strategies, write_line
-from weavehost.config import HostConfig, RemoteModelConfig
+from weavehost.config import DEFAULT_KV_CACHE, HostConfig, RemoteModelConfig
 from weavehost.decode import STRATEGIES
 from weavehost.decode.padding import DecodePlan
 from weavehost.engine import DEFAULT_N_CTX, default_threads
@@ -171,7 +171,7 @@ class AgentBenchConfig:
     remote: RemoteModelConfig | None = None  # a remote server instead of ``model``
     peers: tuple[str, ...] = ()  # stock stacks run beside (``--peer``), each a variant
     cost_model: str | None = None  # a cost file or shipped table's name (``--cost-model``)
-    kv_cache: str = "f16"  # the local model's KV cache type (``--kv-cache``)
+    kv_cache: str = DEFAULT_KV_CACHE  # the local model's KV cache type (``--kv-cache``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,9 +274,6 @@ def run_agent_bench(
     if peers and config.remote is not None:
         raise BenchError("--peer starts a server over a local GGUF; it does not go with a remote "
                          "--model")  # fmt: skip
-    if peers and config.kv_cache != "f16":
-        raise BenchError(f"--kv-cache {config.kv_cache} is weavehost's own cache; the --peer "
-                         "servers run an f16 one, so the two would not compare")  # fmt: skip
     costs = _cost_model(config)  # an unknown or malformed table fails here
     model_path: str | None = None
     if config.remote is not None:
@@ -285,7 +282,8 @@ def run_agent_bench(
         from weavehost.models import resolve_model
 
         model_path = str(resolve_model(config.model).path)  # a missing model fails here, once
-    launch = Launch(Path(model_path or ""), config.threads or default_thread_count(), config.n_ctx)
+    launch = Launch(Path(model_path or ""), config.threads or default_thread_count(), config.n_ctx,
+                    config.kv_cache)  # fmt: skip
     uncalibrated = None
     if model_path is not None and config.remote is None and make_model is None:
         uncalibrated = _uncalibrated(config, launch)  # a stale stored calibration fails here
@@ -317,7 +315,7 @@ def _uncalibrated(config: AgentBenchConfig, launch: Launch) -> str | None:
         f"no calibration of {launch.model.name} at {launch.threads} threads on this machine: "
         "answers are not drafted, so drafts on runs as drafts off; run `weavehost calibrate "
         f"--model {launch.model} --threads {launch.threads}"
-        + ("" if config.kv_cache == "f16" else f" --kv-cache {config.kv_cache}")
+        + ("" if config.kv_cache == DEFAULT_KV_CACHE else f" --kv-cache {config.kv_cache}")
         + "` first"
     )
 

@@ -26,7 +26,7 @@ from weavehost.bench.agent_tasks import TASK_SETS
 from weavehost.bench.cli import run_options
 from weavehost.bench.costs import shipped_cost_models
 from weavehost.cli_options import config_option, kv_cache_option
-from weavehost.config import load_config, resolve_remote
+from weavehost.config import DEFAULT_KV_CACHE, load_config, resolve_remote
 
 __all__ = ["bench_agent"]
 
@@ -160,7 +160,7 @@ def bench_agent(
         max_steps=max_steps,
         peers=peers,  # checked once, by run_agent_bench
         cost_model=cost_model,  # resolved once, by run_agent_bench
-        kv_cache=kv_cache or "f16",
+        kv_cache=kv_cache or DEFAULT_KV_CACHE,
     )
     run = run_agent_bench(config, progress=lambda line: click.echo(line, err=True))
     click.echo(run.table)

@@ -53,6 +53,12 @@ import anyio.abc
 import httpx2
 
 from weavehost.config_model import RemoteModelConfig
+from weavehost.engine.native import (
+    DEFAULT_KV_CACHE,
+    KV_CACHE_TYPES,
+    kv_ggml_types,
+    needs_flash_attn,
+)
 from weavehost.errors import BenchError
 from weavehost.mcp.transport import group_alive
 
@@ -88,11 +94,13 @@ SERVER_EXTRA_MODULES = ("uvicorn", "fastapi", "pydantic_settings", "sse_starlett
 
 @dataclass(frozen=True, slots=True)
 class Launch:
-    """What the bench runs its own model with, which a peer gets too."""
+    """What the bench runs its own model with, which a peer gets too (the KV cache's types
+    as well: :data:`~weavehost.engine.native.KV_CACHE_TYPES`)."""
 
     model: Path
     threads: int
     n_ctx: int
+    kv_cache: str = DEFAULT_KV_CACHE
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,9 +133,13 @@ def _llama_cpp_server(launch: Launch) -> PeerCommand:
             f"missing): install it with {SERVER_EXTRA_INSTALL}"
         )
     threads = str(launch.threads)
+    type_k, type_v = kv_ggml_types(launch.kv_cache)
     argv = (sys.executable, "-m", "llama_cpp.server", "--model", str(launch.model),
             "--chat_format", "chatml-function-calling", "--n_ctx", str(launch.n_ctx),
-            "--n_threads", threads, "--n_threads_batch", threads)  # fmt: skip
+            "--n_threads", threads, "--n_threads_batch", threads,
+            "--type_k", str(type_k), "--type_v", str(type_v))  # fmt: skip
+    if needs_flash_attn(launch.kv_cache):  # its own default is off
+        argv += ("--flash_attn", "true")
     # It ends a streamed reply that leaves the call to the model at once (docs/remote.md).
     return PeerCommand("llama_cpp_server", argv, "forced", launch.n_ctx,
                        _version("llama-cpp-python"))  # fmt: skip
@@ -164,8 +176,10 @@ def find_llama_server() -> tuple[Path, str | None]:
 def _llama_server(launch: Launch) -> PeerCommand:
     binary, version = find_llama_server()
     threads = str(launch.threads)
+    type_k, type_v = KV_CACHE_TYPES[launch.kv_cache]  # flash attention: its own auto, on here
     argv = (str(binary), "--jinja", "-m", str(launch.model), "-c", str(launch.n_ctx),
-            "-t", threads, "-tb", threads, "--parallel", "1")  # fmt: skip
+            "-t", threads, "-tb", threads, "--parallel", "1",
+            "--cache-type-k", type_k, "--cache-type-v", type_v)  # fmt: skip
     return PeerCommand("llama_server", argv, True, launch.n_ctx, version)
 
 

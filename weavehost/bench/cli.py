@@ -29,6 +29,7 @@ from weavehost.cli_options import (
     options,
     threads_option,
 )
+from weavehost.config import DEFAULT_KV_CACHE
 from weavehost.engine import DEFAULT_N_CTX
 
 __all__ = ["bench", "run_options"]
@@ -125,7 +126,7 @@ def bench(
         n_ctx=n_ctx,
         max_tokens=max_tokens,
         cost_model=cost_model,
-        kv_cache=kv_cache or "f16",
+        kv_cache=kv_cache or DEFAULT_KV_CACHE,
     )
     run = run_bench(config, progress=lambda line: click.echo(line, err=True))
     click.echo(format_table(run.summary))

@@ -64,6 +64,7 @@ from typing import Any
 from weavehost.decode import CaseOutcome
 from weavehost.decode.base import CallResult, ToolSchema, read_calls
 from weavehost.engine import Engine, EngineStats
+from weavehost.engine.native import DEFAULT_KV_CACHE, kv_ggml_types
 from weavehost.errors import (
     ConstraintError,
     ContextOverflowError,
@@ -179,14 +180,13 @@ class LlamaCppPythonPeer:
         n_batch: int = 512,
         lookup: bool = False,
         flash_attn: bool = True,
-        kv_cache: str = "f16",
+        kv_cache: str = DEFAULT_KV_CACHE,
     ) -> Iterator[LlamaCppPythonPeer]:
         """Load ``path`` as llama-cpp-python's ``Llama``; it is closed when the block ends.
         ``flash_attn`` and ``kv_cache``: as the engine it is compared with was opened."""
         import llama_cpp
 
-        from weavehost.engine.native import KV_CACHE_TYPES
-
+        type_k, type_v = kv_ggml_types(kv_cache)
         if lookup:
             from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
@@ -206,8 +206,8 @@ class LlamaCppPythonPeer:
                 n_threads=n_threads,
                 n_threads_batch=n_threads,
                 flash_attn=flash_attn,
-                type_k=KV_CACHE_TYPES[kv_cache],
-                type_v=KV_CACHE_TYPES[kv_cache],
+                type_k=type_k,
+                type_v=type_v,
                 verbose=False,
                 **drafting,
             )

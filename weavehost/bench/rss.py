@@ -16,7 +16,7 @@ Stage: benchmark (measurement). Guarantees and limits:
   so it may trail a ``statm`` sample: by a few pages here, by 55 MB on the CI machine. The
   sampled peak is the figure to read; this one is the whole run's, for context.
 - :func:`kv_bytes_per_cell` is arithmetic on the GGUF's metadata (layers, heads, head sizes)
-  for llama.cpp's default KV type, f16: what one cell holds, not what was allocated. llama.cpp
+  and the cache's K and V types: what one cell holds, not what was allocated. llama.cpp
   allocates the whole cache (``n_ctx`` cells) when the context is made, so cells in use never
   show in the RSS; they are counted by the engine (:attr:`Engine.kv_cells_peak`) instead.
 """
@@ -30,10 +30,10 @@ import threading
 from pathlib import Path
 from types import TracebackType
 
+from weavehost.engine.native import kv_element_bytes
 from weavehost.gguf import GGUFMetadata
 
 __all__ = [
-    "KV_BYTES_PER_ELEMENT",
     "RSS_SAMPLE_INTERVAL_S",
     "PeakRss",
     "kv_bytes_per_cell",
@@ -46,9 +46,6 @@ RSS_SAMPLE_INTERVAL_S = 0.005
 # The sampler stops within one read of being told; this only bounds the join if it did not.
 SAMPLER_JOIN_BOUND_S = 1.0
 _STATM = Path("/proc/self/statm")
-# Bytes of one K or V element: f16, llama.cpp's default cache type, which the engine and the
-# stock peers both keep (neither sets type_k/type_v).
-KV_BYTES_PER_ELEMENT = 2
 
 
 def rss_bytes() -> int | None:
@@ -100,11 +97,10 @@ class PeakRss:
         self._sample()
 
 
-def kv_bytes_per_cell(
-    metadata: GGUFMetadata, *, bytes_per_element: int = KV_BYTES_PER_ELEMENT
-) -> int | None:
-    """The bytes one KV-cache cell (one token of one position) holds for this model:
-    ``n_layer x (n_embd_k_gqa + n_embd_v_gqa) x bytes_per_element``, where ``n_embd_k_gqa`` is
+def kv_bytes_per_cell(metadata: GGUFMetadata, kv_cache: str) -> int | None:
+    """The bytes one KV-cache cell (one token of one position) holds for this model in a
+    ``kv_cache`` cache (the engine and the stock peers run the same type):
+    ``n_layer x (n_embd_k_gqa x K bytes + n_embd_v_gqa x V bytes)``, where ``n_embd_k_gqa`` is
     the key size per head (``attention.key_length``, else ``n_embd / n_head``) times
     ``n_head_kv``, and the same for values. ``None`` when the metadata does not say (a key
     missing, or heads that differ per layer)."""
@@ -121,4 +117,5 @@ def kv_bytes_per_cell(
         return None
     key_length = number("attention.key_length") or n_embd // n_head
     value_length = number("attention.value_length") or n_embd // n_head
-    return n_layer * n_head_kv * (key_length + value_length) * bytes_per_element
+    k_bytes, v_bytes = kv_element_bytes(kv_cache)
+    return round(n_layer * n_head_kv * (key_length * k_bytes + value_length * v_bytes))

@@ -74,6 +74,7 @@ from weavehost.bench.machine import busy_warning, machine_info
 from weavehost.bench.peer import LOOKUP_PEER_NAME, PEER_NAME, PEER_NAMES, LlamaCppPythonPeer
 from weavehost.bench.report import summarize, write_summary
 from weavehost.bench.rss import PeakRss, kv_bytes_per_cell, max_rss_bytes
+from weavehost.config import DEFAULT_KV_CACHE
 from weavehost.decode import (
     STRATEGIES,
     CallResult,
@@ -151,7 +152,7 @@ class BenchConfig:
     n_ctx: int = DEFAULT_N_CTX
     max_tokens: int = DEFAULT_MAX_TOKENS
     cost_model: Path | None = None
-    kv_cache: str = "f16"  # the engine's and the stock peers' KV cache type
+    kv_cache: str = DEFAULT_KV_CACHE  # the engine's and the stock peers' KV cache type
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +186,7 @@ def bench_command(bench: BenchConfig) -> str:
         argv += ["--max-tokens", str(bench.max_tokens)]
     if bench.cost_model is not None:
         argv += ["--cost-model", str(bench.cost_model)]
-    if bench.kv_cache != "f16":
+    if bench.kv_cache != DEFAULT_KV_CACHE:
         argv += ["--kv-cache", bench.kv_cache]
     return shlex.join([*argv, "--out", str(bench.out)])
 
@@ -428,7 +429,7 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
         "kv_cache": config.kv_cache,
         "n_ctx": config.n_ctx,
         "max_tokens": config.max_tokens,
-        "kv_bytes_per_cell": kv_bytes_per_cell(model_metadata),
+        "kv_bytes_per_cell": kv_bytes_per_cell(model_metadata, config.kv_cache),
         "cost_model": _cost_model_info(cost_path, table),
         **machine_info(),
     }

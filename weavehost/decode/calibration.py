@@ -12,8 +12,9 @@ stored calibration or chooses the attention kernel:
 - **Checking** (:func:`check_calibration`, ``weavehost calibrate --check``): the same
   measurement again with the stored kernel, stored nowhere, compared width by width with the
   stored table (:class:`~weavehost.engine.calibrate.Agreement`).
-- **Storing** it per model file, thread count and KV cache type (``f16`` unless named: a
-  quantized cache is measured with flash attention, which it needs, and no probe) under
+- **Storing** it per model file, thread count and KV cache type (the name says the type but
+  for ``f16``: a quantized V cache is measured with flash attention, which it needs, and no
+  probe) under
   :func:`weavehost.paths.cache_dir`
   (:func:`plan_path`, :func:`save_plan`) and reading it back (:func:`load_plan`,
   :func:`calibrated_flash_attn`). Without one a model gets :data:`~weavehost.decode.padding.NO_PLAN`
@@ -57,6 +58,7 @@ from weavehost.engine.calibrate import (
     probe_attention,
     table_from_record,
 )
+from weavehost.engine.native import DEFAULT_KV_CACHE, needs_flash_attn
 from weavehost.errors import ConfigError
 from weavehost.paths import cache_dir
 
@@ -84,9 +86,9 @@ logger = logging.getLogger(__name__)
 CALIBRATION_VERSION = 3
 
 
-def plan_path(model: Path, threads: int, kv_cache: str = "f16") -> Path:
+def plan_path(model: Path, threads: int, kv_cache: str = DEFAULT_KV_CACHE) -> Path:
     """Where the calibration of ``model`` at ``threads`` threads with a ``kv_cache`` cache is
-    stored (an f16 cache's, the default, under the name it has always had)."""
+    stored (an f16 cache's, the default before ``q8_0-k``, under the name it has always had)."""
     stat = model.stat()
     key = f"{model.stem}-{stat.st_size}-t{threads}"
     if kv_cache != "f16":
@@ -95,7 +97,11 @@ def plan_path(model: Path, threads: int, kv_cache: str = "f16") -> Path:
 
 
 def save_plan(
-    model: Path, threads: int, calibration: Calibration, plan: DecodePlan, kv_cache: str = "f16"
+    model: Path,
+    threads: int,
+    calibration: Calibration,
+    plan: DecodePlan,
+    kv_cache: str = DEFAULT_KV_CACHE,
 ) -> Path:
     """Store ``calibration`` (a cost file plus how it was made and the padding) for ``model``
     at ``threads`` threads with a ``kv_cache`` cache."""
@@ -119,23 +125,23 @@ def _record_kernel(record: Any) -> bool:
     return not isinstance(record, dict) or record.get("flash_attn") is not False
 
 
-def calibrated_flash_attn(model: Path, threads: int, kv_cache: str = "f16") -> bool:
+def calibrated_flash_attn(model: Path, threads: int, kv_cache: str = DEFAULT_KV_CACHE) -> bool:
     """Whether to open ``model`` at ``threads`` threads with flash attention: as the stored
-    calibration was measured (``weavehost calibrate`` times both and keeps the faster; its
-    table holds for that setting only), on without one (the engine's default) and with any
-    cache but f16 (a quantized cache needs it). An unreadable calibration is
+    calibration of its ``kv_cache`` cache was measured (``weavehost calibrate`` times both and
+    keeps the faster; its table holds for that setting only), on without one (the engine's
+    default) and with a cache that needs it (a quantized V cache). An unreadable calibration is
     :func:`load_plan`'s to report: on here."""
-    if kv_cache != "f16":
+    if needs_flash_attn(kv_cache):
         return True
     try:
-        record = json.loads(plan_path(model, threads).read_text(encoding="utf-8"))
+        record = json.loads(plan_path(model, threads, kv_cache).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return True
     return _record_kernel(record)
 
 
 def load_plan(
-    model: Path, threads: int, *, flash_attn: bool | None = None, kv_cache: str = "f16"
+    model: Path, threads: int, *, flash_attn: bool | None = None, kv_cache: str = DEFAULT_KV_CACHE
 ) -> DecodePlan:
     """The plan stored for ``model`` at ``threads`` threads with a ``kv_cache`` cache, or
     :data:`NO_PLAN` if none was made, or (``flash_attn`` given) if it was measured with the
@@ -173,7 +179,7 @@ def load_plan(
     return DecodePlan.from_table(table, source=f"calibrated ({path})")
 
 
-def stored_plans(model: Path, flash_attn: bool, kv_cache: str = "f16") -> PlanSource:
+def stored_plans(model: Path, flash_attn: bool, kv_cache: str = DEFAULT_KV_CACHE) -> PlanSource:
     """The plan for each thread count of ``model`` opened with the ``flash_attn`` kernel and a
     ``kv_cache`` cache: the stored one when it was measured so, :data:`NO_PLAN` otherwise."""
     return lambda threads: load_plan(model, threads, flash_attn=flash_attn, kv_cache=kv_cache)
@@ -202,7 +208,7 @@ def open_calibrated(
     n_ctx: int = DEFAULT_N_CTX,
     n_seq_max: int = DEFAULT_N_SEQ_MAX,
     plan: DecodePlan | None = None,
-    kv_cache: str = "f16",
+    kv_cache: str = DEFAULT_KV_CACHE,
 ) -> Iterator[OpenedModel]:
     """Open ``model`` with a ``kv_cache`` cache and the kernel its calibration at the thread
     count was measured with (flash attention on without one), with its decode state; both end
@@ -245,14 +251,14 @@ def calibrate(
     rows: Sequence[int],
     repeats: int,
     cpu_flags: Sequence[str] = (),
-    kv_cache: str = "f16",
+    kv_cache: str = DEFAULT_KV_CACHE,
 ) -> CalibrationRun:
     """Measure ``model`` on this machine and store its calibration: flash attention off only
-    where it runs a turn clearly faster than on (:class:`AttentionProbe`; on, unprobed, with
-    a quantized ``kv_cache``, which needs it), then the cost of a pass of each of ``rows`` rows
-    (medians of ``repeats`` interleaved rounds, shape-checked) with that kernel and cache, and
-    the plan made from it."""
-    probe = probe_attention(model, n_threads=threads) if kv_cache == "f16" else None
+    where it runs a turn clearly faster than on (:class:`AttentionProbe`, with that
+    ``kv_cache``; on, unprobed, where the cache needs it), then the cost of a pass of each of
+    ``rows`` rows (medians of ``repeats`` interleaved rounds, shape-checked) with that kernel
+    and cache, and the plan made from it."""
+    probe = _probe(model, threads, kv_cache)
     flash_attn = probe.flash_attn if probe is not None else True
     calibration, machine = _measure(
         model, threads, flash_attn, rows, repeats, cpu_flags, kv_cache=kv_cache
@@ -263,6 +269,14 @@ def calibrate(
     return CalibrationRun(probe, calibration, plan, machine, path)
 
 
+def _probe(model: Path, threads: int | None, kv_cache: str) -> AttentionProbe | None:
+    """Flash attention timed on and off with a ``kv_cache`` cache, or ``None`` where that
+    cache needs it on."""
+    if needs_flash_attn(kv_cache):
+        return None
+    return probe_attention(model, n_threads=threads, kv_cache=kv_cache)
+
+
 def _measure(
     model: Path,
     threads: int | None,
@@ -271,7 +285,7 @@ def _measure(
     repeats: int,
     cpu_flags: Sequence[str],
     *,
-    kv_cache: str = "f16",
+    kv_cache: str = DEFAULT_KV_CACHE,
 ) -> tuple[Calibration, str]:
     """The table of ``model`` measured with the ``flash_attn`` kernel and a ``kv_cache``
     cache, and the machine."""
@@ -324,7 +338,7 @@ def check_calibration(
     rows: Sequence[int],
     repeats: int,
     cpu_flags: Sequence[str] = (),
-    kv_cache: str = "f16",
+    kv_cache: str = DEFAULT_KV_CACHE,
 ) -> CalibrationCheck:
     """Measure ``model`` again as :func:`calibrate` would, with the stored calibration's
     kernel, store nothing, and compare. No stored calibration (or an unreadable one) is a
@@ -340,7 +354,7 @@ def check_calibration(
             f"{path}: the stored calibration is unreadable ({exc}); run `weavehost calibrate`"
         ) from exc
     flash_attn = _record_kernel(record)
-    probe = probe_attention(model, n_threads=threads) if kv_cache == "f16" else None
+    probe = _probe(model, threads, kv_cache)
     calibration, _ = _measure(
         model, threads, flash_attn, rows, repeats, cpu_flags, kv_cache=kv_cache
     )

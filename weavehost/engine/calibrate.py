@@ -46,6 +46,7 @@ from weavehost.engine.cost_table import (
     table_record,
 )
 from weavehost.engine.engine import Engine
+from weavehost.engine.native import DEFAULT_KV_CACHE
 from weavehost.engine.passes import Row
 from weavehost.errors import EngineError
 
@@ -242,17 +243,19 @@ def probe_attention(
     repeats: int = 9,
     chunk: int = 128,
     rounds: int = PROBE_ROUNDS,
+    kv_cache: str = DEFAULT_KV_CACHE,
 ) -> AttentionProbe:
     """Open the model with flash attention off and on, ``rounds`` times each in the order off,
     on, on, off, ..., and time each opening (see :class:`AttentionProbe`): the prompt in
     ``chunk``-token prefills, the last one timed, then ``repeats`` one-row passes after one
-    untimed warm-up."""
+    untimed warm-up. ``kv_cache``: the cache both are opened with (one whose V is quantized
+    needs flash attention: nothing to probe, :func:`~weavehost.engine.native.needs_flash_attn`)."""
     prefill: dict[bool, list[float]] = {False: [], True: []}
     passes: dict[bool, list[float]] = {False: [], True: []}
     turns: dict[bool, list[float]] = {False: [], True: []}
     for round_index in range(rounds):
         for setting in (False, True) if round_index % 2 == 0 else (True, False):
-            per_token, samples = _time_turn(path, n_threads, setting, repeats, chunk)
+            per_token, samples = _time_turn(path, n_threads, setting, repeats, chunk, kv_cache)
             prefill[setting].append(per_token)
             passes[setting].extend(samples)
             turns[setting].append(
@@ -266,12 +269,21 @@ def probe_attention(
 
 
 def _time_turn(
-    path: str | Path, n_threads: int | None, flash_attn: bool, repeats: int, chunk: int
+    path: str | Path,
+    n_threads: int | None,
+    flash_attn: bool,
+    repeats: int,
+    chunk: int,
+    kv_cache: str,
 ) -> tuple[float, list[float]]:
     """One opening of the probe: seconds per token of the prompt's last chunk, and of each
     timed one-row pass after it."""
     with Engine.open(
-        path, n_ctx=CALIBRATION_N_CTX, n_threads=n_threads, flash_attn=flash_attn
+        path,
+        n_ctx=CALIBRATION_N_CTX,
+        n_threads=n_threads,
+        flash_attn=flash_attn,
+        kv_cache=kv_cache,
     ) as engine:
         filler = engine.tokenize(_FILLER)
         prompt = (filler * (PROBE_PROMPT_TOKENS // len(filler) + 1))[:PROBE_PROMPT_TOKENS]

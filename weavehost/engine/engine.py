@@ -50,6 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from weavehost.engine.native import (
+    DEFAULT_KV_CACHE,
     LLAMA_CPP_VERSION,
     AbortFlag,
     BatchRow,
@@ -121,7 +122,7 @@ class Engine:
         abort: AbortFlag,
         *,
         flash_attn: bool,
-        kv_cache: str = "f16",
+        kv_cache: str = DEFAULT_KV_CACHE,
     ) -> None:
         self._native = native
         self.path = path
@@ -162,7 +163,7 @@ class Engine:
         n_seq_max: int = DEFAULT_N_SEQ_MAX,
         n_threads: int | None = None,
         flash_attn: bool = True,
-        kv_cache: str = "f16",
+        kv_cache: str = DEFAULT_KV_CACHE,
     ) -> Iterator[Engine]:
         """Load the GGUF at ``path``; the model and context are freed when the block ends.
 

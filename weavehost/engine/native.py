@@ -35,11 +35,15 @@ import numpy as np
 from weavehost.errors import EngineError, ModelLoadError
 
 __all__ = [
+    "DEFAULT_KV_CACHE",
     "KV_CACHE_TYPES",
     "LLAMA_CPP_VERSION",
     "AbortFlag",
     "NativeContext",
     "NativeTokenizer",
+    "kv_element_bytes",
+    "kv_ggml_types",
+    "needs_flash_attn",
     "open_native",
     "quantize",
     "route_llama_log",
@@ -48,14 +52,49 @@ __all__ = [
 # A saved sequence state is in llama.cpp's own layout: it is only read back by the same build.
 LLAMA_CPP_VERSION = str(llama_cpp.__version__)
 
-# The K and V cache's type, by the name users give it (llama.cpp's ``--cache-type-k/-v``).
-# ``f16`` is llama.cpp's default. ``q8_0`` takes half the memory, and on the CPU it keeps a
-# pass's numbers the same whatever its width: with an f16 cache, a one-row pass over 512 or more
-# cells splits the cache across threads (flash attention's split-KV path) and sums in another
-# order than a pass of several rows, so drafted and undrafted text can part at near-ties
-# (docs/engine.md, "Drafted and undrafted passes, bit for bit"). A quantized V cache needs
-# flash attention.
-KV_CACHE_TYPES = {"f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0}
+# The K and V caches' types, by the name users give the pair: (K, V) as llama.cpp's
+# ``--cache-type-k/-v`` name them. The first is the default. ``q8_0-k`` (q8_0 keys, f16
+# values) keeps a pass's numbers the same whatever its width: with f16 keys and values, a one-row
+# pass over 512 or more cells splits the cache across threads (flash attention's split-KV path)
+# and sums in another order than a pass of several rows, so drafted and undrafted text part at
+# near-ties; with quantized keys every row is computed as a one-row pass computes it, and the
+# keys take half the memory, at the speed of f16 on the CPU (docs/engine.md, "Drafted and
+# undrafted passes, bit for bit"). ``f16`` is llama.cpp's default; ``q8_0`` takes half the
+# memory. A quantized V cache needs flash attention.
+KV_CACHE_TYPES: dict[str, tuple[str, str]] = {
+    "q8_0-k": ("q8_0", "f16"),
+    "f16": ("f16", "f16"),
+    "q8_0": ("q8_0", "q8_0"),
+}
+DEFAULT_KV_CACHE = next(iter(KV_CACHE_TYPES))
+# Each element type: ggml's number for it, and the bytes an element takes (q8_0: blocks of 32
+# in 34 bytes).
+_ELEMENT_TYPES = {
+    "f16": (llama_cpp.GGML_TYPE_F16, 2.0),
+    "q8_0": (llama_cpp.GGML_TYPE_Q8_0, 34 / 32),
+}
+
+
+def kv_ggml_types(kv_cache: str) -> tuple[int, int]:
+    """ggml's numbers for the K and V types of a ``kv_cache`` cache (llama.cpp's
+    ``type_k``/``type_v``)."""
+    k, v = KV_CACHE_TYPES[kv_cache]
+    return _ELEMENT_TYPES[k][0], _ELEMENT_TYPES[v][0]
+
+
+def kv_element_bytes(kv_cache: str) -> tuple[float, float]:
+    """The bytes a K and a V element take in a ``kv_cache`` cache."""
+    k, v = KV_CACHE_TYPES[kv_cache]
+    return _ELEMENT_TYPES[k][1], _ELEMENT_TYPES[v][1]
+
+
+def needs_flash_attn(kv_cache: str) -> bool:
+    """Whether a ``kv_cache`` cache opens only with flash attention: a quantized V cache
+    (llama.cpp's rule). Quantized keys alone open either way: with flash attention on, a
+    pass's numbers are then the same whatever its width; with it off they are not, as an f16
+    cache's are not (``weavehost calibrate`` keeps it on unless off is clearly faster)."""
+    return KV_CACHE_TYPES[kv_cache][1] != "f16"
+
 
 _llama_log = logging.getLogger("weavehost.engine.llama_cpp")
 
@@ -297,14 +336,14 @@ def open_native(
     n_seq_max: int,
     n_threads: int,
     flash_attn: bool,
-    kv_cache: str = "f16",
+    kv_cache: str = DEFAULT_KV_CACHE,
     abort: AbortFlag | None = None,
 ) -> Iterator[NativeContext]:
     """Load ``path`` and create a context with a unified KV cache shared by ``n_seq_max`` seqs.
 
-    ``kv_cache``: the type of the K and V cache, a key of :data:`KV_CACHE_TYPES`; any but
-    ``f16`` needs flash attention. Another type, or a quantized cache without flash attention,
-    is an :class:`EngineError` before anything loads.
+    ``kv_cache``: the types of the K and V cache, a key of :data:`KV_CACHE_TYPES`; a quantized
+    V cache needs flash attention (:func:`needs_flash_attn`). Another name, or a quantized V
+    cache without flash attention, is an :class:`EngineError` before anything loads.
 
     ``flash_attn``: llama.cpp's flash-attention kernel, on or off (never its ``auto``, which
     turns it on for the CPU).
@@ -315,7 +354,7 @@ def open_native(
         raise EngineError(
             f"unknown KV cache type {kv_cache!r}; expected one of {', '.join(KV_CACHE_TYPES)}"
         )
-    if kv_cache != "f16" and not flash_attn:
+    if needs_flash_attn(kv_cache) and not flash_attn:
         raise EngineError(f"a {kv_cache} KV cache needs flash attention (llama.cpp's rule)")
     route_llama_log()
     with contextlib.ExitStack() as stack:
@@ -339,7 +378,7 @@ def open_native(
         # One KV buffer for all sequences: parallel value sequences share the prompt's cells
         # and the context size is not split per sequence.
         params.kv_unified = True
-        params.type_k = params.type_v = KV_CACHE_TYPES[kv_cache]
+        params.type_k, params.type_v = kv_ggml_types(kv_cache)
         params.flash_attn_type = (
             llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
             if flash_attn
