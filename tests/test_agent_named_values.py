@@ -156,7 +156,9 @@ async def test_on_the_embedded_smollm2_chicago_s_weather_in_imperial_units_is_as
     events = await last_turn(embedded_model_path, prompt, server="weather")
     ran = [(r["name"], r["arguments"].get("units")) for r in events.of("tool_result")]
     want = "imperial" if steered else "metric"
-    assert ran[:1] == [("get_current_weather", want)], [e.to_json() for e in events]
+    # The first weather call (current or forecast: a near-tie on this model) asks in ``want``.
+    assert [units for _, units in ran[:1]] == [want], [e.to_json() for e in events]
+    assert ran[0][0] in {"get_current_weather", "get_forecast"}
 
 
 @pytest.mark.model

@@ -409,11 +409,11 @@ async def test_a_call_begun_as_a_bare_list_runs_and_the_next_step_shows_it_in_th
         held = host.model.engine.detokenize(host.model.held)  # type: ignore[union-attr]
     assert events.of("final_call")[0]["arguments"] == {"city": "Paris"}
     assert events.of("tool_result")[0]["text"] == "Paris: sunny, 20 C"
-    # The history re-renders the call as SmolLM2's own format writes it.
-    assert (
-        '<tool_call>[{"name": "get_current_weather", "arguments": {"city": "Paris"}}]</tool_call>'
-        in held
-    )
+    # The history re-renders the call as SmolLM2's own format writes it (a second call the
+    # model may add to the list follows it there).
+    call = '<tool_call>[{"name": "get_current_weather", "arguments": {"city": "Paris"}}'
+    assert f"Weather in Paris?<|im_end|>\n<|im_start|>assistant\n{call}" in held
+    assert '\n[{"name": "get_current_weather", "arguments": {"city": "Paris"}}' not in held
 
 
 @pytest.mark.model

@@ -251,9 +251,11 @@ def test_a_file_from_another_context_size_model_file_attention_kernel_or_cache_t
         os.link(embedded_model_path, copy)
     except OSError:  # another file system
         shutil.copyfile(embedded_model_path, copy)
-    # Flash attention off: llama.cpp lays the V cache out transposed; q8_0: another layout.
+    # Flash attention off: llama.cpp lays the V cache out transposed; q8_0 keys (and values):
+    # another layout.
     others = [(embedded_model_path, N_CTX // 2, True, "f16"), (copy, N_CTX, True, "f16"),
-              (embedded_model_path, N_CTX, False, "f16"), (embedded_model_path, N_CTX, True, "q8_0")]  # fmt: skip
+              (embedded_model_path, N_CTX, False, "f16"), (embedded_model_path, N_CTX, True, "q8_0"),
+              (embedded_model_path, N_CTX, True, "q8_0-k")]  # fmt: skip
     for path, n_ctx, flash_attn, kv_cache in others:
         with open_engine(path, n_ctx, flash_attn, kv_cache) as other:
             model = model_on(other, cache)
