@@ -8,6 +8,7 @@ test needs no model.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -397,14 +398,21 @@ def test_a_calibration_with_a_quantized_kv_cache_is_stored_apart_and_opens_flash
     assert load_plan(engine.path, 2, flash_attn=False, kv_cache="f16").source != plan.source
 
 
-def test_the_default_cache_s_calibration_is_its_own_and_keeps_the_kernel_it_chose(tmp_path):
+def test_the_default_cache_s_calibration_is_its_own_and_keeps_the_kernel_it_chose(tmp_path, caplog):
     engine = _fake_engine(tmp_path)
     table = load_cost_table(AVX512)
+    assert load_plan(engine.path, 2) is NO_PLAN
+    assert not caplog.records  # nothing calibrated at all: nothing to warn of
     f16 = Calibration(table, {128: 0.002}, repeats=3, threads=2, flash_attn=False)
     save_plan(engine.path, 2, f16, DecodePlan.from_table(table), "f16")
-    # An f16 calibration is not the default cache's (q8_0 keys): nothing stored for it yet.
+    # An f16 calibration is not the default cache's (q8_0 keys): nothing stored for it yet,
+    # and a warning says how to calibrate it.
     assert plan_path(engine.path, 2).name.endswith("-t2-kvq8_0-k.json")
-    assert load_plan(engine.path, 2) is NO_PLAN
+    with caplog.at_level(logging.WARNING):
+        assert load_plan(engine.path, 2) is NO_PLAN
+    (warning,) = caplog.records
+    assert "calibrated at 2 threads for the f16 KV cache, not the q8_0-k one" in warning.message
+    assert "--threads 2 --kv-cache q8_0-k`, or run with --kv-cache f16" in warning.message
     assert calibrated_flash_attn(engine.path, 2) is True  # none stored: the engine's default
     # Quantized keys over f16 values open either way: the kernel is the one calibrated.
     keys = Calibration(table, {128: 0.002}, repeats=3, threads=2, flash_attn=False)

@@ -58,7 +58,7 @@ from weavehost.engine.calibrate import (
     probe_attention,
     table_from_record,
 )
-from weavehost.engine.native import DEFAULT_KV_CACHE, needs_flash_attn
+from weavehost.engine.native import DEFAULT_KV_CACHE, KV_CACHE_TYPES, needs_flash_attn
 from weavehost.errors import ConfigError
 from weavehost.paths import cache_dir
 
@@ -119,6 +119,21 @@ def save_plan(
     return path
 
 
+def _warn_other_caches(model: Path, threads: int, kv_cache: str) -> None:
+    """Warn where ``model`` has no calibration at ``threads`` threads for ``kv_cache`` but has
+    one for another cache type (an f16 calibration stored before ``q8_0-k`` became the
+    default): it decodes without a plan, so nothing is drafted or padded."""
+    others = [t for t in KV_CACHE_TYPES if t != kv_cache and plan_path(model, threads, t).exists()]
+    if others:
+        logger.warning(
+            "%s is calibrated at %d threads for the %s KV cache, not the %s one it runs with: "
+            "no plan, so answers are not drafted; run `weavehost calibrate --model %s "
+            "--threads %d --kv-cache %s`, or run with --kv-cache %s",
+            model.name, threads, " and ".join(others), kv_cache, model, threads, kv_cache,
+            others[0],
+        )  # fmt: skip
+
+
 def _record_kernel(record: Any) -> bool:
     """The kernel a stored record was measured with: one stored before ``calibrate`` chose
     was measured with flash attention on."""
@@ -154,6 +169,7 @@ def load_plan(
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
+        _warn_other_caches(model, threads, kv_cache)
         return NO_PLAN
     except OSError as exc:
         raise ConfigError(
