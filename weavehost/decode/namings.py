@@ -139,18 +139,16 @@ class Namings:
         through its arguments' close: a draft the reply verifies in one pass, so a repeat is
         judged in a pass or two, not a pass a token. ``""`` elsewhere (before the name is
         whole another tool may follow), or where the text ends inside a character."""
-        if not self.made:
+        undecided = self.undecided_tag(text, triggers, skip) if self.made else None
+        if undecided is None:
             return ""
-        at, trigger, skip = self.scan(text, triggers, skip)
-        if at < 0 or trigger is not None:
+        at, trigger = undecided
+        layout = self.judged_in(trigger)
+        if layout is None or not self.could_name(text[at:], layout)[1]:
             return ""
-        at, found = first_trigger(text, triggers, skip)
-        layout = self.judged_in(found) if found is not None else None
         try:
             written = text[at:].decode("utf-8")
         except UnicodeDecodeError:
-            return ""
-        if layout is None or not self.could_name(text[at:], layout)[1]:
             return ""
         calls = self.made.get(layout, ())
         return next((c[len(written) :] for c in calls if c.startswith(written)), "")

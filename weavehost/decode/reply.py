@@ -349,7 +349,7 @@ class Continuation:
                 self.data = self.data[: max(found, len(self.shown.encode("utf-8")))]
                 stop = "call_text"  # what was shown stays the answer
                 break
-            self.read(token)
+            self.read(token, judging=at >= 0)
             self.stream(min(self.hold_back(at), self.hold_back_call_text(call_held)))
         tag = self.namings.undecided_tag(self.data, self.writer.triggers, self.skip)
         if tag is not None:  # still judged where the text stopped: a call, as an unjudged tag is
@@ -466,10 +466,11 @@ class Continuation:
             engine.drop(0, len(held) - 1)
             engine.prefill(0, [last])
 
-    def read(self, token: int) -> None:
+    def read(self, token: int, *, judging: bool = False) -> None:
         """``token`` read on sequence 0: the next token's logits. Where it is the drafted token
         ahead, it is in sequence 0 already; otherwise it is read with a new draft after it,
-        where one pays (:meth:`draft_after`)."""
+        where one pays (:meth:`draft_after`), or, where the text ends in JSON still judged
+        (``judging``: a trigger the scan found, undecided), the rest of a call made."""
         pricing = self.writer.pricing if self.drafts is not None else None
         if self.ahead:
             if self.ahead[0][0] == token:
@@ -480,7 +481,7 @@ class Continuation:
                 return
             self.drop_ahead()
         draft = self.draft_after(pricing) if pricing is not None else []
-        draft = draft or self.repeat_draft()
+        draft = draft or (self.repeat_draft() if judging else [])
         self.ahead_later = False
         if not draft:
             self.logits = self.engine.decode_one(0, token)
