@@ -31,6 +31,7 @@ from weavehost.engine.calibrate import (
     ATTENTION_MARGIN,
     DEFAULT_OUTPUTS,
     DEFAULT_ROWS,
+    EXACT_ATTENTION_MARGIN,
     SHAPE_RETRIES,
     AttentionProbe,
     Calibration,
@@ -42,6 +43,7 @@ from weavehost.engine.calibrate import (
     shape_faults,
     table_record,
 )
+from weavehost.engine.native import exact_with_flash_attn
 from weavehost.errors import ConfigError
 
 COSTS = Path(__file__).parent / "data" / "costs"
@@ -450,15 +452,50 @@ def test_an_old_or_damaged_stored_calibration_says_to_run_calibrate(tmp_path, re
 
 
 def test_the_attention_kernel_is_the_one_whose_turn_costs_less_prompt_and_passes_together():
-    # A kernel that prefills faster but passes slower loses a turn of 512 tokens and 64 passes.
-    slower_passes = AttentionProbe({False: 0.0042, True: 0.0041}, {False: 0.027, True: 0.0375})
+    # A kernel that prefills faster but passes slower loses a turn of 256 prefilled tokens, 64
+    # one-row passes and 16 of 8 rows.
+    wide = {False: 0.050, True: 0.050}
+    slower_passes = AttentionProbe(
+        {False: 0.0042, True: 0.0041}, {False: 0.027, True: 0.0375}, wide
+    )
     assert not slower_passes.flash_attn
-    assert slower_passes.turn_s(False) == pytest.approx(512 * 0.0042 + 64 * 0.027)
+    assert slower_passes.turn_s(False) == pytest.approx(256 * 0.0042 + 64 * 0.027 + 16 * 0.05)
     # One whose prompt costs much less wins although each pass costs a little more.
-    slower_prefill = AttentionProbe({False: 0.016, True: 0.008}, {False: 0.030, True: 0.032})
+    slower_prefill = AttentionProbe({False: 0.024, True: 0.008}, {False: 0.030, True: 0.032}, wide)
     assert slower_prefill.flash_attn
+    # So does one whose wide passes cost much less, as on the Xeon at an agent's depth.
+    slower_wide = AttentionProbe(
+        {False: 0.004, True: 0.004}, {False: 0.027, True: 0.028}, {False: 0.150, True: 0.050}
+    )
+    assert slower_wide.flash_attn
     stored = slower_passes.record()
     assert stored["off"]["pass_ms"] == 27.0 and stored["on"]["prefill_ms_per_token"] == 4.1
+    assert stored["on"]["wide_pass_ms"] == 50.0 and stored["wide_rows"] == 8
+
+
+def test_flash_attention_that_keeps_drafts_exact_is_kept_unless_off_saves_a_third_of_a_turn():
+    # The EPYC of session 51 with q8_0 keys: off runs the turn ~14% faster (cheaper prefill
+    # and wide passes at 1,024 cells), but only on computes a wide pass's rows as one row's.
+    prefill = {False: 0.0021, True: 0.0029}
+    passes = {False: 0.0130, True: 0.0130}
+    wide = {False: 0.042, True: 0.050}
+    epyc_f16 = AttentionProbe(prefill, passes, wide, exact=False)
+    epyc_quantized_keys = AttentionProbe(prefill, passes, wide, exact=True)
+    assert epyc_quantized_keys.turn_s(False) < epyc_quantized_keys.turn_s(True) * 0.9
+    assert not epyc_f16.flash_attn  # nothing to keep: the faster kernel
+    assert epyc_quantized_keys.flash_attn and epyc_quantized_keys.margin == EXACT_ATTENTION_MARGIN
+    assert epyc_quantized_keys.record()["exact_with_flash_attn"] is True
+    # The Xeon of run 13 at 1,200 cells: off a one-row pass 29 ms against 77, 12 rows 86 ms
+    # against 296: off, exact or not.
+    xeon = AttentionProbe(
+        {False: 0.0042, True: 0.0041},
+        {False: 0.029, True: 0.077},
+        {False: 0.06, True: 0.2},
+        exact=True,
+    )
+    assert not xeon.flash_attn
+    assert exact_with_flash_attn("q8_0-k") and exact_with_flash_attn("q8_0")
+    assert not exact_with_flash_attn("f16")
 
 
 def test_a_model_opens_with_the_attention_kernel_its_calibration_was_measured_with(tmp_path):
@@ -598,10 +635,12 @@ def test_the_attention_probe_opens_the_real_model_with_each_kernel_and_times_bot
         return open_engine(*args, **kwargs)
 
     monkeypatch.setattr(Engine, "open", opening)
-    probe = probe_attention(embedded_model_path, n_threads=1, repeats=1)
+    probe = probe_attention(embedded_model_path, n_threads=1, repeats=1, held=64)
     assert opened == [False, True, True, False]  # two openings each, a drift weighs alike
-    assert set(probe.prefill_token_s) == set(probe.pass_s) == {False, True}
-    assert all(cost > 0 for cost in [*probe.prefill_token_s.values(), *probe.pass_s.values()])
+    costs = [probe.prefill_token_s, probe.pass_s, probe.wide_pass_s]
+    assert all(set(cost) == {False, True} for cost in costs)
+    assert all(seconds > 0 for cost in costs for seconds in cost.values())
+    assert probe.exact  # the default cache's keys are quantized
 
 
 @pytest.mark.model
@@ -784,7 +823,9 @@ def test_a_table_that_still_fails_the_shape_check_says_so_with_the_calibration(m
 def test_a_coin_flip_between_the_attention_kernels_keeps_the_engines_default():
     # Today's second calibration of Qwen2.5-Coder-0.5B: off 1735.7 ms a turn, on 1737.4.
     coin_flip = AttentionProbe(
-        {False: 0.0017337, True: 0.0016826}, {False: 0.0132514, True: 0.0136867}
+        {False: 0.0017337, True: 0.0016826},
+        {False: 0.0132514, True: 0.0136867},
+        {False: 0.05, True: 0.05},
     )
     assert coin_flip.turn_s(False) < coin_flip.turn_s(True)
     assert coin_flip.flash_attn  # off is faster by 0.1%: within the noise
@@ -793,10 +834,11 @@ def test_a_coin_flip_between_the_attention_kernels_keeps_the_engines_default():
 
 def test_the_margin_off_must_clear_grows_with_the_noise_between_openings_of_one_kernel():
     prefill = {False: 0.001, True: 0.001}
-    passes = {False: 0.009, True: 0.010}  # off: a turn 9.9% less
-    steady = AttentionProbe(prefill, passes, {False: (1.00, 1.01), True: (1.10, 1.11)})
+    passes = {False: 0.009, True: 0.010}
+    wide = {False: 0.030, True: 0.034}  # off: a turn 8.9% less
+    steady = AttentionProbe(prefill, passes, wide, {False: (1.00, 1.01), True: (1.10, 1.11)})
     assert steady.noise == pytest.approx(0.01) and not steady.flash_attn
-    noisy = AttentionProbe(prefill, passes, {False: (1.00, 1.08), True: (1.10, 1.11)})
+    noisy = AttentionProbe(prefill, passes, wide, {False: (1.00, 1.08), True: (1.10, 1.11)})
     assert noisy.noise == pytest.approx(0.08) and noisy.margin == pytest.approx(0.16)
     assert noisy.flash_attn
     assert noisy.record()["off"]["turn_ms_by_opening"] == [1000.0, 1080.0]

@@ -50,8 +50,11 @@ from weavehost.engine import DEFAULT_N_CTX
 from weavehost.engine.calibrate import (
     DEFAULT_REPEATS,
     DEFAULT_ROWS,
-    PROBE_PROMPT_TOKENS,
+    PROBE_HELD_TOKENS,
+    PROBE_PREFILL_TOKENS,
     PROBE_SERIAL_PASSES,
+    PROBE_WIDE_PASSES,
+    PROBE_WIDE_ROWS,
 )
 from weavehost.errors import WeavehostError
 from weavehost.mcp_cli import roots_offered, with_roots
@@ -302,13 +305,17 @@ def _print_probe(probe: Any) -> None:
     turns = ", ".join(
         f"{'on' if setting else 'off'} {probe.turn_s(setting):.2f} s"
         f" ({probe.prefill_token_s[setting] * 1e3:.2f} ms a prefilled token,"
-        f" {probe.pass_s[setting] * 1e3:.1f} ms a one-row pass)"
+        f" {probe.pass_s[setting] * 1e3:.1f} ms a one-row pass,"
+        f" {probe.wide_pass_s[setting] * 1e3:.1f} ms a {PROBE_WIDE_ROWS}-row one)"
         for setting in (False, True)
     )
+    kept = "exact drafts with it on, " if probe.exact else ""
     click.echo(
-        f"flash attention: {'on' if probe.flash_attn else 'off'} (a turn of "
-        f"{PROBE_PROMPT_TOKENS} prompt tokens and {PROBE_SERIAL_PASSES} one-row passes: {turns};"
-        f" off only if faster by {probe.margin:.1%}, the noise between openings {probe.noise:.1%})"
+        f"flash attention: {'on' if probe.flash_attn else 'off'} (a turn over "
+        f"{PROBE_HELD_TOKENS} held tokens: {PROBE_PREFILL_TOKENS} prefilled, "
+        f"{PROBE_SERIAL_PASSES} one-row passes and {PROBE_WIDE_PASSES} of {PROBE_WIDE_ROWS} rows: "
+        f"{turns}; off only if faster by {probe.margin:.1%}: {kept}"
+        f"the noise between openings {probe.noise:.1%})"
     )
 
 

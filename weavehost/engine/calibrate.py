@@ -21,9 +21,10 @@ measurement is made robust to it rather than trusted:
   again (interleaved, its samples pooled), at most :data:`SHAPE_RETRIES` times; what still
   breaks it is reported with the calibration (:attr:`Calibration.shape_faults`), not hidden.
 - **The kernel is kept unless the other is clearly faster** (:class:`AttentionProbe`): each
-  kernel is timed twice (off, on, on, off), and flash attention (the engine's default) is
-  turned off only where off runs a turn faster by more than the noise seen between two
-  openings of one kernel.
+  kernel is timed twice (off, on, on, off) over a turn at an agent's depth, and flash
+  attention (the engine's default) is turned off only where off runs that turn faster by more
+  than the noise seen between two openings of one kernel, and by a third where on keeps
+  drafted text exact.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from weavehost.engine.cost_table import (
     table_record,
 )
 from weavehost.engine.engine import Engine
-from weavehost.engine.native import DEFAULT_KV_CACHE
+from weavehost.engine.native import DEFAULT_KV_CACHE, exact_with_flash_attn
 from weavehost.engine.passes import Row
 from weavehost.errors import EngineError
 
@@ -59,9 +60,13 @@ __all__ = [
     "DEFAULT_REPEATS",
     "DEFAULT_ROWS",
     "OUTPUT_ROWS",
-    "PROBE_PROMPT_TOKENS",
+    "EXACT_ATTENTION_MARGIN",
+    "PROBE_HELD_TOKENS",
+    "PROBE_PREFILL_TOKENS",
     "PROBE_ROUNDS",
     "PROBE_SERIAL_PASSES",
+    "PROBE_WIDE_PASSES",
+    "PROBE_WIDE_ROWS",
     "ROW_TILE",
     "SHAPE_RETRIES",
     "SHAPE_TOLERANCE",
@@ -113,6 +118,13 @@ SHAPE_RETRIES = 2
 # smaller margin chose by chance; the Xeon, where off is clearly faster (a turn 13% less for
 # Qwen2.5-Coder-0.5B), still chooses off.
 ATTENTION_MARGIN = 0.05
+# The margin where the cache keeps every width's numbers a one-row pass's with flash attention
+# on (quantized keys, `native.exact_with_flash_attn`): off, drafted text and calls part from
+# the undrafted ones at near-ties, so off must cost at most two thirds of on's turn. On the
+# AVX-512 EPYC off ran the probe's turn 10-20% faster and the answers after a result 16%
+# faster, with 2 of 57 answers other text (docs/engine.md, "Exactness weighs in the kernel");
+# on the Xeon of run 13 off ran wide passes over 1,200 cells 3.4x faster, which clears it.
+EXACT_ATTENTION_MARGIN = 1 / 3
 # Openings of each kernel the probe times, alternating (off, on, on, off): a linear drift
 # weighs on both alike, and two openings of one kernel measure the noise.
 PROBE_ROUNDS = 2
@@ -172,34 +184,44 @@ class Calibration:
         return record
 
 
-# What the attention probe prices: a turn of a prompt this long, prefilled, then this many
-# one-row passes over it (a call and a short answer; `constrained` writes a bench-200 call in
-# ~40 passes).
-PROBE_PROMPT_TOKENS = 512
+# What the attention probe prices: a turn at an agent's depth. A prompt this long is held (a
+# system prompt with its tools: the agent's answers run 700-1,400 cells deep), then the turn
+# is this many new tokens prefilled at the rate of the prompt's last chunk, this many one-row
+# passes (a call and a short answer; `constrained` writes a bench-200 call in ~40 passes) and
+# this many passes of this many rows, all asking for logits (drafts verified, values side by
+# side: a drafted answer on the 51 ran one wide pass to six one-row ones, session 47).
+PROBE_HELD_TOKENS = 1024
+PROBE_PREFILL_TOKENS = 256
 PROBE_SERIAL_PASSES = 64
+PROBE_WIDE_PASSES = 16
+PROBE_WIDE_ROWS = 8
 
 
 @dataclass(frozen=True, slots=True)
 class AttentionProbe:
     """llama.cpp's flash-attention kernel on and off, each timed over a
-    :data:`PROBE_PROMPT_TOKENS`-token prompt: seconds per prefilled token (its last chunk) and
-    of a one-row pass after it (medians over the openings). ``rounds``: each opening's turn
-    (:meth:`turn_s`), by kernel. The kernel's cost grows with the context the rows attend to,
-    and which wins is the machine's (``docs/engine.md``, "Flash attention").
+    :data:`PROBE_HELD_TOKENS`-token prompt: seconds per prefilled token (its last chunk), of a
+    one-row pass after it and of a pass of :data:`PROBE_WIDE_ROWS` rows asking for logits
+    (medians over the openings). ``rounds``: each opening's turn (:meth:`turn_s`), by kernel.
+    The kernel's cost grows with the context the rows attend to, and with the rows, and which
+    wins is the machine's (``docs/engine.md``, "Flash attention").
 
     :attr:`flash_attn` is the engine's default, on, unless off runs a turn faster by more than
-    :attr:`margin`: :data:`ATTENTION_MARGIN`, or twice the :attr:`noise` between two openings
-    of one kernel where that is more. Two kernels within the noise of each other are a coin
-    flip, and a flip would change the kernel the table is measured and the model run with."""
+    :attr:`margin`: :data:`ATTENTION_MARGIN` (:data:`EXACT_ATTENTION_MARGIN` where ``exact``:
+    the cache keeps a wide pass's numbers a one-row pass's with the kernel on), or twice the
+    :attr:`noise` between two openings of one kernel where that is more. Two kernels within the
+    noise of each other are a coin flip, and a flip would change the kernel the table is
+    measured and the model run with."""
 
     prefill_token_s: Mapping[bool, float]
     pass_s: Mapping[bool, float]
+    wide_pass_s: Mapping[bool, float]
     rounds: Mapping[bool, tuple[float, ...]] = field(default_factory=dict)
+    exact: bool = False
 
     def turn_s(self, flash_attn: bool) -> float:
-        return (
-            PROBE_PROMPT_TOKENS * self.prefill_token_s[flash_attn]
-            + PROBE_SERIAL_PASSES * self.pass_s[flash_attn]
+        return _turn_s(
+            self.prefill_token_s[flash_attn], self.pass_s[flash_attn], self.wide_pass_s[flash_attn]
         )
 
     @property
@@ -212,7 +234,8 @@ class AttentionProbe:
     @property
     def margin(self) -> float:
         """How much faster off must run a turn to be chosen."""
-        return max(ATTENTION_MARGIN, 2 * self.noise)
+        least = EXACT_ATTENTION_MARGIN if self.exact else ATTENTION_MARGIN
+        return max(least, 2 * self.noise)
 
     @property
     def flash_attn(self) -> bool:
@@ -220,20 +243,34 @@ class AttentionProbe:
 
     def record(self) -> dict[str, Any]:
         return {
-            "prompt_tokens": PROBE_PROMPT_TOKENS,
+            "held_tokens": PROBE_HELD_TOKENS,
+            "prefill_tokens": PROBE_PREFILL_TOKENS,
             "serial_passes": PROBE_SERIAL_PASSES,
+            "wide_passes": PROBE_WIDE_PASSES,
+            "wide_rows": PROBE_WIDE_ROWS,
+            "exact_with_flash_attn": self.exact,
             "noise": round(self.noise, 4),
             "margin": round(self.margin, 4),
             **{
                 "on" if setting else "off": {
                     "prefill_ms_per_token": round(self.prefill_token_s[setting] * 1e3, 4),
                     "pass_ms": round(self.pass_s[setting] * 1e3, 4),
+                    "wide_pass_ms": round(self.wide_pass_s[setting] * 1e3, 4),
                     "turn_ms": round(self.turn_s(setting) * 1e3, 1),
                     "turn_ms_by_opening": [round(t * 1e3, 1) for t in self.rounds.get(setting, ())],
                 }
                 for setting in (False, True)
             },
         }
+
+
+def _turn_s(prefill_token_s: float, pass_s: float, wide_pass_s: float) -> float:
+    """The probe's turn (:data:`PROBE_PREFILL_TOKENS` and its passes) at these costs."""
+    return (
+        PROBE_PREFILL_TOKENS * prefill_token_s
+        + PROBE_SERIAL_PASSES * pass_s
+        + PROBE_WIDE_PASSES * wide_pass_s
+    )
 
 
 def probe_attention(
@@ -244,28 +281,48 @@ def probe_attention(
     chunk: int = 128,
     rounds: int = PROBE_ROUNDS,
     kv_cache: str = DEFAULT_KV_CACHE,
+    held: int = PROBE_HELD_TOKENS,
 ) -> AttentionProbe:
     """Open the model with flash attention off and on, ``rounds`` times each in the order off,
-    on, on, off, ..., and time each opening (see :class:`AttentionProbe`): the prompt in
-    ``chunk``-token prefills, the last one timed, then ``repeats`` one-row passes after one
-    untimed warm-up. ``kv_cache``: the cache both are opened with (one whose V is quantized
-    needs flash attention: nothing to probe, :func:`~weavehost.engine.native.needs_flash_attn`)."""
+    on, on, off, ..., and time each opening (see :class:`AttentionProbe`): a ``held``-token
+    prompt in ``chunk``-token prefills, the last one timed, then ``repeats`` one-row passes and
+    ``repeats`` passes of :data:`PROBE_WIDE_ROWS` rows over it, each kind after one untimed
+    warm-up. ``kv_cache``: the cache both are opened with (one whose V is quantized needs
+    flash attention: nothing to probe, :func:`~weavehost.engine.native.needs_flash_attn`)."""
     prefill: dict[bool, list[float]] = {False: [], True: []}
     passes: dict[bool, list[float]] = {False: [], True: []}
+    wide: dict[bool, list[float]] = {False: [], True: []}
     turns: dict[bool, list[float]] = {False: [], True: []}
     for round_index in range(rounds):
         for setting in (False, True) if round_index % 2 == 0 else (True, False):
-            per_token, samples = _time_turn(path, n_threads, setting, repeats, chunk, kv_cache)
-            prefill[setting].append(per_token)
-            passes[setting].extend(samples)
+            opening = _time_turn(path, n_threads, setting, repeats, chunk, kv_cache, held)
+            prefill[setting].append(opening.prefill_token_s)
+            passes[setting].extend(opening.passes)
+            wide[setting].extend(opening.wide_passes)
             turns[setting].append(
-                PROBE_PROMPT_TOKENS * per_token + PROBE_SERIAL_PASSES * statistics.median(samples)
+                _turn_s(
+                    opening.prefill_token_s,
+                    statistics.median(opening.passes),
+                    statistics.median(opening.wide_passes),
+                )
             )
     return AttentionProbe(
         {s: statistics.median(v) for s, v in prefill.items()},
         {s: statistics.median(v) for s, v in passes.items()},
+        {s: statistics.median(v) for s, v in wide.items()},
         {s: tuple(v) for s, v in turns.items()},
+        exact=exact_with_flash_attn(kv_cache),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Opening:
+    """One opening of the probe: seconds per token of the prompt's last chunk, and of each
+    timed one-row and wide pass after it."""
+
+    prefill_token_s: float
+    passes: list[float]
+    wide_passes: list[float]
 
 
 def _time_turn(
@@ -275,9 +332,9 @@ def _time_turn(
     repeats: int,
     chunk: int,
     kv_cache: str,
-) -> tuple[float, list[float]]:
-    """One opening of the probe: seconds per token of the prompt's last chunk, and of each
-    timed one-row pass after it."""
+    held: int,
+) -> _Opening:
+    """Open the model once with ``flash_attn`` and time a turn's shapes over its prompt."""
     with Engine.open(
         path,
         n_ctx=CALIBRATION_N_CTX,
@@ -286,21 +343,23 @@ def _time_turn(
         kv_cache=kv_cache,
     ) as engine:
         filler = engine.tokenize(_FILLER)
-        prompt = (filler * (PROBE_PROMPT_TOKENS // len(filler) + 1))[:PROBE_PROMPT_TOKENS]
+        prompt = (filler * (held // len(filler) + 1))[:held]
         per_token = 0.0
         for start in range(0, len(prompt), chunk):
             piece = prompt[start : start + chunk]
             began = _clock()
             engine.prefill(0, piece)
             per_token = (_clock() - began) / len(piece)
-        samples = []
-        for attempt in range(repeats + 1):
-            began = _clock()
-            engine.decode_one(0, filler[attempt % len(filler)])
-            if attempt:
-                samples.append(_clock() - began)
-            engine.drop(0, len(prompt))
-    return per_token, samples
+        timed: dict[int, list[float]] = {1: [], PROBE_WIDE_ROWS: []}
+        for width, samples in timed.items():
+            for attempt in range(repeats + 1):
+                batch = [Row(filler[(attempt + i) % len(filler)], (0,), True) for i in range(width)]
+                began = _clock()
+                engine.run_pass(batch)
+                if attempt:
+                    samples.append(_clock() - began)
+                engine.drop(0, len(prompt))
+    return _Opening(per_token, timed[1], timed[PROBE_WIDE_ROWS])
 
 
 @dataclass(frozen=True, slots=True)

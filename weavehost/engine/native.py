@@ -41,6 +41,7 @@ __all__ = [
     "AbortFlag",
     "NativeContext",
     "NativeTokenizer",
+    "exact_with_flash_attn",
     "kv_element_bytes",
     "kv_ggml_types",
     "needs_flash_attn",
@@ -91,9 +92,18 @@ def kv_element_bytes(kv_cache: str) -> tuple[float, float]:
 def needs_flash_attn(kv_cache: str) -> bool:
     """Whether a ``kv_cache`` cache opens only with flash attention: a quantized V cache
     (llama.cpp's rule). Quantized keys alone open either way: with flash attention on, a
-    pass's numbers are then the same whatever its width; with it off they are not, as an f16
-    cache's are not (``weavehost calibrate`` keeps it on unless off is clearly faster)."""
+    pass's numbers are then the same whatever its width (:func:`exact_with_flash_attn`); with
+    it off they are not, as an f16 cache's are not (``weavehost calibrate`` keeps it on unless
+    off is much faster)."""
     return KV_CACHE_TYPES[kv_cache][1] != "f16"
+
+
+def exact_with_flash_attn(kv_cache: str) -> bool:
+    """Whether, with flash attention on, a pass over a ``kv_cache`` cache computes every row as
+    a one-row pass computes it (drafted text is then the undrafted text): quantized keys. With
+    f16 K and V, llama.cpp takes one-row passes past 512 cells down its split-KV path, whose
+    sums part from a wide pass's at near-ties (``docs/engine.md``)."""
+    return KV_CACHE_TYPES[kv_cache][0] != "f16"
 
 
 _llama_log = logging.getLogger("weavehost.engine.llama_cpp")
