@@ -41,6 +41,7 @@ from weavehost.bench.agent_tasks import (
 )
 from weavehost.bench.agent_third_party import COMMITS, build_repository, fixtures
 from weavehost.cli import main
+from weavehost.errors import BenchError
 from weavehost.host import Host
 from weavehost.testing.model import ScriptedModel, call
 
@@ -277,6 +278,40 @@ def test_a_run_s_variants_of_a_task_see_its_fixtures_at_the_same_paths_made_fres
     with fixtures({"repo"}, tmp_path) as second:
         assert second == first and not (Path(second["repo"]) / "left-over.txt").exists()
     assert not Path(first["repo"]).exists()  # removed on exit
+
+
+def test_two_runs_given_one_fixtures_dir_show_the_model_the_same_paths_and_leave_it_empty(
+    servers: None, tmp_path: Path
+) -> None:
+    lines = [line for line in THIRD_PARTY_TASKS.read_text().splitlines() if '"{repo}"' in line]
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(lines[0] + "\n")
+    chosen = tmp_path / "fixtures"
+    calls = []
+    for run_index in range(2):
+        config = AgentBenchConfig(tasks=tasks, out=tmp_path / f"out{run_index}",
+                                  strategies=("weave",), prompt_cache="off",
+                                  fixtures_dir=chosen)  # fmt: skip
+        run = run_agent_bench(config, make_model=_script)
+        (record,) = [json.loads(line) for line in run.results.read_text().splitlines()]
+        assert record["success"], record
+        calls.append(json.dumps(record["turns"][0]["calls"]))
+    assert str(chosen.resolve()) in calls[0] and calls[0] == calls[1]
+    assert chosen.is_dir() and not any(chosen.iterdir())  # each task's folder removed after it
+
+
+def test_a_fixtures_dir_holding_the_users_files_is_refused_before_any_task_and_kept(
+    tmp_path: Path,
+) -> None:
+    chosen = tmp_path / "mine"
+    chosen.mkdir()
+    (chosen / "notes.txt").write_text("the user's")
+    config = AgentBenchConfig(tasks=THIRD_PARTY_TASKS, out=tmp_path / "out", strategies=("weave",),
+                              prompt_cache="off", fixtures_dir=chosen)  # fmt: skip
+    with pytest.raises(BenchError, match=r"--fixtures-dir .*mine holds notes\.txt: give a new"):
+        run_agent_bench(config, make_model=_script)
+    assert (chosen / "notes.txt").read_text() == "the user's"
+    assert not (tmp_path / "out").exists()  # refused before anything was made
 
 
 def test_a_turn_that_recovers_from_a_real_server_error_succeeds_and_one_that_gives_up_fails(

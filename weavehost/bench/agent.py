@@ -77,7 +77,6 @@ Guarantees:
 from __future__ import annotations
 
 import json
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
@@ -107,7 +106,7 @@ from weavehost.bench.agent_report import (
     trace_turn,
 )
 from weavehost.bench.agent_tasks import AgentTask, bind_task, load_tasks, task_set_of
-from weavehost.bench.agent_third_party import fixtures
+from weavehost.bench.agent_third_party import check_run_folder, fixtures, run_folder
 from weavehost.bench.answer_gaps import DraftPairs
 from weavehost.bench.costs import resolve_cost_model
 from weavehost.bench.machine import busy_warning, load_average
@@ -172,6 +171,7 @@ class AgentBenchConfig:
     peers: tuple[str, ...] = ()  # stock stacks run beside (``--peer``), each a variant
     cost_model: str | None = None  # a cost file or shipped table's name (``--cost-model``)
     kv_cache: str = DEFAULT_KV_CACHE  # the local model's KV cache type (``--kv-cache``)
+    fixtures_dir: Path | None = None  # the run's fixtures here, not in a temporary folder
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,6 +289,7 @@ def run_agent_bench(
         uncalibrated = _uncalibrated(config, launch)  # a stale stored calibration fails here
     commands = [peer_command(name, launch) for name in peers]  # a missing peer fails here
     variants += [Variant("remote", "off", peer=name) for name in peers]
+    check_run_folder(config.fixtures_dir)  # a folder holding the user's files fails here
     try:
         config.out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -409,7 +410,7 @@ async def _run_tasks(
     # One folder for the run's fixtures: each task's are made again at the same paths for
     # every variant, so the variants' conversations (and answers) compare.
     with (
-        tempfile.TemporaryDirectory(prefix="weavehost-tasks-", ignore_cleanup_errors=True) as fx,
+        run_folder(config.fixtures_dir) as fx,
         results.open("w", encoding="utf-8") as sink,
     ):
         for index, task in enumerate(tasks):

@@ -118,8 +118,17 @@ def _ab_option(flag: str, modes: tuple[str, ...], default: str, text: str) -> An
     "run's own times are not this machine's best (a local model only).",
 )
 @kv_cache_option(
-    "The local model's KV cache type (default: f16): q8_0 makes drafted passes compute what "
-    "one-row passes do, bit for bit (docs/engine.md); not with --peer, whose servers run f16."
+    "The local model's KV cache type (default: q8_0-k, q8_0 keys over f16 values: drafted "
+    "passes compute what one-row passes do, bit for bit, where flash attention is on; "
+    "docs/engine.md). --peer servers run the same K and V types."
+)
+@click.option(
+    "--fixtures-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Make the tasks' fixture folders (the shared files, the git repository) here, new or "
+    "empty, instead of in a new temporary folder: two runs then show the model the same "
+    "paths, so two versions of the code compare task by task.",
 )
 def bench_agent(
     tasks: Path | None,
@@ -138,6 +147,7 @@ def bench_agent(
     peers: tuple[str, ...],
     cost_model: str | None,
     kv_cache: str | None,
+    fixtures_dir: Path | None,
 ) -> None:
     """Run agent TASKS (default: --set examples, the 51 shipped tasks) end to end through the
     host and report success, time to first tool start and time to the answer, per strategy
@@ -161,6 +171,7 @@ def bench_agent(
         peers=peers,  # checked once, by run_agent_bench
         cost_model=cost_model,  # resolved once, by run_agent_bench
         kv_cache=kv_cache or DEFAULT_KV_CACHE,
+        fixtures_dir=fixtures_dir,
     )
     run = run_agent_bench(config, progress=lambda line: click.echo(line, err=True))
     click.echo(run.table)

@@ -16,8 +16,10 @@ Stage: benchmark inputs (``weavehost bench-agent --set third-party``). The tasks
 3. nowhere else: a :class:`BenchError` saying how to install it, before any task runs.
 
 **Fixtures.** ``{files}`` and ``{repo}`` stand for folders made fresh for each task run (every
-task under every variant) in a temporary folder and removed after it, so a run sees the same
-state whatever ran before it (:func:`fixtures`):
+task under every variant) in the run's folder and removed after it, so a run sees the same
+state whatever ran before it (:func:`fixtures`). The run's folder is a new temporary one, or
+the one ``--fixtures-dir`` names (:func:`run_folder`): the same paths in every run, so that two
+runs (two versions of the code) show the model the same prompts and results:
 
 - ``{files}``: a copy of the shipped ``agent_files/`` named ``shared`` (server-filesystem is
   started with it on its command line; weavehost offers no roots unless asked, so the server
@@ -53,9 +55,11 @@ __all__ = [
     "SERVER_VARIABLES",
     "Commit",
     "build_repository",
+    "check_run_folder",
     "fixtures",
     "placeholders_in",
     "resolve_servers",
+    "run_folder",
     "server_command",
 ]
 
@@ -221,6 +225,46 @@ def build_repository(root: Path) -> Path:
     return root
 
 
+# The folder each task's fixtures are made in, inside the run's folder (:func:`fixtures`).
+TASK_FOLDER = "task"
+
+
+def check_run_folder(chosen: Path | None) -> None:
+    """A :class:`BenchError` unless ``chosen`` (``--fixtures-dir``) may hold a run's fixtures:
+    missing, or a folder holding nothing but the :data:`TASK_FOLDER` a run left. Anything else
+    in it is the user's, which a run must not remove."""
+    if chosen is None or not chosen.exists():
+        return
+    if not chosen.is_dir():
+        raise BenchError(f"--fixtures-dir {chosen} is not a folder")
+    others = sorted(p.name for p in chosen.iterdir() if p.name != TASK_FOLDER)
+    if others:
+        raise BenchError(
+            f"--fixtures-dir {chosen} holds {', '.join(others[:3])}"
+            + (" …" if len(others) > 3 else "")
+            + ": give a new or empty folder (a run makes and removes only "
+            f"{chosen / TASK_FOLDER} in it)"
+        )
+
+
+@contextmanager
+def run_folder(chosen: Path | None) -> Iterator[Path]:
+    """The folder a run makes its tasks' fixtures in: ``chosen`` (made if missing, checked by
+    :func:`check_run_folder`, kept after the run), or a new temporary one, removed after it."""
+    if chosen is None:
+        with tempfile.TemporaryDirectory(
+            prefix="weavehost-tasks-", ignore_cleanup_errors=True
+        ) as made:
+            yield Path(made)
+        return
+    check_run_folder(chosen)
+    try:
+        chosen.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BenchError(f"cannot create --fixtures-dir {chosen}: {exc.strerror}") from exc
+    yield chosen
+
+
 @contextmanager
 def fixtures(names: set[str], under: Path | None = None) -> Iterator[dict[str, str]]:
     """The fixture folders ``names`` (of :data:`FIXTURE_NAMES`), made fresh: ``{name: path}``;
@@ -236,7 +280,7 @@ def fixtures(names: set[str], under: Path | None = None) -> Iterator[dict[str, s
         ) as t:
             yield _made(names, Path(t))
         return
-    place = under / "task"
+    place = under / TASK_FOLDER
     shutil.rmtree(place, ignore_errors=True)  # a run stopped inside a task left it
     place.mkdir(parents=True)
     try:
