@@ -213,6 +213,46 @@ async def test_a_call_repeated_in_the_same_turn_is_not_run_again_and_the_model_m
     assert sum(1 for m in model.synced[-1] if m.get("tool_calls")) == 1  # the repeat was dropped
 
 
+class ResumingModel(ScriptedModel):
+    """A scripted model that can go on with a reply whose calls were not run, as the engine's
+    does: the script's next reply (a text) follows the text the dropped reply began with."""
+
+    def __init__(self, steps: list[Any]) -> None:
+        super().__init__(steps)
+        self.began: list[str] = []  # the text each reply began with
+        self.resumed: list[int] = []  # the bound each resume was given
+
+    def free_decode(self, on_text: Any, max_tokens: int, *args: Any, **kw: Any) -> FreeText:
+        free = super().free_decode(on_text, max_tokens, *args, **kw)
+        self.began.append(free.text)
+        return free
+
+    def resume_free(self, on_text: Any, max_tokens: int, **kw: Any) -> FreeText | None:
+        self.resumed.append(max_tokens)
+        more = super().free_decode(on_text, max_tokens, False, **kw)
+        return replace(more, text=self.began[-1] + more.text)
+
+
+async def test_a_reply_whose_only_call_is_a_repeat_goes_on_after_its_text_shown_once() -> None:
+    log: list[dict[str, Any]] = []
+    again = ScriptedCall(final=OSLO, text="Let me check once more. ")
+    model = ResumingModel([ScriptedCall(final=OSLO), again, "Oslo is sunny, 20 C."])
+    async with Host(agent_model=model, inproc={"weather": weather_server(log, threading.Event())},
+                    trust=["weather"]) as host:  # fmt: skip
+        conversation = host.session()
+        events = await Events.collect(conversation.run("Oslo?"), timeout=10)
+        transcript = conversation.messages
+    assert len(log) == 1 and "repeated get_current_weather" in events.of("notice")[0]["text"]
+    shown = "".join(e["text"] for e in events.of("text"))
+    assert shown == "Let me check once more. Oslo is sunny, 20 C."  # the first part shown once
+    assert len(model.resumed) == 1 and len(model.synced) == 2  # step 3 read no new prompt
+    assert model.allowed_calls == [True, True, False]
+    assert events.of("done")[0].data == {"stop": "answer", "steps": 3}
+    (third,) = [t for t in events.of("timings") if t["step"] == 3]
+    assert third["prefilled_tokens"] == 0 and third["prompt_cache"] == "off"
+    assert transcript[-1] == {"role": "assistant", "content": shown}  # the answer, whole
+
+
 async def test_a_turn_that_hits_the_step_bound_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     # A model that keeps calling one tool; the steering that answers after a tool's good result
     # (tests/test_agent_steering.py) would end this turn before the bound, so it is off here.

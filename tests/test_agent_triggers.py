@@ -286,6 +286,46 @@ def test_smollm2_s_repeat_is_judged_in_a_pass_or_two_without_drafts_and_the_repl
     assert drafted.passes <= plain.passes - rest + 2, (drafted.passes, plain.passes)
 
 
+# SmolLM2-135M follows an assistant turn that says something, then calls.
+TEXT_THEN_CALL_HISTORY = [
+    {"role": "user", "content": "Weather in Oslo?"},
+    {
+        "role": "assistant",
+        "content": "Let me look that up for you.\n<tool_call>\n"
+        '{"name": "get_current_weather", "arguments": {"city": "Oslo"}}\n</tool_call>',
+    },
+    {"role": "user", "content": "Weather in Paris?"},
+]
+
+
+def test_a_reply_whose_call_is_not_run_goes_on_after_its_text_as_the_model_writes_where_no_call_may_be_made(
+    fresh_engine,
+):
+    # The session drops a reply's call (a repeat) after its text was shown: the reply goes on
+    # from where the call began, the text shown once, as if no call had been allowed there.
+    never = EngineModel(fresh_engine, FORMATS["smollm2"], get_strategy("weave"))
+    never.sync(TEXT_THEN_CALL_HISTORY, [CURRENT_WEATHER])
+    expected = never.free_decode(lambda _text: None, 80, allow_call=False)
+    fresh_engine.clear()
+    model = EngineModel(fresh_engine, FORMATS["smollm2"], get_strategy("weave"))
+    model.sync(TEXT_THEN_CALL_HISTORY, [CURRENT_WEATHER])
+    shown: list[str] = []
+    free = model.free_decode(shown.append, 80)
+    assert free.call and free.text and expected.text.startswith(free.text)
+    written = model.write_calls([CURRENT_WEATHER], lambda _i, _c: None, 64, budget=128)
+    assert [call for r in written for call in r.calls] == [PARIS_CALL]
+    resumed = model.resume_free(shown.append, 80 - free.tokens)
+    assert resumed is not None and (resumed.text, resumed.stop) == (expected.text, expected.stop)
+    assert "".join(shown) == expected.text and "<tool_call>" not in expected.text
+    assert resumed.tokens == expected.tokens - free.tokens
+    assert fresh_engine.seq_len(0) == len(model.held)
+    assert model.resume_free(shown.append, 80) is None  # once: nothing left to go on with
+    model.sync(TEXT_THEN_CALL_HISTORY, [CURRENT_WEATHER])
+    assert model.free_decode(lambda _text: None, 80).call
+    model.sync(TEXT_THEN_CALL_HISTORY, [CURRENT_WEATHER])
+    assert model.resume_free(shown.append, 80) is None  # a sync since: nothing to go on with
+
+
 def test_a_sync_reports_a_digest_of_its_prompt_that_tells_apart_two_prompts_of_one_size(
     fresh_engine,
 ):

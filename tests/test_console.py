@@ -166,6 +166,25 @@ def test_a_call_repeated_in_one_turn_is_shown_once_and_again_in_the_next_turn() 
     assert loud_err.getvalue().count("get_current_weather") == 4
 
 
+def test_a_provisional_line_whose_final_call_is_a_repeat_is_closed_as_not_run() -> None:
+    # Qwen, refused its weather call, writes it again without the units its first call got
+    # from the strategy; the final call is the first one, which the agent does not run again.
+    paris_metric = {"name": "get_current_weather", "arguments": {"city": "Paris", "units": "C"}}
+    quiet, _, err = printer()
+    for event in (
+        Event("provisional_call", {**PARIS, "started": False, "cached": False}),
+        Event("final_call", {**paris_metric, "replaced": True}),
+        Event("tool_result", {**paris_metric, "status": "denied", "text": "no", "source": "final"}),
+        Event("provisional_call", {**PARIS, "started": False, "cached": False}),
+        Event("final_call", {**paris_metric, "replaced": True}),
+        Event("done", {"stop": "answer", "steps": 3}),
+    ):
+        quiet(event)
+    lines = err.getvalue().splitlines()
+    assert lines[-2].startswith("  ⋯ provisional get_current_weather")
+    assert lines[-1] == '  ✗ not run: get_current_weather({"city": "Paris", "units": "C"}) again'
+
+
 async def test_the_spinners_line_is_cleared_when_it_stops_and_no_frame_follows() -> None:
     stream = Tty()
     spinner = Spinner(stream, animate=True)

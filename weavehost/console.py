@@ -16,7 +16,8 @@ Stage: command line (over :class:`~weavehost.host.Host`). ``cli.py`` parses opti
   person says yes (and only an ``http``/``https`` one). With no terminal it declines;
 * progress of a running call as a bar (one updating line on a terminal, plain lines otherwise)
   and servers' log messages at ``-v``; the host's housekeeping notices (a repeated call not
-  run, a call taken back) at ``-v`` too;
+  run, a call taken back) at ``-v`` too, save that a provisional line already shown is closed
+  (``✗ not run: … again``) where its final call is a repeat;
 * Ctrl-C: decoding stops between or inside passes, in-flight calls are cancelled, servers shut
   down, and the command exits with 130 (:data:`EXIT_INTERRUPTED`).
 
@@ -355,6 +356,7 @@ class EventPrinter:
         self._bar = False  # a progress bar is the err terminal's current line
         self._held: list[Event] | None = None  # events that came while a dialogue was open
         self._turn_calls: set[str] = set()  # the final calls shown in this turn
+        self._open = 0  # provisional lines shown whose final call has not come yet
         self._asking = anyio.Lock()  # one dialogue at a time
         self.failure: Event | None = None  # the last turn-ending ``error`` event
 
@@ -421,14 +423,21 @@ class EventPrinter:
     def _line(self, kind: str, data: Any) -> str | None:
         if kind == "done":
             self._turn_calls.clear()
+            self._open = 0
         if kind in ("provisional_call", "final_call") and not self.verbose:
             # The same call again in one turn is never run again (the agent drops a repeat):
-            # its lines are housekeeping, shown at -v with the note that says so.
+            # its lines are housekeeping, shown at -v with the note that says so; but where
+            # its provisional line (other arguments) was shown, that line is closed.
             key = json.dumps([data["name"], data["arguments"]], sort_keys=True, default=str)
+            opened = kind == "final_call" and self._open > 0
+            if kind == "final_call":
+                self._open = max(0, self._open - 1)
             if key in self._turn_calls:
-                return None
+                return f"  ✗ not run: {_call_text(data)} again" if opened else None
             if kind == "final_call":
                 self._turn_calls.add(key)
+            else:
+                self._open += 1
         if kind == "provisional_call":
             how = ("started early" if data["started"] else "result cached"
                    if data.get("cached") else "waits for the final call")  # fmt: skip

@@ -36,17 +36,19 @@ stand-in for tests is the test kit's :mod:`weavehost.testing.model`. Invariants 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import itertools
 import json
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from weavehost.agent.answer_memory import AnswerMemory
+from weavehost.agent.model_protocol import AgentModel, IndexedProvisionalSink, ProvisionalSink
 from weavehost.agent.outcomes import FreeText, SyncReport
 from weavehost.agent.prompt_cache import CacheStatus, PromptCache, common_prefix, stable_prefix
 from weavehost.decode import MAX_CALLS, CallResult, DecodeStrategy, ToolSchema
@@ -77,9 +79,6 @@ MAX_REMEMBERED_REPLIES = 64
 # At most this many tokens of the generation prompt's tail are read again before a call that
 # opens a reply, to hold them as the history will render them (EngineModel).
 MAX_REHELD_TOKENS = 4
-ProvisionalSink = Callable[[ToolCall], None]
-# A reply's provisional calls, each with its place in the reply.
-IndexedProvisionalSink = Callable[[int, ToolCall], None]
 
 
 def allowed_scripts(messages: Sequence[Mapping[str, Any]]) -> int:
@@ -90,69 +89,6 @@ def allowed_scripts(messages: Sequence[Mapping[str, Any]]) -> int:
         str(m.get("content") or "") for m in messages if m.get("role") in ("user", "system", "tool")
     )
     return scripts_in("\n".join(texts))
-
-
-class AgentModel(Protocol):
-    """What the agent loop needs from a model. Blocking; called from one worker at a time."""
-
-    # Whether a call the host forces is written under the host's own constraint (a local or
-    # scripted model), so the host may force one of its own accord (``call_named_tools``);
-    # a remote model asks its server with ``tool_choice``, which servers support unevenly.
-    writes_forced_calls: bool
-    # Whether free_decode's ``avoid`` bans tokens (a local model's vocabulary): only then is
-    # an answer written again begun otherwise (``reanswer_ignored_results``). A remote
-    # server's vocabulary is its own, and a scripted model's text is its script.
-    avoids_tokens: bool
-
-    @property
-    def n_ctx(self) -> int: ...
-
-    def count_tokens(self, text: str) -> int: ...
-
-    def prompt_tokens(
-        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSchema]
-    ) -> int: ...
-
-    def reset(self) -> None: ...
-
-    @property
-    def threads(self) -> int: ...
-
-    def set_threads(self, n_threads: int) -> None: ...
-
-    def sync(
-        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSchema]
-    ) -> SyncReport: ...
-
-    def free_decode(
-        self,
-        on_text: TextSink,
-        max_tokens: int,
-        allow_call: bool = True,
-        *,
-        sampling: Sampling | None = None,
-        refused: Collection[str] = (),
-        made: Collection[str] = (),
-        avoid: Collection[int] = (),
-    ) -> FreeText: ...
-
-    def write_calls(
-        self,
-        tools: Sequence[ToolSchema],
-        on_provisional: IndexedProvisionalSink,
-        max_tokens: int,
-        *,
-        budget: int,
-        max_calls: int = MAX_CALLS,
-        made: Collection[str] = (),
-        on_final: IndexedProvisionalSink | None = None,
-    ) -> list[CallResult]: ...
-
-    def abort(self) -> None: ...
-
-    def clear_abort(self) -> None: ...
-
-    def stats(self) -> EngineStats: ...
 
 
 class EngineModel:
@@ -208,6 +144,9 @@ class EngineModel:
         # in pieces (its string values apart), which tokenize otherwise than it was written.
         self._calls: OrderedDict[str, list[int]] = OrderedDict()
         self._reply_start = 0
+        # Where the last free text stopped at a call: its tokens, and the logits its trigger's
+        # first token was chosen from (resume_free continues there; None: nothing to resume).
+        self._stopped: tuple[list[int], np.ndarray] | None = None
         self._rendered: tuple[str, list[int]] | None = None  # the last render: key, tokens
         # Writes each reply: free text, then its calls; what it learns is the model's state's.
         # ``scripts`` and ``no_word_start``: the vocabulary's tables where the opening built
@@ -340,6 +279,7 @@ class EngineModel:
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSchema]
     ) -> SyncReport:
         engine = self.engine
+        self._stopped = None
         tokens = self.render(messages, tools)
         self._drafts = DraftSource.from_messages(messages, syntax=self.format.value_syntax)
         self._answer_drafts = None
@@ -417,6 +357,50 @@ class EngineModel:
         it again whole, read as the conversation shows it (:func:`made_calls`). ``avoid``:
         tokens the text may not begin with, a word first (an answer written again)."""
         self._reply_start = self.engine.seq_len(0)
+        free = self._continue(on_text, max_tokens, allow_call, sampling, refused, made, avoid)
+        self._stopped = None
+        if free.call:
+            self._stopped = (self.held[self._reply_start :], self.engine.last_logits(0))
+        return free
+
+    def resume_free(
+        self,
+        on_text: TextSink,
+        max_tokens: int,
+        *,
+        refused: Collection[str] = (),
+        made: Collection[str] = (),
+    ) -> FreeText | None:
+        """The last reply's free text, which stopped at a call that was then not run (every
+        call of the reply a repeat), continued where that call began, calls no longer allowed
+        (the token that began it banned there): the text already shown stays the reply's, and
+        at most ``max_tokens`` more follow it. Its ``text`` is the whole reply's; its tokens,
+        passes and choices are the continuation's. ``None`` where there is nothing to resume
+        (no reply stopped at a call since the last :meth:`sync`)."""
+        stopped, self._stopped = self._stopped, None
+        start = self._reply_start
+        if stopped is None or self.held[start : start + len(stopped[0])] != stopped[0]:
+            return None
+        before, logits = stopped
+        self.engine.drop(0, start + len(before), next_logits=logits)
+        del self.held[start + len(before) :]
+        shown = self.engine.detokenize(before)
+        more = self._continue(on_text, max_tokens, False, None, refused, made, (), shown)
+        return dataclasses.replace(more, text=shown + more.text)
+
+    def _continue(
+        self,
+        on_text: TextSink,
+        max_tokens: int,
+        allow_call: bool,
+        sampling: Sampling | None,
+        refused: Collection[str],
+        made: Collection[str],
+        avoid: Collection[int],
+        before: str = "",
+    ) -> FreeText:
+        """Free text on from sequence 0's end (:meth:`free_decode`); ``before``: the reply's
+        text already written, with which a reply that ends is remembered."""
         free = self._writer.continue_reply(
             self.held, max_tokens, on_text,
             offered=self._offered, allow_call=allow_call, sampling=sampling,
@@ -426,7 +410,7 @@ class EngineModel:
         if not free.call:
             self._remember_reply()
             if self.answer_memory is not None and free.stop in ("end", "stop_sequence"):
-                self.answer_memory.add(free.text, conversation_texts(self._synced))
+                self.answer_memory.add(before + free.text, conversation_texts(self._synced))
         return FreeText(
             text=free.text, call=free.call, stop=free.stop, tokens=free.tokens,
             passes=free.passes, seconds=free.seconds, token_ids=free.token_ids,

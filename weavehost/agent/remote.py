@@ -379,6 +379,18 @@ class RemoteModel:
         stop = "max_tokens" if reply.finish == "length" else "end"
         return FreeText("".join(parts), call=False, stop=stop, tokens=tokens)
 
+    def resume_free(
+        self,
+        on_text: TextSink,
+        max_tokens: int,
+        *,
+        refused: Collection[str] = (),
+        made: Collection[str] = (),
+    ) -> FreeText | None:
+        """``None``: the server wrote the reply's calls, and a reply it ended cannot be
+        continued from inside; the loop asks for an answer in a new step."""
+        return None
+
     def write_calls(
         self,
         tools: Sequence[ToolSchema],

@@ -20,7 +20,10 @@ Invariants:
   each call, greedily, whether another follows); a reply holds at most
   :data:`MAX_CALLS_PER_STEP` calls, which share what is left of the context. A call equal to
   one already made in the turn is dropped and ends the reply (the turn's calls go to
-  ``write_calls`` as ``made``); results go back to the model in call order.
+  ``write_calls`` as ``made``); results go back to the model in call order. Where every call
+  of a reply is dropped after text the user was shown, the next step goes on after that text
+  (:meth:`~weavehost.agent.model.AgentModel.resume_free`, calls not allowed) instead of
+  writing the answer again from its start: the text is shown once.
 * **Provisional calls, result cache, bounded runs** (:mod:`weavehost.agent.runs`): a trusted
   read-only call starts as soon as it is provisional, each call of a reply on its own, and is
   stopped at :func:`run_bound`; a different final call discards it and starts itself as soon
@@ -72,8 +75,13 @@ from weavehost.agent.cache import CacheEntry, ResultCache
 from weavehost.agent.context import fit_conversation, view_notes
 from weavehost.agent.events import Event, step_timings
 from weavehost.agent.lock import ModelLock
-from weavehost.agent.model import AgentModel, FreeText
-from weavehost.agent.named_values import bind_named_values
+from weavehost.agent.model import (
+    AgentModel,
+    FreeText,
+    IndexedProvisionalSink,
+    SyncReport,
+    TextSink,
+)
 from weavehost.agent.options import (
     DEFAULT_MAX_ANSWER_TOKENS,
     DEFAULT_MAX_STEPS,
@@ -82,19 +90,10 @@ from weavehost.agent.options import (
     check_tool_choice,
 )
 from weavehost.agent.runs import RUN_BOUND_SLACK_S, CallRuns, EarlyRuns, run_bound
-from weavehost.agent.steering import (
-    call_shaped,
-    ignores_results,
-    invented_numbers,
-    restates_earlier_result,
-    told_texts,
-)
+from weavehost.agent.steering_rules import SteeringRules
 from weavehost.agent.tools import (
     DEFAULT_CATALOG_SHARE,
-    named_not_called,
-    names_tool,
     offer_tools,
-    relevance,
     tool_schema,
 )
 from weavehost.config import HostConfig
@@ -126,19 +125,10 @@ DEFAULT_CALL_TOKENS = 256  # one call's value or optional-argument budget
 MAX_CALLS_PER_STEP = 8  # calls one reply may hold; past it the reply's calls are closed
 
 
-class Session:
-    """One conversation with the model, its tools and its result cache. Made by ``Host``."""
-
-    # Steering that helps small models end a turn right, each rule a switch so its effect can
-    # be measured (issue 30; docs/agent.md, "Steering", says what each does and did).
-    recall_call_shaped = True  # an answer that is a call to no tool on offer: written as a call
-    answer_after_result = True  # a tool called again after its good result: not run
-    recall_stale = True  # a follow-up restating an earlier result for a new name: a call
-    related_later_calls = True  # after a result, a tool the message does not mention: not run
-    call_named_tools = True  # under auto, each tool the message names is called (local models)
-    refuse_invented_numbers = True  # a call with a long number told nowhere: not run
-    bind_named_values = True  # an enum value the message names is the call's (local models)
-    reanswer_ignored_results = True  # an answer saying nothing of the results: once again
+class Session(SteeringRules):
+    """One conversation with the model, its tools and its result cache. Made by ``Host``. The
+    steering rules it applies, each a switch, are its
+    :class:`~weavehost.agent.steering_rules.SteeringRules`."""
 
     def __init__(
         self,
@@ -194,6 +184,10 @@ class Session:
         self._turn_calls: set[str] = set()  # this turn's calls, canonical: a repeat is dropped
         self._turn_tools: set[str] = set()  # the tools those calls named
         self._answer_only = False  # the model repeated a call: this turn must answer now
+        # The last reply that began a call: its step's sync and the tokens of its free text;
+        # where its calls were all dropped after that text, what the next step continues.
+        self._written: tuple[SyncReport, int] | None = None
+        self._resume: tuple[SyncReport, int] | None = None
         self._forced: list[ToolSchema] = []  # the tools the first step's forced call may use
         # Steering a small model to a call or an answer (see _recall and _run_calls): tools
         # that returned a good result in an earlier step of this turn, and whether this turn's
@@ -225,6 +219,7 @@ class Session:
         self._turn_start = len(self.messages) - 1
         self._turn_calls, self._turn_tools = set(), set()
         self._answer_only = False
+        self._written = self._resume = None
         self._answered_tools = set()
         self._recall = None
         self._avoid = None
@@ -326,41 +321,12 @@ class Session:
                 # Seed 003: fewer threads while the phone is hot, all of them again after.
                 await self.lock.run(self.model.set_threads, backoff.threads)
             before = self.model.stats()
-            shown, notes = await self.lock.run(self._fit, tools)
-            for note in notes:
-                emit(Event("notice", {"text": note}))
-            self.shown = shown
             try:
-                synced = await self.lock.run(self.model.sync, shown, tools)
-                self.prefilled.append(synced.prefilled)
-                # What this step may write: never past the context, the reply's calls kept.
-                left = self.model.n_ctx - synced.total
-                free_tokens = self.budget.free_bound(left, free_tokens)
-                forced = self._forced_tools(step, tools)
-                if forced:
-                    # The turn must start with a call: no free text, the strategy writes it.
-                    free = await self.lock.run(self.model.free_decode, on_text, 0)
-                    free = FreeText(free.text, call=True, stop="call")
-                else:
-                    allow_call = not self._answer_only and self.tool_choice != "none"
-                    # A tool that answered this turn would not run again (_run_calls), nor a
-                    # repeat: JSON naming one is taken back at its name, a repeat once whole.
-                    refused, made = self._refused(tools), frozenset(self._turn_calls)
-                    decode = functools.partial(
-                        self.model.free_decode, refused=refused, made=made, avoid=self._avoid or ()
+                synced, free, results = await self._resumed(on_text, free_tokens, tools) or (
+                    await self._write(
+                        step, tools, free_tokens, emit, on_text, on_provisional, on_final
                     )
-                    free = await self.lock.run(decode, on_text, free_tokens, allow_call)
-                results: list[CallResult] = []
-                if free.call:
-                    # The reply's calls share what is left of the context after the free text.
-                    budget = self.budget.reply_budget(left, free.tokens)
-                    write = functools.partial(
-                        self.model.write_calls, budget=budget, max_calls=MAX_CALLS_PER_STEP,
-                        made=frozenset(self._turn_calls), on_final=on_final,
-                    )  # fmt: skip
-                    results = await self.lock.run(
-                        write, self._bound(forced or tools), on_provisional, self.call_tokens
-                    )
+                )
             except BaseException:
                 await self.runs.discard_all(early)  # provisional runs of calls never finished
                 raise
@@ -422,6 +388,76 @@ class Session:
             return "call_failed"
         return await self._run_calls(free.text, results, early, emit)
 
+    async def _write(
+        self,
+        step: int,
+        tools: list[ToolSchema],
+        free_tokens: int,
+        emit: Callable[[Event], None],
+        on_text: TextSink,
+        on_provisional: IndexedProvisionalSink,
+        on_final: IndexedProvisionalSink,
+    ) -> tuple[SyncReport, FreeText, list[CallResult]]:
+        """The step's reply, under the model lock: the view of the transcript synced, the free
+        text, and the calls where it began one."""
+        shown, notes = await self.lock.run(self._fit, tools)
+        for note in notes:
+            emit(Event("notice", {"text": note}))
+        self.shown = shown
+        synced = await self.lock.run(self.model.sync, shown, tools)
+        self.prefilled.append(synced.prefilled)
+        # What this step may write: never past the context, the reply's calls kept.
+        left = self.model.n_ctx - synced.total
+        free_tokens = self.budget.free_bound(left, free_tokens)
+        forced = self._forced_tools(step, tools)
+        if forced:
+            # The turn must start with a call: no free text, the strategy writes it.
+            free = await self.lock.run(self.model.free_decode, on_text, 0)
+            free = FreeText(free.text, call=True, stop="call")
+        else:
+            allow_call = not self._answer_only and self.tool_choice != "none"
+            # A tool that answered this turn would not run again (_run_calls), nor a
+            # repeat: JSON naming one is taken back at its name, a repeat once whole.
+            refused, made = self._refused(tools), frozenset(self._turn_calls)
+            decode = functools.partial(
+                self.model.free_decode, refused=refused, made=made, avoid=self._avoid or ()
+            )
+            free = await self.lock.run(decode, on_text, free_tokens, allow_call)
+        results: list[CallResult] = []
+        if free.call:
+            self._written = (synced, free.tokens)
+            # The reply's calls share what is left of the context after the free text.
+            budget = self.budget.reply_budget(left, free.tokens)
+            write = functools.partial(
+                self.model.write_calls, budget=budget, max_calls=MAX_CALLS_PER_STEP,
+                made=frozenset(self._turn_calls), on_final=on_final,
+            )  # fmt: skip
+            results = await self.lock.run(
+                write, self._bound(forced or tools), on_provisional, self.call_tokens
+            )
+        return synced, free, results
+
+    async def _resumed(
+        self, on_text: TextSink, free_tokens: int, tools: list[ToolSchema]
+    ) -> tuple[SyncReport, FreeText, list[CallResult]] | None:
+        """The last step's free text continued where its call began, calls not allowed, where
+        every call of that step was dropped after text the user was shown (``_resume``): the
+        text stays shown once, and the answer goes on after it in this step instead of being
+        written again from its start. ``None``: nothing to continue (the step is written as
+        any other), or the model cannot."""
+        resume, self._resume = self._resume, None
+        if resume is None:
+            return None
+        synced, written = resume
+        refused, made = self._refused(tools), frozenset(self._turn_calls)
+        more = functools.partial(self.model.resume_free, refused=refused, made=made)
+        free = await self.lock.run(more, on_text, max(1, free_tokens - written))
+        if free is None:
+            return None
+        self.prefilled.append(0)
+        held = synced.total + written  # the conversation and the text, read already
+        return SyncReport(total=held, reused=held, prefilled=0, digest=synced.digest), free, []
+
     async def _run_calls(
         self,
         content: str,
@@ -469,6 +505,8 @@ class Session:
         await self.runs.discard_all(early)  # runs of calls past the bound or not written
         if not kept:  # nothing new to run: let it answer, calls not allowed
             self._answer_only = True
+            if content:  # shown: the next step goes on after it (_resumed)
+                self._resume = self._written
             return None
         calls = [{"name": c.name, "arguments": dict(c.arguments)} for c, _ in kept]
         self.messages.append({"role": "assistant", "content": content, "tool_calls": calls})
@@ -484,117 +522,6 @@ class Session:
         # Known only now: a later step's call to one of these tools is a repeat (see above).
         self._answered_tools |= answered
         return None
-
-    def _steered_away(self, call: ToolCall, *, in_reply: bool) -> str | None:
-        """Why ``call`` is not run (``None``: it runs). Shown a good result, a small model calls
-        the same tool again with other arguments (a line of the result as a path, the same
-        alarm without its days) instead of answering; or, after a good result or another call
-        of its reply, a tool the request never mentions (an alarm for 01:01 after the wifi); or
-        it writes a long number nothing it was told holds (a phone number for Dmitri)."""
-        name = call.name
-        if self.answer_after_result and name in self._answered_tools:
-            return "again after its good result"
-        if self.related_later_calls and self._unrelated(name, in_reply=in_reply):
-            return "after its first call, though the request does not mention it"
-        if self.refuse_invented_numbers:
-            numbers = invented_numbers(dict(call.arguments), told_texts(self.messages))
-            if numbers:
-                return f"with {', '.join(numbers)}, found nowhere in the conversation"
-        return None
-
-    def _refused(self, tools: list[ToolSchema]) -> set[str]:
-        """The tools whose call this step would not run (:meth:`_run_calls`), refused to the
-        reply writer: those that answered this turn, and after a good result those that share
-        no word with the user's message."""
-        refused = set(self._answered_tools) if self.answer_after_result else set()
-        if self.related_later_calls:
-            refused |= {t.name for t in tools if self._unrelated(t.name)}
-        return refused
-
-    def _unrelated(self, name: str, *, in_reply: bool = False) -> bool:
-        """Whether a call to ``name`` comes after a good result of the turn or another call of
-        its reply (``in_reply``; not after failures: a correction may go elsewhere), names a
-        tool no call of the turn named ("Oslo and Paris?": one tool twice) and shares no word
-        with the user's message (:func:`~.tools.relevance`)."""
-        after = self._answered_tools or in_reply
-        if not after or name in self._turn_tools or name not in self.catalog:
-            return False
-        request = str(self.messages[self._turn_start].get("content", ""))
-        return relevance(tool_schema(self.catalog.get(name)), request) == 0
-
-    def _ignores_results(self, free: FreeText) -> bool:
-        """Whether an answer, after a good result of the turn, states nothing of the turn's
-        results (:func:`~.steering.ignores_results`; the called tools' names and argument names
-        do not count), once a turn, on a model that can ban its first token next."""
-        if not self.reanswer_ignored_results or self._avoid is not None:
-            return False
-        if not (self._answered_tools and free.token_ids and self.model.avoids_tokens):
-            return False
-        tools = [tool_schema(self.catalog.get(n)) for n in self._turn_tools if n in self.catalog]
-        called = [w for t in tools for w in (t.name, *t.parameters.get("properties", {}))]
-        return ignores_results(free.text, self.messages[self._turn_start :], called)
-
-    def _bound(self, tools: list[ToolSchema]) -> list[ToolSchema]:
-        """The tools as this turn's calls are written, each ``enum`` value the message names
-        bound (:func:`~.named_values.bind_named_values`); a remote server writes its own."""
-        if not self.bind_named_values or not self.model.writes_forced_calls:
-            return tools
-        request = str(self.messages[self._turn_start].get("content", ""))
-        return [bind_named_values(t, request) for t in tools]
-
-    def _forced_tools(self, step: int, tools: list[ToolSchema]) -> list[ToolSchema]:
-        """The tools a call must be written with now (none: the model decides): the first
-        step's under ``required``, a tool's name, or ``auto`` where the message names a tool
-        (:func:`~.tools.names_tool`; with ``call_on_description``, where it shares a word with
-        one: :func:`~.tools.relevance`); once a turn after a good result, the read-only tools it
-        names that no call answered (:func:`~.tools.named_not_called`)."""
-        if self._recall:
-            recall, self._recall = self._recall, []  # once a turn: a second one stands
-            return recall
-        if not tools:
-            return []
-        if self.tool_choice == "auto" and self.call_named_tools and self.model.writes_forced_calls:
-            request = str(self.messages[self._turn_start].get("content", ""))
-            if step == 1:
-                said = relevance if self.call_on_description else names_tool
-                return tools if any(said(t, request) for t in tools) else []
-            if not self._answered_tools or self._answer_only or self._recall is not None:
-                return []
-            left, catalog = named_not_called(tools, request, self._turn_tools), self.catalog
-            later = [t for t in left if t.name in catalog and catalog.get(t.name).read_only]
-            if not later:
-                return []
-            self._recall = []  # the turn's one steered step
-            return later
-        return (tools if self.tool_choice == "required" else self._forced) if step == 1 else []
-
-    def _recall_tools(self, text: str, tools: list[ToolSchema]) -> list[ToolSchema]:
-        """The tools an answer that is a call to no tool on offer is written again as a call
-        to (none: it stands): once a turn, where calls may be made, those on offer that take
-        an argument the answer's call names (``enabled``: ``toggle_setting``). A call to a tool
-        that is on offer would have begun a call, and one whose arguments fit no tool (a
-        ``calculator`` for a sum) is no call the tools on offer can make."""
-        shaped = call_shaped(text)
-        if (
-            not self.recall_call_shaped
-            or shaped is None
-            or self._recall is not None
-            or self._answer_only
-            or self.tool_choice == "none"
-        ):
-            return []
-        name, keys = shaped
-        if name in {t.name for t in tools}:
-            return []
-        return [t for t in tools if keys & set(t.parameters.get("properties", {}))]
-
-    def _stale(self, text: str, tools: list[ToolSchema]) -> bool:
-        """Whether an answer made without a call restates an earlier turn's result for a new
-        name (:func:`~.steering.restates_earlier_result`), once a turn, where calls may be."""
-        blocked = self._recall is not None or self._turn_calls or self._answer_only
-        if not self.recall_stale or blocked or self.tool_choice == "none" or not tools:
-            return False
-        return restates_earlier_result(text, self.messages, self._turn_start)
 
     def transcript(self) -> list[dict[str, Any]]:
         return [dict(m) for m in self.messages]

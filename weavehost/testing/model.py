@@ -208,6 +208,18 @@ class ScriptedModel:
         self.written.append(0)
         return FreeText(text=calls[0].text, call=True, stop="call")
 
+    def resume_free(
+        self,
+        on_text: TextSink,
+        max_tokens: int,
+        *,
+        refused: Collection[str] = (),
+        made: Collection[str] = (),
+    ) -> FreeText | None:
+        """``None``: a scripted reply is its script, not a text that goes on; the loop asks
+        for an answer in a new step, the script's next reply."""
+        return None
+
     def write_calls(
         self,
         tools: Sequence[ToolSchema],
