@@ -820,6 +820,23 @@ def test_a_table_that_still_fails_the_shape_check_says_so_with_the_calibration(m
     assert len(engine.passes) == (len(WIDTHS) + 1) * 6 + extra
 
 
+def test_calibrate_prints_the_probes_turns_and_why_it_kept_the_kernel(capsys):
+    from weavehost.cli import _print_probe
+
+    prefill, passes = {False: 0.0021, True: 0.0029}, {False: 0.013, True: 0.013}
+    rounds = {False: (2.0, 2.1), True: (2.3, 2.4)}
+    _print_probe(AttentionProbe(prefill, passes, {False: 0.042, True: 0.05}, rounds, exact=True))
+    printed = capsys.readouterr().out
+    assert printed.startswith("flash attention: on (a turn over 1024 held tokens")
+    assert (
+        "off 2.04 s (2.10 ms a prefilled token, 13.0 ms a one-row pass, 42.0 ms a pass of 8 rows)"
+        in printed
+    )
+    assert printed.endswith(
+        "off only if faster by 33.3%: exact drafts with it on, the noise between openings 5.0%)\n"
+    )
+
+
 def test_a_coin_flip_between_the_attention_kernels_keeps_the_engines_default():
     # Today's second calibration of Qwen2.5-Coder-0.5B: off 1735.7 ms a turn, on 1737.4.
     coin_flip = AttentionProbe(

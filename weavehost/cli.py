@@ -306,7 +306,7 @@ def _print_probe(probe: Any) -> None:
         f"{'on' if setting else 'off'} {probe.turn_s(setting):.2f} s"
         f" ({probe.prefill_token_s[setting] * 1e3:.2f} ms a prefilled token,"
         f" {probe.pass_s[setting] * 1e3:.1f} ms a one-row pass,"
-        f" {probe.wide_pass_s[setting] * 1e3:.1f} ms a {PROBE_WIDE_ROWS}-row one)"
+        f" {probe.wide_pass_s[setting] * 1e3:.1f} ms a pass of {PROBE_WIDE_ROWS} rows)"
         for setting in (False, True)
     )
     kept = "exact drafts with it on, " if probe.exact else ""
