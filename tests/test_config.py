@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from weavehost import config_servers
 from weavehost.config import (
     DEFAULT_KV_CACHE,
     RemoteModelConfig,
@@ -139,6 +140,37 @@ def test_a_url_server_flag_is_named_after_its_host_and_a_command_after_its_progr
     assert (server.name, server.command, server.args) == ("sh", "sh", ("-c", "echo hi"))
 
 
+@pytest.mark.parametrize(
+    ("flag", "name"),
+    [
+        ("npx -y @modelcontextprotocol/server-filesystem /tmp", "server-filesystem"),
+        ("npx -y @scope/pkg@1.2.3", "pkg"),
+        ("uvx mcp-server-time", "mcp-server-time"),
+        ("uvx --from mcp-server-git==2025.1 mcp-server-git --repository .", "mcp-server-git"),
+        ("uvx 'mcp-server-fetch[cli]>=1'", "mcp-server-fetch"),
+        ("pipx run mcp-server-time", "mcp-server-time"),
+        ("python3 -m mcp_server_time --local-timezone UTC", "mcp_server_time"),
+        (
+            "node /x/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js /tmp",
+            "server-filesystem",
+        ),
+        ("node /srv/notes-server/build/index.js", "notes-server"),
+        ("deno run --allow-read /srv/servers/notes/main.ts", "notes"),
+        ("node /srv/weather.js", "weather"),
+        # Nothing named to start: the program, as for any other.
+        ("npx -y", "npx"),
+        ("pipx install mcp-server-time", "pipx"),
+    ],
+)
+def test_a_server_started_by_a_package_runner_or_an_interpreter_is_named_after_what_it_starts(
+    flag: str, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(config_servers.shutil, "which", lambda program: f"/usr/bin/{program}")
+    server = server_from_flag(flag)
+    assert server.name == name
+    assert server.command == flag.split()[0]  # the runner still starts it
+
+
 def test_server_flags_that_clash_get_numbered_names() -> None:
     weather = str(ROOT / "tools" / "weather.py")
     config = build_config(None, [weather, weather])
@@ -172,7 +204,7 @@ def test_a_host_s_flags_go_over_the_config_and_keep_every_field_no_flag_sets() -
         prompt_cache=False,
     )  # fmt: skip
     # A --server named like a configured one is left out: the configured one runs.
-    assert merged.names == ("weather", "python")
+    assert merged.names == ("weather", "http.server")
     assert merged.trusted_servers == {"weather", "fake"} and merged.approval == "always"
     assert (merged.model, merged.remote, merged.threads, merged.tool_choice) == (
         "b.gguf", None, 4, "none"

@@ -27,6 +27,7 @@ from click.testing import CliRunner, Result
 
 from tests.third_party import filesystem_command, git_command, time_command
 from weavehost.cli import main
+from weavehost.config import server_from_flag
 from weavehost.testing import HostDriver, ScriptedModel, assert_called, call, open_host
 
 NOTES = "The meeting moved to Thursday at 10.\n"
@@ -204,8 +205,10 @@ def test_tools_v_says_no_roots_were_offered_and_with_root_names_them(
     plain = weavehost("-v", "tools", "--server", command)
     rooted = weavehost("-v", "tools", "--server", command, "--root", str(tmp_path))
     assert plain.exit_code == 0 and rooted.exit_code == 0, plain.output + rooted.output
-    assert "server 'node': roots offered: none" in plain.stderr
-    assert f"server 'node': roots offered: {tmp_path.resolve()}" in rooted.stderr
+    name = server_from_flag(command).name  # server-filesystem, whichever way it is started
+    assert name != "node"
+    assert f"server '{name}': roots offered: none" in plain.stderr
+    assert f"server '{name}': roots offered: {tmp_path.resolve()}" in rooted.stderr
     quiet = weavehost("tools", "--server", command)
     assert "roots offered" not in quiet.stderr
 
@@ -220,6 +223,6 @@ def test_chat_v_says_which_roots_each_server_was_offered(notes: Path, tmp_path: 
     assert result.exit_code == 0, result.output
     offered = [line for line in result.stderr.splitlines() if "roots offered" in line]
     assert offered == [
-        f"server 'node': roots offered: {tmp_path.resolve()}",
+        f"server '{server_from_flag(command).name}': roots offered: {tmp_path.resolve()}",
         f"server 'mcp-server-time': roots offered: {tmp_path.resolve()}",
     ]

@@ -34,6 +34,25 @@ __all__ = ["ServerConfig", "parse_server", "resolve_command", "server_from_flag"
 # example server finds the `mcp` package the host was installed with.
 _PYTHON_COMMANDS = frozenset({"python", "python3"})
 _NAME_OK = re.compile(r"[^A-Za-z0-9_.-]+")
+# Programs that start the program a server is: a server started through one is named after
+# what it starts, as its user names it (`--trust server-filesystem` for `npx -y
+# @modelcontextprotocol/server-filesystem DIR`, not `npx`). Package runners: the first
+# argument that is not an option (or the value of one of _VALUED), after a subcommand where
+# the runner takes one; interpreters: the script, or a module after `-m`.
+_RUNNERS: dict[str, str | None] = {
+    "npx": None,
+    "bunx": None,
+    "uvx": None,
+    "pipx": "run",
+    "pnpm": "dlx",
+    "yarn": "dlx",
+}
+_VALUED = frozenset({"-p", "--package", "--from", "--with", "--python", "--spec"})
+_INTERPRETERS = frozenset({"node", "bun", "deno", *_PYTHON_COMMANDS})
+# A script with one of these names says nothing of its server: the folder above it does, past
+# the build folders (`…/server-filesystem/dist/index.js`).
+_GENERIC_STEMS = frozenset({"index", "main", "cli", "server", "app", "__main__"})
+_BUILD_FOLDERS = frozenset({"dist", "build", "lib", "src", "bin", "out", "."})
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +112,9 @@ def server_from_flag(value: str, taken: Iterable[str] = ()) -> ServerConfig:
 
     ``http(s)://…`` is a streamable HTTP URL; a path ending in ``.py`` runs with the current
     Python; anything else is a command line split like a shell would. The server is named after
-    the script, the program or the URL's host, with ``-2``, ``-3`` … on a clash.
+    the script, the program or the URL's host, with ``-2``, ``-3`` … on a clash; a program that
+    starts another (``npx``, ``uvx``, ``pipx run``, ``node``, ``python -m`` …) names it after
+    what it starts (:func:`_launched`).
     """
     text = value.strip()
     if not text:
@@ -116,9 +137,54 @@ def server_from_flag(value: str, taken: Iterable[str] = ()) -> ServerConfig:
         )
     if shutil.which(words[0]) is None and words[0] not in _PYTHON_COMMANDS:
         raise ConfigError(f"--server {value!r}: command {words[0]!r} not found on PATH")
-    return ServerConfig(
-        name=_unique(Path(words[0]).name, taken), command=words[0], args=tuple(words[1:])
-    )
+    name = _launched(words) or Path(words[0]).name
+    return ServerConfig(name=_unique(name, taken), command=words[0], args=tuple(words[1:]))
+
+
+def _launched(words: list[str]) -> str | None:
+    """What a command line starts, where its program is a package runner or an interpreter
+    (``None``: the program is the server, or what it starts is not named)."""
+    program, rest = Path(words[0]).name, words[1:]
+    if program in _RUNNERS:
+        subcommand = _RUNNERS[program]
+        if subcommand is not None:
+            if rest[:1] != [subcommand]:
+                return None
+            rest = rest[1:]
+        named = _first_argument(rest)
+        if named is None:
+            return None
+        # An npm package's scope and version, a Python one's version or extras.
+        return re.split(r"[@=<>~!\[ ]", named.rsplit("/", 1)[-1])[0] or None
+    if program in _INTERPRETERS:
+        if program in _PYTHON_COMMANDS and rest[:1] == ["-m"] and len(rest) > 1:
+            return rest[1]
+        script = _first_argument([w for w in rest if w != "run"])  # deno run …
+        return _script_name(Path(script)) if script else None
+    return None
+
+
+def _first_argument(words: list[str]) -> str | None:
+    """The first of ``words`` that is neither an option nor an option's value."""
+    valued = False
+    for word in words:
+        if valued:
+            valued = False
+        elif word in _VALUED:
+            valued = True
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def _script_name(script: Path) -> str:
+    """A server script's name: its own, or where that is generic (``index.js``), the nearest
+    folder above it that is not a build folder."""
+    if script.stem.lower() not in _GENERIC_STEMS:
+        return script.stem
+    folders = script.absolute().parents  # `node ./index.js`: the folder it runs in
+    named = (p.name for p in folders if p.name and p.name not in _BUILD_FOLDERS)
+    return next(named, script.stem)
 
 
 def _unique(base: str, taken: Iterable[str]) -> str:
