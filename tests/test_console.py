@@ -130,6 +130,28 @@ async def test_an_elicitation_form_holds_the_events_until_it_is_sent() -> None:
     assert err.getvalue().endswith("  note: meanwhile\n  note: meanwhile\n")
 
 
+async def test_a_refusal_without_a_terminal_names_the_flags_that_would_have_run_the_call() -> None:
+    async def ask(prompt: str) -> str:
+        raise AssertionError("nobody to ask")
+
+    read_only = Catalog.from_listings(
+        {"weather": [{"name": "get_current_weather", "description": "d", "inputSchema": SCHEMA,
+                      "annotations": {"readOnlyHint": True}}]},
+        HostConfig(),
+    ).get("get_current_weather")  # fmt: skip
+    for spec, also in [(request().spec, ""), (read_only, ", or --trust weather")]:
+        shown, _, err = printer()
+        approver = TerminalApprover(interactive=False, ask=ask, err=err, printer=shown)
+        assert await approver.approve(ApprovalRequest(spec, {"city": "Paris"})) == "no"
+        assert (
+            err.getvalue()
+            .strip()
+            .endswith(
+                f'refused (to allow it: --approval always{also}, or "approval": "always" in the config)'
+            )
+        )
+
+
 def test_housekeeping_notices_are_shown_only_at_verbose() -> None:
     repeat = Event(
         "notice", {"text": "the model repeated f; the repeat is not run", "housekeeping": True}

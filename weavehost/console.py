@@ -119,9 +119,13 @@ class TerminalApprover:
         print(text, file=self.err or sys.stderr, flush=True)
 
     async def approve(self, request: ApprovalRequest) -> Decision:
+        spec = request.spec
+        # What would have run it: a read-only tool of a trusted server runs unasked.
+        trusting = f", or --trust {spec.server}" if spec.read_only and not spec.trusted else ""
         answer = await self._question(
-            refusal=f"{request.spec.qualified_name} needs approval and there is no terminal to "
-            "ask: refused (use approval 'always' in the config to allow it)",
+            refusal=f"{spec.qualified_name} needs approval and there is no terminal to ask: "
+            f'refused (to allow it: --approval always{trusting}, or "approval": "always" '
+            "in the config)",
             header=f"approval needed:\n{_indent(request.describe())}",
             prompt="run it? [y]es / [N]o / always for this [t]ool / always for this [s]erver "
             f"(server {request.spec.server!r}, for this session) ",
@@ -131,7 +135,8 @@ class TerminalApprover:
     async def approve_sampling(self, request: SamplingRequest) -> Decision:
         answer = await self._question(
             refusal=f"server {request.server!r} asks the local model to write a message and "
-            "there is no terminal to ask: refused (use approval 'always' to allow it)",
+            "there is no terminal to ask: refused (to allow it: --approval always, or "
+            '"approval": "always" in the config)',
             header=f"sampling request:\n{_indent(request.describe())}",
             prompt=f"let the local model answer {request.server!r}? (once approved, it is not "
             "asked again this session) [y/N] ",
