@@ -9,7 +9,10 @@ itself; it asks an :class:`AgentModel` to
    :class:`Sampling` it asks for: a temperature, stop sequences) until an end-of-generation
    token, the format's call opener or a stop sequence, streaming text,
 3. :meth:`~AgentModel.write_calls` with a decoding strategy once the opener was seen: the
-   reply's calls.
+   reply's calls;
+4. where none of those calls ran (each a repeat) after text that was shown,
+   :meth:`~AgentModel.resume_free`: the free text goes on from where the call began, calls no
+   longer allowed, instead of a new step writing it again.
 
 The engine-backed :class:`EngineModel` keeps the conversation: it renders it, syncs sequence 0
 to it and consults the prompt cache. Everything token-level in a reply (free text, triggers,
