@@ -345,7 +345,10 @@ async def test_a_follow_up_answered_with_an_earlier_result_for_a_new_name_is_wri
     )
     second = await _second_turn(model, "And is that far from Geneva?")
     assert [r["name"] for r in second.of("tool_result")] == ["get_current_location"]
-    assert any("new name" in n["text"] for n in second.of("notice"))
+    (set_aside,) = [n for n in second.of("notice") if "new name" in n["text"]]
+    # Its wrong text was shown: the person is told it was set aside, not only at -v.
+    assert "Geneva: 47.3769 N" in "".join(e["text"] for e in second.of("text"))
+    assert "set aside" in set_aside["text"] and not set_aside["housekeeping"]
 
 
 async def test_a_follow_up_that_restates_an_earlier_result_names_nothing_new_and_stands() -> None:

@@ -337,22 +337,25 @@ class Session(SteeringRules):
         if not results:
             recall = self._recall_tools(free.text, tools)
             stale = not recall and self._stale(free.text, tools)
+            # Text shown and then set aside: the person is told (housekeeping otherwise).
+            aside = not free.text.strip()
             if stale:
                 self._recall = tools
                 logger.info("steering: a stale follow-up answer is written again as a call")
                 emit(Event("notice", {"text": "the model answered a question about a new name "
-                                              "with an earlier turn's result; the step is "
-                                              "written again as a call",
-                                      "housekeeping": True}))  # fmt: skip
+                                              "with an earlier turn's result; that answer is "
+                                              "set aside and the step written again as a call",
+                                      "housekeeping": aside}))  # fmt: skip
                 return None
             if recall:
                 self._recall = recall
                 logger.info("steering: a call-shaped answer is written again as a call")
                 names = ", ".join(t.name for t in recall)
                 emit(Event("notice", {"text": "the model answered with a call to a tool not "
-                                              "on offer; the step is written again as a call "
-                                              f"to a tool that takes its arguments ({names})",
-                                      "housekeeping": True}))  # fmt: skip
+                                              "on offer; that answer is set aside and the step "
+                                              "written again as a call to a tool that takes "
+                                              f"its arguments ({names})",
+                                      "housekeeping": aside}))  # fmt: skip
                 return None
             if self._ignores_results(free):
                 self._avoid, self._answer_only = frozenset(free.token_ids[:1]), True
