@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -241,6 +242,17 @@ def test_bad_usage_is_one_error_line_and_exit_2(args: list[str], message: str) -
     errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1 and message in errors[0], result.output
     assert result.exit_code == 2
+
+
+def test_a_bare_word_that_names_a_program_is_not_run_and_the_error_gives_its_path() -> None:
+    # `weavehost check mcp-server-time`: a bare word may name any program, so it never starts
+    # one; the error says which path would.
+    program = shutil.which("git")
+    assert program is not None  # CI installs git (the third-party set's repository fixture)
+    result = check("git")
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert result.exit_code == 2 and len(errors) == 1, result.output
+    assert errors[0].endswith(f"'git' is a program on PATH: pass {program} to start it")
 
 
 # --------------------------------------------------------------------------- choosing servers

@@ -21,6 +21,7 @@ server first).
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -170,7 +171,11 @@ def select_server(config: HostConfig, server: str) -> HostConfig:
     if looks_like_flag:
         return replace(config, servers=(server_from_flag(server, taken=config.names),))
     known = ", ".join(config.names) or "none (pass a path, a command line or a URL, or --config)"
-    raise ConfigError(f"no server named {server!r}; servers: {known}")
+    # A bare word is never run: it may name any program (`shutdown`). Where it names one on
+    # PATH, its path starts it.
+    program = shutil.which(server)
+    hint = f"; {server!r} is a program on PATH: pass {program} to start it" if program else ""
+    raise ConfigError(f"no server named {server!r}; servers: {known}{hint}")
 
 
 def result_payload(result: Event) -> dict[str, Any]:
