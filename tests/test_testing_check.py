@@ -106,7 +106,7 @@ def details(payload: dict[str, Any], tool: str, check_name: str) -> str:
 def test_the_weather_server_with_its_read_only_tools_called_passes_and_exits_0() -> None:
     result = check(WEATHER, "--call-read-only")
     assert result.exit_code == 0, result.output
-    assert "check passed" in result.stdout
+    assert "check passed: 1 server, " in result.stdout  # one server, not "1 servers"
     assert "get_forecast" in result.stdout and "invalid-calls" in result.stdout
     assert "FAIL" not in result.stdout
 

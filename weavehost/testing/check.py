@@ -209,7 +209,8 @@ class CheckReport:
             lines.append("")
         verdict = "passed" if self.ok else "FAILED"
         lines.append(
-            f"check {verdict}: {len(self.servers)} servers, {len(self.calls)} calls in "
+            f"check {verdict}: {_counted(len(self.servers), 'server')}, "
+            f"{_counted(len(self.calls), 'call')} in "
             f"{self.elapsed_s:.1f} s; {self.count('pass')} passed, {self.count('warn')} "
             f"warnings{' (--strict)' if self.strict else ''}, {self.count('fail')} failures, "
             f"{self.count('skip')} skipped"
@@ -499,3 +500,8 @@ def _call_findings(
         )
         out.append(Finding(server, tool, "result-size", "warn", detail, biggest.time_s))
     return out
+
+
+def _counted(n: int, thing: str) -> str:
+    """``1 server``, ``2 servers``."""
+    return f"{n} {thing}" if n == 1 else f"{n} {thing}s"
