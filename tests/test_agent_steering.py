@@ -346,9 +346,22 @@ async def test_a_follow_up_answered_with_an_earlier_result_for_a_new_name_is_wri
     second = await _second_turn(model, "And is that far from Geneva?")
     assert [r["name"] for r in second.of("tool_result")] == ["get_current_location"]
     (set_aside,) = [n for n in second.of("notice") if "new name" in n["text"]]
-    # Its wrong text was shown: the person is told it was set aside, not only at -v.
-    assert "Geneva: 47.3769 N" in "".join(e["text"] for e in second.of("text"))
-    assert "set aside" in set_aside["text"] and not set_aside["housekeeping"]
+    # A follow-up that names something new is held back until judged: the stale answer (Zurich's
+    # result for Geneva) is never shown, so setting it aside is housekeeping.
+    assert "".join(e["text"] for e in second.of("text")) == "Geneva it is."
+    assert "set aside" in set_aside["text"] and set_aside["housekeeping"]
+
+
+async def test_a_follow_up_that_names_something_new_and_is_not_stale_is_shown_whole_once_judged() -> (
+    None
+):
+    model = ScriptedModel([call("get_current_location"), "You are in Zurich.", "About 220 km."])
+    second = await _second_turn(model, "And is that far from Geneva?")
+    assert [e.data for e in second.of("text")] == [{"text": "About 220 km."}]  # one event, whole
+    kinds = [e.type for e in second]
+    assert kinds.index("text") < kinds.index("timings") < kinds.index("done")
+    assert not second.of("tool_result")
+    assert not [n for n in second.of("notice") if "set aside" in n["text"]]
 
 
 async def test_a_follow_up_that_restates_an_earlier_result_names_nothing_new_and_stands() -> None:

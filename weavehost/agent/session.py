@@ -188,6 +188,9 @@ class Session(SteeringRules):
         # where its calls were all dropped after that text, what the next step continues.
         self._written: tuple[SyncReport, int] | None = None
         self._resume: tuple[SyncReport, int] | None = None
+        # The step's answer, held back from the stream until judged (_may_be_stale): None
+        # where it streamed.
+        self._unshown: str | None = None
         self._forced: list[ToolSchema] = []  # the tools the first step's forced call may use
         # Steering a small model to a call or an answer (see _recall and _run_calls): tools
         # that returned a good result in an earlier step of this turn, and whether this turn's
@@ -219,7 +222,7 @@ class Session(SteeringRules):
         self._turn_start = len(self.messages) - 1
         self._turn_calls, self._turn_tools = set(), set()
         self._answer_only = False
-        self._written = self._resume = None
+        self._written = self._resume = self._unshown = None
         self._answered_tools = set()
         self._recall = None
         self._avoid = None
@@ -332,13 +335,18 @@ class Session(SteeringRules):
                 raise
             spent = self.model.stats().since(before)
         model_s = time.perf_counter() - started
+        stale = not results and not self._recall_tools(free.text, tools)
+        stale = stale and self._stale(free.text, tools)
+        if not stale:
+            self._show_unshown(emit)
         emit(Event("timings", step_timings(step, synced, free, spent, results, model_s)))
 
         if not results:
             recall = self._recall_tools(free.text, tools)
-            stale = not recall and self._stale(free.text, tools)
-            # Text shown and then set aside: the person is told (housekeeping otherwise).
-            aside = not free.text.strip()
+            # Text shown and then set aside: the person is told (housekeeping otherwise). A
+            # stale answer was held back, never shown.
+            aside = not free.text.strip() or self._unshown is not None
+            self._unshown = None
             if stale:
                 self._recall = tools
                 logger.info("steering: a stale follow-up answer is written again as a call")
@@ -425,7 +433,13 @@ class Session(SteeringRules):
             decode = functools.partial(
                 self.model.free_decode, refused=refused, made=made, avoid=self._avoid or ()
             )
-            free = await self.lock.run(decode, on_text, free_tokens, allow_call)
+            held: list[str] | None = [] if self._may_be_stale(tools) else None
+            sink = on_text if held is None else held.append
+            free = await self.lock.run(decode, sink, free_tokens, allow_call)
+            if held is not None:
+                self._unshown = "".join(held)
+                if free.call:  # not an answer: its text is shown before the call, as always
+                    self._show_unshown(emit)
         results: list[CallResult] = []
         if free.call:
             self._written = (synced, free.tokens)
@@ -460,6 +474,12 @@ class Session(SteeringRules):
         self.prefilled.append(0)
         held = synced.total + written  # the conversation and the text, read already
         return SyncReport(total=held, reused=held, prefilled=0, digest=synced.digest), free, []
+
+    def _show_unshown(self, emit: Callable[[Event], None]) -> None:
+        """The text held back from the stream (:attr:`_unshown`), shown now, at once."""
+        unshown, self._unshown = self._unshown, None
+        if unshown:
+            emit(Event("text", {"text": unshown}))
 
     async def _run_calls(
         self,

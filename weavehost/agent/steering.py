@@ -108,11 +108,25 @@ def restates_earlier_result(text: str, messages: Sequence[Mapping[str, Any]], tu
     turn's tool result (:func:`copies`): "And in Oslo?" answered with Paris's weather, the city
     swapped. Restating a result asked about again ("What temperature did you just tell me?")
     names nothing new."""
+    names, results = _new_names_and_results(messages, turn)
+    return any(n in text for n in names) and any(copies(text, r) for r in results)
+
+
+def may_restate_earlier_result(messages: Sequence[Mapping[str, Any]], turn: int) -> bool:
+    """Whether any answer to ``messages[turn]`` could be one :func:`restates_earlier_result`
+    finds: the user names something new, and an earlier turn has a tool result."""
+    names, results = _new_names_and_results(messages, turn)
+    return bool(names and results)
+
+
+def _new_names_and_results(
+    messages: Sequence[Mapping[str, Any]], turn: int
+) -> tuple[list[str], list[str]]:
+    """The names ``messages[turn]`` writes for the first time, and the earlier tool results."""
     earlier = messages[:turn]
     results = [str(m.get("content", "")) for m in earlier if m.get("role") == "tool"]
     prompt = str(messages[turn].get("content", ""))
-    names = new_names(prompt, "\n".join(str(m.get("content", "")) for m in earlier))
-    return any(n in text for n in names) and any(copies(text, r) for r in results)
+    return new_names(prompt, "\n".join(str(m.get("content", "")) for m in earlier)), results
 
 
 _WORDS = re.compile(r"[^\W_]+")

@@ -19,6 +19,7 @@ from weavehost.agent.steering import (
     call_shaped,
     ignores_results,
     invented_numbers,
+    may_restate_earlier_result,
     restates_earlier_result,
     told_texts,
 )
@@ -164,7 +165,14 @@ class SteeringRules:
     def _stale(self, text: str, tools: list[ToolSchema]) -> bool:
         """Whether an answer made without a call restates an earlier turn's result for a new
         name (:func:`~.steering.restates_earlier_result`), once a turn, where calls may be."""
+        if not self._may_be_stale(tools):
+            return False
+        return restates_earlier_result(text, self.messages, self._turn_start)
+
+    def _may_be_stale(self, tools: list[ToolSchema]) -> bool:
+        """Whether this step's answer could be found stale (:meth:`_stale`) once written: then
+        it is held back from the stream until it is judged, so a stale one is never shown."""
         blocked = self._recall is not None or self._turn_calls or self._answer_only
         if not self.recall_stale or blocked or self.tool_choice == "none" or not tools:
             return False
-        return restates_earlier_result(text, self.messages, self._turn_start)
+        return may_restate_earlier_result(self.messages, self._turn_start)
