@@ -171,6 +171,15 @@ def test_a_server_started_by_a_package_runner_or_an_interpreter_is_named_after_w
     assert server.command == flag.split()[0]  # the runner still starts it
 
 
+def test_a_py_server_with_a_generic_name_is_named_after_its_folder_as_a_node_one_is(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "notes-server" / "src" / "server.py"
+    script.parent.mkdir(parents=True)
+    script.write_text("")
+    assert server_from_flag(str(script)).name == "notes-server"
+
+
 def test_server_flags_that_clash_get_numbered_names() -> None:
     weather = str(ROOT / "tools" / "weather.py")
     config = build_config(None, [weather, weather])

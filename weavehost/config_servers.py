@@ -133,7 +133,9 @@ def server_from_flag(value: str, taken: Iterable[str] = ()) -> ServerConfig:
         if not script.is_file():
             raise ConfigError(f"--server {value!r}: no such Python file: {script}")
         return ServerConfig(
-            name=_unique(script.stem, taken), command=sys.executable, args=(str(script), *words[1:])
+            name=_unique(_script_name(script), taken),
+            command=sys.executable,
+            args=(str(script), *words[1:]),
         )
     if shutil.which(words[0]) is None and words[0] not in _PYTHON_COMMANDS:
         raise ConfigError(f"--server {value!r}: command {words[0]!r} not found on PATH")

@@ -381,10 +381,11 @@ class EngineModel:
         passes and choices are the continuation's. ``None`` where there is nothing to resume
         (no reply stopped at a call since the last :meth:`sync`)."""
         stopped, self._stopped = self._stopped, None
-        start = self._reply_start
-        if stopped is None or self.held[start : start + len(stopped[0])] != stopped[0]:
+        if stopped is None:
             return None
-        before, logits = stopped
+        (before, logits), start = stopped, self._reply_start
+        if self.held[start : start + len(before)] != before:  # the context changed since
+            return None
         self.engine.drop(0, start + len(before), next_logits=logits)
         del self.held[start + len(before) :]
         shown = self.engine.detokenize(before)

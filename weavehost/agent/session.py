@@ -187,7 +187,7 @@ class Session(SteeringRules):
         # The last reply that began a call: its step's sync and the tokens of its free text;
         # where its calls were all dropped after that text, what the next step continues.
         self._written: tuple[SyncReport, int] | None = None
-        self._resume: tuple[SyncReport, int] | None = None
+        self._resume = False
         # The step's answer, held back from the stream until judged (_may_be_stale): None
         # where it streamed.
         self._unshown: str | None = None
@@ -222,7 +222,8 @@ class Session(SteeringRules):
         self._turn_start = len(self.messages) - 1
         self._turn_calls, self._turn_tools = set(), set()
         self._answer_only = False
-        self._written = self._resume = self._unshown = None
+        self._written = self._unshown = None
+        self._resume = False
         self._answered_tools = set()
         self._recall = None
         self._avoid = None
@@ -335,18 +336,16 @@ class Session(SteeringRules):
                 raise
             spent = self.model.stats().since(before)
         model_s = time.perf_counter() - started
-        stale = not results and not self._recall_tools(free.text, tools)
-        stale = stale and self._stale(free.text, tools)
-        if not stale:
-            self._show_unshown(emit)
+        recall = [] if results else self._recall_tools(free.text, tools)
+        stale = not results and not recall and self._stale(free.text, tools)
+        unshown, self._unshown = self._unshown, None  # held back where it could be stale
+        if unshown and not stale:
+            emit(Event("text", {"text": unshown}))
         emit(Event("timings", step_timings(step, synced, free, spent, results, model_s)))
 
         if not results:
-            recall = self._recall_tools(free.text, tools)
-            # Text shown and then set aside: the person is told (housekeeping otherwise). A
-            # stale answer was held back, never shown.
-            aside = not free.text.strip() or self._unshown is not None
-            self._unshown = None
+            # Text shown and then set aside: the person is told (housekeeping otherwise).
+            aside = not free.text.strip() or unshown is not None
             if stale:
                 self._recall = tools
                 logger.info("steering: a stale follow-up answer is written again as a call")
@@ -436,10 +435,10 @@ class Session(SteeringRules):
             held: list[str] | None = [] if self._may_be_stale(tools) else None
             sink = on_text if held is None else held.append
             free = await self.lock.run(decode, sink, free_tokens, allow_call)
-            if held is not None:
+            if held and free.call:  # not an answer: its text is shown before the call
+                emit(Event("text", {"text": "".join(held)}))
+            elif held is not None:
                 self._unshown = "".join(held)
-                if free.call:  # not an answer: its text is shown before the call, as always
-                    self._show_unshown(emit)
         results: list[CallResult] = []
         if free.call:
             self._written = (synced, free.tokens)
@@ -462,10 +461,10 @@ class Session(SteeringRules):
         text stays shown once, and the answer goes on after it in this step instead of being
         written again from its start. ``None``: nothing to continue (the step is written as
         any other), or the model cannot."""
-        resume, self._resume = self._resume, None
-        if resume is None:
+        resume, self._resume = self._resume, False
+        if not resume or self._written is None:
             return None
-        synced, written = resume
+        synced, written = self._written
         refused, made = self._refused(tools), frozenset(self._turn_calls)
         more = functools.partial(self.model.resume_free, refused=refused, made=made)
         free = await self.lock.run(more, on_text, max(1, free_tokens - written))
@@ -474,12 +473,6 @@ class Session(SteeringRules):
         self.prefilled.append(0)
         held = synced.total + written  # the conversation and the text, read already
         return SyncReport(total=held, reused=held, prefilled=0, digest=synced.digest), free, []
-
-    def _show_unshown(self, emit: Callable[[Event], None]) -> None:
-        """The text held back from the stream (:attr:`_unshown`), shown now, at once."""
-        unshown, self._unshown = self._unshown, None
-        if unshown:
-            emit(Event("text", {"text": unshown}))
 
     async def _run_calls(
         self,
@@ -529,7 +522,7 @@ class Session(SteeringRules):
         if not kept:  # nothing new to run: let it answer, calls not allowed
             self._answer_only = True
             if content:  # shown: the next step goes on after it (_resumed)
-                self._resume = self._written
+                self._resume = True
             return None
         calls = [{"name": c.name, "arguments": dict(c.arguments)} for c, _ in kept]
         self.messages.append({"role": "assistant", "content": content, "tool_calls": calls})
