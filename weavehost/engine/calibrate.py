@@ -120,11 +120,9 @@ SHAPE_RETRIES = 2
 ATTENTION_MARGIN = 0.05
 # The margin where the cache keeps every width's numbers a one-row pass's with flash attention
 # on (quantized keys, `native.exact_with_flash_attn`): off, drafted text and calls part from
-# the undrafted ones at near-ties, so off must cost at most two thirds of on's turn. On the
-# AVX-512 EPYC the probe timed off's turn 10-20% faster, and a bench-agent run with off had
-# drafts on at 0.73x of drafts off after the result (0.80x with on, another run), with 2 of 57
-# answers other text (docs/engine.md, "Exactness weighs in the kernel");
-# on the Xeon of run 13 off ran wide passes over 1,200 cells 3.4x faster, which clears it.
+# the undrafted ones at near-ties, so off must cost at most two thirds of on's turn. The EPYC's
+# probe timed off 10-20% faster, its drafts then 2 of 57 answers other text (docs/engine.md,
+# "Exactness weighs in the kernel"); the Xeon of run 13's 3.4x on wide passes clears it.
 EXACT_ATTENTION_MARGIN = 1 / 3
 # Openings of each kernel the probe times, alternating (off, on, on, off): a linear drift
 # weighs on both alike, and two openings of one kernel measure the noise.
