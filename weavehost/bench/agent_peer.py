@@ -52,6 +52,7 @@ import anyio
 import anyio.abc
 import httpx2
 
+from weavehost.bench.peer import refuse_stock_amx
 from weavehost.config_model import RemoteModelConfig
 from weavehost.engine.native import (
     DEFAULT_KV_CACHE,
@@ -132,6 +133,7 @@ def _llama_cpp_server(launch: Launch) -> PeerCommand:
             f"--peer llama_cpp_server needs llama-cpp-python's server extra ({', '.join(missing)} "
             f"missing): install it with {SERVER_EXTRA_INSTALL}"
         )
+    refuse_stock_amx("--peer llama_cpp_server")
     threads = str(launch.threads)
     type_k, type_v = kv_ggml_types(launch.kv_cache)
     argv = (sys.executable, "-m", "llama_cpp.server", "--model", str(launch.model),

@@ -64,8 +64,9 @@ from typing import Any
 from weavehost.decode import CaseOutcome
 from weavehost.decode.base import CallResult, ToolSchema, read_calls
 from weavehost.engine import Engine, EngineStats
-from weavehost.engine.native import DEFAULT_KV_CACHE, kv_ggml_types
+from weavehost.engine.native import AMX_REBUILD, DEFAULT_KV_CACHE, amx_in_build, kv_ggml_types
 from weavehost.errors import (
+    BenchError,
     ConstraintError,
     ContextOverflowError,
     FormatError,
@@ -94,6 +95,19 @@ PEER_NAMES = (PEER_NAME, LOOKUP_PEER_NAME)
 # costs about half a single pass more. Chosen from that table, not tuned on the bench cases.
 LOOKUP_DRAFT_TOKENS = 3
 _PROBE_NAME = "weavehost_probe"
+
+
+def refuse_stock_amx(peer: str) -> None:
+    """A :class:`BenchError` where ``peer``, a stock stack over this llama-cpp-python (``Llama``,
+    ``llama_cpp.server``), would load the AMX kernels the engine leaves out
+    (:func:`~weavehost.engine.native.amx_in_build`): it could crash the run, and it would not run
+    the engine it is compared with."""
+    if amx_in_build():
+        raise BenchError(
+            f"{peer} would load llama.cpp's AMX kernels, which crash on some machines and which "
+            "weavehost's engine leaves out; rebuild llama-cpp-python without them to compare: "
+            f"{AMX_REBUILD}"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +200,7 @@ class LlamaCppPythonPeer:
         ``flash_attn`` and ``kv_cache``: as the engine it is compared with was opened."""
         import llama_cpp
 
+        refuse_stock_amx("the stock llama-cpp-python peer")
         type_k, type_v = kv_ggml_types(kv_cache)
         if lookup:
             from llama_cpp.llama_speculative import LlamaPromptLookupDecoding

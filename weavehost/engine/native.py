@@ -12,6 +12,8 @@ Guarantees:
 - llama.cpp's own log goes to the ``weavehost.engine.llama_cpp`` logger at DEBUG (errors at
   INFO), so it is silent unless the user asks for verbose output.
 - A failed load or context creation raises :class:`ModelLoadError` naming the file.
+- A model loads without llama.cpp's AMX kernels where the build has them
+  (:func:`amx_in_build`): they crash on some machines, and the user is told once how to rebuild.
 - A pass is stopped from another thread through an :class:`AbortFlag`, which llama.cpp reads
   between graph nodes without entering Python (a Python abort callback is called at every node,
   ~800 a pass for Qwen 0.5B, and took the GIL each time: a serial pass cost 20.5 ms against
@@ -38,8 +40,10 @@ __all__ = [
     "DEFAULT_KV_CACHE",
     "KV_CACHE_TYPES",
     "LLAMA_CPP_VERSION",
+    "AMX_REBUILD",
     "AbortFlag",
     "NativeContext",
+    "amx_in_build",
     "NativeTokenizer",
     "exact_with_flash_attn",
     "kv_element_bytes",
@@ -124,6 +128,43 @@ def _log_callback(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
 
 _init_lock = threading.Lock()
 _initialised = False
+
+# llama.cpp's AMX kernels are built in where the compiler reports AMX-INT8 (``-march=native`` on
+# a Xeon of Sapphire Rapids or later) and then take every weight they can. On some such machines
+# the first pass crashes the process in ``ggml_backend_amx_mul_mat`` (llama.cpp issue #20824,
+# closed unfixed; dspy dropped its AMX build for the same crash). Seen here on a 2-vCPU Xeon VM:
+# every model, every pass, with or without weavehost. Where the build has them, models load
+# without llama.cpp's extra buffer types, AMX and the repacked x86 kernels alike (the only switch
+# llama.cpp has): no crash, wider passes slower (Qwen2.5-Coder-0.5B Q4_0 on that VM: 8 rows 79
+# against 67 ms with repacking, a prefilled token 7.0 against 5.3 ms; one row the same). The
+# README's install builds llama-cpp-python without them, and this says how.
+AMX_REBUILD = (
+    'CMAKE_ARGS="-DCMAKE_C_FLAGS=-U__AMX_INT8__ -DCMAKE_CXX_FLAGS=-U__AMX_INT8__" '
+    "pip install --force-reinstall --no-cache-dir --no-deps llama-cpp-python"
+)
+_amx_told = threading.Event()
+
+
+def amx_in_build() -> bool:
+    """Whether this llama-cpp-python's llama.cpp was compiled with its AMX kernels (its
+    system info says ``AMX_INT8 = 1``; a compile-time fact, whatever the CPU)."""
+    return "AMX_INT8 = 1" in llama_cpp.llama_print_system_info().decode("utf-8", "replace")
+
+
+def _without_amx(model_params: llama_cpp.llama_model_params) -> None:
+    """Load without llama.cpp's extra buffer types where the build has AMX kernels, saying once
+    per process why and how to rebuild."""
+    if not amx_in_build():
+        return
+    model_params.use_extra_bufts = False
+    if not _amx_told.is_set():
+        _amx_told.set()
+        logging.getLogger(__name__).warning(
+            "this llama-cpp-python was built with llama.cpp's AMX kernels, which crash on some "
+            "machines (llama.cpp issue #20824): models load without them and without llama.cpp's "
+            "repacked weights, so wide passes are slower; to rebuild without them: %s",
+            AMX_REBUILD,
+        )
 
 
 def route_llama_log() -> None:
@@ -370,6 +411,7 @@ def open_native(
     with contextlib.ExitStack() as stack:
         model_params = llama_cpp.llama_model_default_params()
         model_params.n_gpu_layers = 0
+        _without_amx(model_params)
         model = llama_cpp.llama_model_load_from_file(str(path).encode("utf-8"), model_params)
         if not model:
             raise ModelLoadError(

@@ -1,0 +1,74 @@
+"""llama.cpp's AMX kernels crash the first pass on some Intel Xeon machines (llama.cpp issue
+#20824): where the llama-cpp-python build has them, the engine loads models without llama.cpp's
+extra buffer types and says once how to rebuild, and the stock peers refuse to run rather than
+crash the benchmark or run another engine than the one they are compared with."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import pytest
+
+import weavehost.bench.peer as peer_module
+import weavehost.engine.native as native
+from weavehost.bench.agent_peer import PEERS, Launch
+from weavehost.bench.peer import LlamaCppPythonPeer
+from weavehost.errors import BenchError
+
+LLAMA_LOG = "weavehost.engine.llama_cpp"
+
+
+def _extra_buffers(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The model buffers llama.cpp reported that are not its plain CPU ones."""
+    return [
+        record.getMessage()
+        for record in caplog.records
+        if "model buffer size" in record.getMessage() and "CPU_Mapped" not in record.getMessage()
+    ]
+
+
+def _load(path: Path) -> None:
+    with native.open_native(
+        path, n_ctx=256, n_batch=64, n_seq_max=1, n_threads=2, flash_attn=True
+    ) as context:
+        assert context.n_vocab > 0
+
+
+def test_the_build_here_has_no_amx_kernels_since_the_install_leaves_them_out() -> None:
+    assert not native.amx_in_build()
+
+
+def test_a_build_with_amx_kernels_loads_models_without_llamas_extra_buffers_and_says_once_how_to_rebuild(
+    qwen_gguf: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger=LLAMA_LOG)
+    _load(qwen_gguf)
+    assert _extra_buffers(caplog), "Q4_0 weights are repacked on x86 where nothing says not to"
+    caplog.clear()
+
+    monkeypatch.setattr(native, "amx_in_build", lambda: True)
+    monkeypatch.setattr(native, "_amx_told", threading.Event())
+    _load(qwen_gguf)
+    _load(qwen_gguf)
+
+    assert _extra_buffers(caplog) == []
+    warnings = [r.getMessage() for r in caplog.records if r.name == native.__name__]
+    assert len(warnings) == 1
+    assert "AMX kernels" in warnings[0] and native.AMX_REBUILD in warnings[0]
+
+
+def test_the_stock_peers_refuse_a_build_with_amx_kernels_naming_the_rebuild(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(peer_module, "amx_in_build", lambda: True)
+    model = tmp_path / "model.gguf"
+
+    with pytest.raises(BenchError, match="AMX kernels") as in_process:
+        with LlamaCppPythonPeer.open(model, n_ctx=512, n_threads=2):
+            pass
+    assert native.AMX_REBUILD in str(in_process.value)
+
+    with pytest.raises(BenchError, match="--peer llama_cpp_server would load"):
+        PEERS["llama_cpp_server"].build(Launch(model, 2, 2048, "q8_0-k"))
