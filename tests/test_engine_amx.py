@@ -40,7 +40,7 @@ def test_the_build_here_has_no_amx_kernels_since_the_install_leaves_them_out() -
     assert not native.amx_in_build()
 
 
-def test_a_build_with_amx_kernels_loads_models_without_llamas_extra_buffers_and_says_once_how_to_rebuild(
+def test_an_amx_build_loads_models_without_extra_buffers_and_says_once_how_to_rebuild(
     qwen_gguf: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG, logger=LLAMA_LOG)
