@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
+import weavehost.decode.calibration as calibration_module
 from weavehost.decode.calibration import (
     calibrated_flash_attn,
     check_calibration,
@@ -378,6 +379,28 @@ def test_a_stored_calibration_is_a_cost_file_and_comes_back_as_the_same_plan(tmp
     assert plan.source == f"calibrated ({path})"
     assert [plan.width_for(n) for n in range(1, 9)] == [1, 2, 4, 4, 8, 8, 8, 8]
     assert json.loads(path.read_text())["padding"] == {"3": 4, "5": 8, "6": 8, "7": 8}
+
+
+def test_a_table_measured_with_repacked_weights_warns_where_this_build_loads_without_them(
+    tmp_path, caplog, monkeypatch
+):
+    engine = _fake_engine(tmp_path)
+    table = load_cost_table(AVX512)
+    calibration = Calibration(table, {128: 0.002}, repeats=3, threads=2)
+    path = save_plan(engine.path, 2, calibration, DecodePlan.from_table(table))
+    assert json.loads(path.read_text())["extra_buffers"] is True  # this build repacks
+    with caplog.at_level(logging.WARNING):
+        assert load_plan(engine.path, 2).source == f"calibrated ({path})"
+    assert not caplog.records
+
+    # llama-cpp-python rebuilt with llama.cpp's AMX kernels: models load without repacking.
+    monkeypatch.setattr(calibration_module, "amx_in_build", lambda: True)
+    with caplog.at_level(logging.WARNING):
+        assert load_plan(engine.path, 2).source == f"calibrated ({path})"  # still the plan
+    (warning,) = caplog.records
+    assert "measured with llama.cpp's repacked weights" in warning.message
+    assert "loads models without them" in warning.message
+    assert "run `weavehost calibrate` again" in warning.message
 
 
 def test_a_calibration_with_a_quantized_kv_cache_is_stored_apart_and_opens_flash_attention(

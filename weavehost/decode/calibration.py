@@ -58,7 +58,12 @@ from weavehost.engine.calibrate import (
     probe_attention,
     table_from_record,
 )
-from weavehost.engine.native import DEFAULT_KV_CACHE, KV_CACHE_TYPES, needs_flash_attn
+from weavehost.engine.native import (
+    DEFAULT_KV_CACHE,
+    KV_CACHE_TYPES,
+    amx_in_build,
+    needs_flash_attn,
+)
 from weavehost.errors import ConfigError
 from weavehost.paths import cache_dir
 
@@ -112,6 +117,9 @@ def save_plan(
         "model": model.name,
         **calibration.record(),
         "padding": {str(n): w for n, w in sorted(plan.widths.items())},
+        # Measured in this process, so with this build's weights: repacked unless it has
+        # llama.cpp's AMX kernels (engine/native.py), wide passes then about a fifth dearer.
+        "extra_buffers": not amx_in_build(),
     }
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=2) + "\n")
@@ -192,7 +200,22 @@ def load_plan(
             "on" if flash_attn else "off",
         )
         return NO_PLAN
+    _warn_other_build(path, record)
     return DecodePlan.from_table(table, source=f"calibrated ({path})")
+
+
+def _warn_other_build(path: Path, record: dict[str, Any]) -> None:
+    """Warn where a stored table was measured with llama.cpp's repacked weights and this
+    build loads without them, or the other way round (llama-cpp-python rebuilt with or without
+    its AMX kernels since): the plan still holds, its wide passes priced off by about a fifth.
+    A record stored before it said is not judged."""
+    measured = record.get("extra_buffers")
+    if isinstance(measured, bool) and measured == amx_in_build():
+        logger.warning(
+            "%s was measured %s llama.cpp's repacked weights, and this llama-cpp-python loads "
+            "models %s them: wide passes are priced off; run `weavehost calibrate` again",
+            path, "with" if measured else "without", "without" if measured else "with",
+        )  # fmt: skip
 
 
 def stored_plans(model: Path, flash_attn: bool, kv_cache: str = DEFAULT_KV_CACHE) -> PlanSource:
