@@ -135,8 +135,8 @@ _initialised = False
 # closed unfixed; dspy dropped its AMX build for the same crash). Seen here on a 2-vCPU Xeon VM:
 # every model, every pass, with or without weavehost. Where the build has them, models load
 # without llama.cpp's extra buffer types, AMX and the repacked x86 kernels alike (the only switch
-# llama.cpp has): no crash, wider passes slower (Qwen2.5-Coder-0.5B Q4_0 on that VM: 8 rows 79
-# against 67 ms with repacking, a prefilled token 7.0 against 5.3 ms; one row the same). The
+# llama.cpp has): no crash, wider passes slower (engine pass costs on that VM, not a bench
+# ratio: Qwen2.5-Coder-0.5B Q4_0, 8 rows 79 against 67 ms with repacking; docs/engine.md). The
 # README's install builds llama-cpp-python without them, and this says how.
 AMX_REBUILD = (
     'CMAKE_ARGS="-DCMAKE_C_FLAGS=-U__AMX_INT8__ -DCMAKE_CXX_FLAGS=-U__AMX_INT8__" '
