@@ -44,7 +44,7 @@ from weavehost.engine.calibrate import (
     shape_faults,
     table_record,
 )
-from weavehost.engine.native import exact_with_flash_attn
+from weavehost.engine.native import exact_wide_passes, llamafile_in_build
 from weavehost.errors import ConfigError
 
 COSTS = Path(__file__).parent / "data" / "costs"
@@ -381,25 +381,29 @@ def test_a_stored_calibration_is_a_cost_file_and_comes_back_as_the_same_plan(tmp
     assert json.loads(path.read_text())["padding"] == {"3": 4, "5": 8, "6": 8, "7": 8}
 
 
-def test_a_table_measured_with_repacked_weights_warns_where_this_build_loads_without_them(
+def test_a_table_measured_by_a_build_that_runs_wide_passes_otherwise_still_plans_and_warns(
     tmp_path, caplog, monkeypatch
 ):
     engine = _fake_engine(tmp_path)
     table = load_cost_table(AVX512)
     calibration = Calibration(table, {128: 0.002}, repeats=3, threads=2)
     path = save_plan(engine.path, 2, calibration, DecodePlan.from_table(table))
-    assert json.loads(path.read_text())["extra_buffers"] is True  # this build repacks
+    stored = json.loads(path.read_text())
+    assert stored["extra_buffers"] is True  # this build repacks
+    assert stored["llamafile"] is False  # and has no llamafile sgemm (the README's build)
     with caplog.at_level(logging.WARNING):
         assert load_plan(engine.path, 2).source == f"calibrated ({path})"
     assert not caplog.records
 
-    # llama-cpp-python rebuilt with llama.cpp's AMX kernels: models load without repacking.
+    # llama-cpp-python rebuilt with llama.cpp's AMX kernels (models load without repacking)
+    # and with llamafile's sgemm: wide passes cost otherwise.
     monkeypatch.setattr(calibration_module, "amx_in_build", lambda: True)
+    monkeypatch.setattr(calibration_module, "llamafile_in_build", lambda: True)
     with caplog.at_level(logging.WARNING):
         assert load_plan(engine.path, 2).source == f"calibrated ({path})"  # still the plan
     (warning,) = caplog.records
-    assert "measured with llama.cpp's repacked weights" in warning.message
-    assert "loads models without them" in warning.message
+    assert "measured by a llama-cpp-python built otherwise" in warning.message
+    assert "with llama.cpp's repacked weights, without llamafile's sgemm" in warning.message
     assert "run `weavehost calibrate` again" in warning.message
 
 
@@ -496,29 +500,60 @@ def test_the_attention_kernel_is_the_one_whose_turn_costs_less_prompt_and_passes
     assert stored["on"]["wide_pass_ms"] == 50.0 and stored["wide_rows"] == 8
 
 
-def test_flash_attention_that_keeps_drafts_exact_is_kept_unless_off_saves_a_third_of_a_turn():
+ONLY_ON_EXACT = {False: False, True: True}  # quantized keys, a build with llamafile's sgemm
+ONLY_OFF_EXACT = {False: True, True: False}  # f16 keys, the README's build
+BOTH_EXACT = {False: True, True: True}  # quantized keys, the README's build
+
+
+def test_flash_attention_that_alone_keeps_drafts_exact_is_kept_unless_off_saves_a_third():
     # The EPYC of session 51 with q8_0 keys: off runs the turn ~14% faster (cheaper prefill
-    # and wide passes at 1,024 cells), but only on computes a wide pass's rows as one row's.
+    # and wide passes at 1,024 cells), but with llamafile's sgemm only on computes a wide pass's
+    # rows as one row's.
     prefill = {False: 0.0021, True: 0.0029}
     passes = {False: 0.0130, True: 0.0130}
     wide = {False: 0.042, True: 0.050}
-    epyc_f16 = AttentionProbe(prefill, passes, wide, exact=False)
-    epyc_quantized_keys = AttentionProbe(prefill, passes, wide, exact=True)
+    epyc_f16 = AttentionProbe(prefill, passes, wide)
+    epyc_quantized_keys = AttentionProbe(prefill, passes, wide, exact=ONLY_ON_EXACT)
     assert epyc_quantized_keys.turn_s(False) < epyc_quantized_keys.turn_s(True) * 0.9
     assert not epyc_f16.flash_attn  # nothing to keep: the faster kernel
     assert epyc_quantized_keys.flash_attn and epyc_quantized_keys.margin == EXACT_ATTENTION_MARGIN
-    assert epyc_quantized_keys.record()["exact_with_flash_attn"] is True
+    record = epyc_quantized_keys.record()
+    assert (record["exact_with_flash_attn"], record["exact_without_flash_attn"]) == (True, False)
+    # Without llamafile's sgemm both kernels are exact: the faster one, off.
+    both = AttentionProbe(prefill, passes, wide, exact=BOTH_EXACT)
+    assert not both.flash_attn and both.margin == ATTENTION_MARGIN
     # The Xeon of run 13 at 1,200 cells: off a one-row pass 29 ms against 77, 12 rows 86 ms
     # against 296: off, exact or not.
     xeon = AttentionProbe(
         {False: 0.0042, True: 0.0041},
         {False: 0.029, True: 0.077},
         {False: 0.06, True: 0.2},
-        exact=True,
+        exact=ONLY_ON_EXACT,
     )
     assert not xeon.flash_attn
-    assert exact_with_flash_attn("q8_0-k") and exact_with_flash_attn("q8_0")
-    assert not exact_with_flash_attn("f16")
+
+
+def test_flash_attention_off_where_it_alone_keeps_drafts_exact_is_kept_unless_on_saves_a_third():
+    # An f16 cache in the README's build: off is exact, on is not past 512 cells. On runs the
+    # turn ~12% faster here, which is not worth drafts that part at near-ties.
+    prefill = {False: 0.0029, True: 0.0021}
+    passes = {False: 0.0130, True: 0.0130}
+    wide = {False: 0.050, True: 0.042}
+    probe = AttentionProbe(prefill, passes, wide, exact=ONLY_OFF_EXACT)
+    assert probe.turn_s(True) < probe.turn_s(False) * 0.9
+    assert not probe.kept and not probe.flash_attn and probe.margin == EXACT_ATTENTION_MARGIN
+    much_faster_on = AttentionProbe(
+        prefill, {False: 0.077, True: 0.029}, {False: 0.2, True: 0.06}, exact=ONLY_OFF_EXACT
+    )
+    assert much_faster_on.flash_attn
+
+
+def test_which_kernel_keeps_wide_passes_exact_follows_the_cache_and_the_build():
+    assert exact_wide_passes("q8_0-k", True) and exact_wide_passes("q8_0", True)
+    assert not exact_wide_passes("f16", True)  # the split-KV path of one-row passes
+    # Off: exact wherever the build has no llamafile sgemm, whatever the cache.
+    no_sgemm = not llamafile_in_build()
+    assert [exact_wide_passes(kv, False) for kv in ("q8_0-k", "f16")] == [no_sgemm, no_sgemm]
 
 
 def test_a_model_opens_with_the_attention_kernel_its_calibration_was_measured_with(tmp_path):
@@ -663,7 +698,8 @@ def test_the_attention_probe_opens_the_real_model_with_each_kernel_and_times_bot
     costs = [probe.prefill_token_s, probe.pass_s, probe.wide_pass_s]
     assert all(set(cost) == {False, True} for cost in costs)
     assert all(seconds > 0 for cost in costs for seconds in cost.values())
-    assert probe.exact  # the default cache's keys are quantized
+    # The default cache's keys are quantized; off is exact in the README's build.
+    assert probe.exact == {False: not llamafile_in_build(), True: True}
 
 
 @pytest.mark.model
@@ -848,7 +884,8 @@ def test_calibrate_prints_the_probes_turns_and_why_it_kept_the_kernel(capsys):
 
     prefill, passes = {False: 0.0021, True: 0.0029}, {False: 0.013, True: 0.013}
     rounds = {False: (2.0, 2.1), True: (2.3, 2.4)}
-    _print_probe(AttentionProbe(prefill, passes, {False: 0.042, True: 0.05}, rounds, exact=True))
+    wide = {False: 0.042, True: 0.05}
+    _print_probe(AttentionProbe(prefill, passes, wide, rounds, exact=ONLY_ON_EXACT))
     printed = capsys.readouterr().out
     assert printed.startswith("flash attention: on (a turn over 1024 held tokens")
     assert (
@@ -858,6 +895,15 @@ def test_calibrate_prints_the_probes_turns_and_why_it_kept_the_kernel(capsys):
     assert printed.endswith(
         "off only if faster by 33.3%: exact drafts with it on, the noise between openings 5.0%)\n"
     )
+    _print_probe(AttentionProbe(prefill, passes, wide, rounds, exact=ONLY_OFF_EXACT))
+    printed = capsys.readouterr().out
+    assert printed.startswith("flash attention: off (a turn over 1024 held tokens")
+    assert printed.endswith("on only if faster by 33.3%: exact drafts with it off, the noise "
+                            "between openings 5.0%)\n")  # fmt: skip
+    _print_probe(AttentionProbe(prefill, passes, wide, rounds, exact=BOTH_EXACT))
+    printed = capsys.readouterr().out
+    assert printed.startswith("flash attention: off (")
+    assert "off only if faster by 10.0%: exact drafts with it off or on" in printed
 
 
 def test_a_coin_flip_between_the_attention_kernels_keeps_the_engines_default():

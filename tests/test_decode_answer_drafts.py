@@ -481,28 +481,41 @@ def with_notes(messages: list[dict[str, Any]], lines: int = 35) -> list[dict[str
     ]
 
 
-@pytest.fixture(scope="module", params=[DEFAULT_KV_CACHE, "q8_0"])
-def q8_engine(embedded_model_path, request) -> Any:
-    """The embedded model with quantized keys (the default cache, q8_0 keys over f16 values,
-    and an all-q8_0 one), two threads (where an f16 cache's one-row passes over 512 cells or
-    more take another sum order than wide ones)."""
+@pytest.fixture(
+    scope="module",
+    params=[(DEFAULT_KV_CACHE, True), ("q8_0", True), (DEFAULT_KV_CACHE, False)],
+    ids=["q8_0-k", "q8_0", "q8_0-k without flash attention"],
+)
+def exact_engine(embedded_model_path, request) -> Any:
+    """The embedded model where a wide pass computes each row as a one-row pass does
+    (``native.exact_wide_passes``): quantized keys with flash attention on (the default cache,
+    q8_0 keys over f16 values, and an all-q8_0 one), and the default cache with it off in the
+    README's build (no llamafile sgemm); two threads, where an f16 cache's one-row passes over
+    512 cells or more take another sum order than wide ones with flash attention on."""
+    kv_cache, flash_attn = request.param
     with Engine.open(
-        embedded_model_path, n_ctx=2048, n_seq_max=16, n_threads=2, kv_cache=request.param
+        embedded_model_path,
+        n_ctx=2048,
+        n_seq_max=16,
+        n_threads=2,
+        kv_cache=kv_cache,
+        flash_attn=flash_attn,
     ) as engine:
         yield engine
 
 
 @pytest.mark.model
 @pytest.mark.parametrize("city", ["Lima", "Rome", "Madrid"])
-def test_with_quantized_keys_drafted_and_undrafted_replies_past_512_cells_agree_in_every_logit_gap(
-    q8_engine, city
+def test_where_wide_passes_are_exact_drafted_and_undrafted_replies_agree_in_every_logit_gap(
+    exact_engine, city
 ):
-    # With an f16 cache each drafted reply is other text (measured): its one-row
-    # passes sum attention in another order than the drafted passes (docs/engine.md).
+    # Past 512 cells. With an f16 cache and flash attention on, or with it off in a build with
+    # llamafile's sgemm, each drafted reply is other text (measured): its one-row passes sum
+    # attention in another order than the drafted passes (docs/engine.md).
     messages = with_notes(weather(city, "light rain", 4.5, 80))
-    drafted = written(q8_engine, messages, drafts=True, margins=True)
-    assert q8_engine.seq_len(0) - len(drafted.held) >= 512  # the prompt alone
-    plain = written(q8_engine, messages, drafts=False, margins=True)
+    drafted = written(exact_engine, messages, drafts=True, margins=True)
+    assert exact_engine.seq_len(0) - len(drafted.held) >= 512  # the prompt alone
+    plain = written(exact_engine, messages, drafts=False, margins=True)
     same_reply(drafted, plain)
     assert drafted.drafted > 0 and drafted.free.passes < plain.free.passes
     assert drafted.free.margins == plain.free.margins  # bit for bit, not near-ties that held

@@ -316,6 +316,22 @@ def test_with_quantized_keys_a_wide_pass_computes_each_row_as_one_row_passes_do_
     assert all(np.array_equal(a, b) for a, b in zip(alone, together, strict=True))
 
 
+@pytest.mark.parametrize("kv_cache", [DEFAULT_KV_CACHE, "f16"])
+def test_without_flash_attention_a_wide_pass_computes_each_row_as_one_row_passes_do_bit_for_bit(
+    embedded_model_path, kv_cache
+):
+    # In the README's build, without llamafile's sgemm: with it, a pass of two rows or more
+    # multiplies K·Q and V through that kernel and one row through ggml's dot products, and
+    # the same row's logits differ by up to 0.9 (docs/engine.md).
+    with Engine.open(
+        embedded_model_path, n_ctx=2048, n_seq_max=4, n_threads=2, kv_cache=kv_cache,
+        flash_attn=False,
+    ) as engine:  # fmt: skip
+        assert not engine.flash_attn
+        alone, together = _rows_alone_and_together(engine)
+    assert all(np.array_equal(a, b) for a, b in zip(alone, together, strict=True))
+
+
 def test_the_default_kv_cache_has_quantized_keys_since_an_f16_one_parts_by_a_pass_s_width(
     embedded_model_path,
 ):

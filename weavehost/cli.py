@@ -309,12 +309,14 @@ def _print_probe(probe: Any) -> None:
         f" {probe.wide_pass_s[setting] * 1e3:.1f} ms a pass of {PROBE_WIDE_ROWS} rows)"
         for setting in (False, True)
     )
-    kept = "exact drafts with it on, " if probe.exact else ""
+    other = "off" if probe.kept else "on"
+    exact = [name for setting, name in ((False, "off"), (True, "on")) if probe.exact.get(setting)]
+    why = f"exact drafts with it {' or '.join(exact)}, " if exact else ""
     click.echo(
         f"flash attention: {'on' if probe.flash_attn else 'off'} (a turn over "
         f"{PROBE_HELD_TOKENS} held tokens: {PROBE_PREFILL_TOKENS} prefilled, "
         f"{PROBE_SERIAL_PASSES} one-row passes and {PROBE_WIDE_PASSES} of {PROBE_WIDE_ROWS} rows: "
-        f"{turns}; off only if faster by {probe.margin:.1%}: {kept}"
+        f"{turns}; {other} only if faster by {probe.margin:.1%}: {why}"
         f"the noise between openings {probe.noise:.1%})"
     )
 

@@ -64,7 +64,7 @@ from typing import Any
 from weavehost.decode import CaseOutcome
 from weavehost.decode.base import CallResult, ToolSchema, read_calls
 from weavehost.engine import Engine, EngineStats
-from weavehost.engine.native import AMX_REBUILD, DEFAULT_KV_CACHE, amx_in_build, kv_ggml_types
+from weavehost.engine.native import DEFAULT_KV_CACHE, REBUILD, amx_in_build, kv_ggml_types
 from weavehost.errors import (
     BenchError,
     ConstraintError,
@@ -106,7 +106,7 @@ def refuse_stock_amx(peer: str) -> None:
         raise BenchError(
             f"{peer} would load llama.cpp's AMX kernels, which crash on some machines and which "
             "weavehost's engine leaves out; rebuild llama-cpp-python without them to compare: "
-            f"{AMX_REBUILD}"
+            f"{REBUILD}"
         )
 
 

@@ -13,7 +13,10 @@ Guarantees:
   INFO), so it is silent unless the user asks for verbose output.
 - A failed load or context creation raises :class:`ModelLoadError` naming the file.
 - A model loads without llama.cpp's AMX kernels where the build has them
-  (:func:`amx_in_build`): they crash on some machines, and the user is told once how to rebuild.
+  (:func:`amx_in_build`): they crash on some machines, and the user is told once how to rebuild
+  (:data:`REBUILD`, the README's build).
+- :func:`exact_wide_passes` says, for a cache, a kernel and this build, whether a pass of several
+  rows computes each row as a one-row pass does (drafted text is then undrafted text).
 - A pass is stopped from another thread through an :class:`AbortFlag`, which llama.cpp reads
   between graph nodes without entering Python (a Python abort callback is called at every node,
   ~800 a pass for Qwen 0.5B, and took the GIL each time: a serial pass cost 20.5 ms against
@@ -40,14 +43,16 @@ __all__ = [
     "DEFAULT_KV_CACHE",
     "KV_CACHE_TYPES",
     "LLAMA_CPP_VERSION",
-    "AMX_REBUILD",
+    "BUILD_CMAKE_ARGS",
+    "REBUILD",
     "AbortFlag",
     "NativeContext",
     "amx_in_build",
     "NativeTokenizer",
-    "exact_with_flash_attn",
+    "exact_wide_passes",
     "kv_element_bytes",
     "kv_ggml_types",
+    "llamafile_in_build",
     "needs_flash_attn",
     "open_native",
     "quantize",
@@ -95,19 +100,25 @@ def kv_element_bytes(kv_cache: str) -> tuple[float, float]:
 
 def needs_flash_attn(kv_cache: str) -> bool:
     """Whether a ``kv_cache`` cache opens only with flash attention: a quantized V cache
-    (llama.cpp's rule). Quantized keys alone open either way: with flash attention on, a
-    pass's numbers are then the same whatever its width (:func:`exact_with_flash_attn`); with
-    it off they are not, as an f16 cache's are not (``weavehost calibrate`` keeps it on unless
-    off is much faster)."""
+    (llama.cpp's rule). Quantized keys alone open either way (:func:`exact_wide_passes` says
+    which way keeps a pass's numbers the same whatever its width)."""
     return KV_CACHE_TYPES[kv_cache][1] != "f16"
 
 
-def exact_with_flash_attn(kv_cache: str) -> bool:
-    """Whether, with flash attention on, a pass over a ``kv_cache`` cache computes every row as
-    a one-row pass computes it (drafted text is then the undrafted text): quantized keys. With
-    f16 K and V, llama.cpp takes one-row passes past 512 cells down its split-KV path, whose
-    sums part from a wide pass's at near-ties (``docs/engine.md``)."""
-    return KV_CACHE_TYPES[kv_cache][0] != "f16"
+def exact_wide_passes(kv_cache: str, flash_attn: bool) -> bool:
+    """Whether a pass of several rows over a ``kv_cache`` cache computes every row as a one-row
+    pass computes it, bit for bit, with the ``flash_attn`` kernel in this build (drafted text
+    is then the undrafted text; ``docs/engine.md``):
+
+    - with flash attention on, where the keys are quantized: with f16 K and V, llama.cpp takes
+      one-row passes past 512 cells down its split-KV path, whose sums part from a wide pass's
+      at near-ties;
+    - with it off, where the build has no llamafile sgemm (:func:`llamafile_in_build`), whatever
+      the cache: that kernel multiplies the K·Q and V products of passes of two rows or more,
+      and ggml's own dot products those of one row, in another order."""
+    if flash_attn:
+        return KV_CACHE_TYPES[kv_cache][0] != "f16"
+    return not llamafile_in_build()
 
 
 _llama_log = logging.getLogger("weavehost.engine.llama_cpp")
@@ -129,26 +140,48 @@ def _log_callback(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
 _init_lock = threading.Lock()
 _initialised = False
 
-# llama.cpp's AMX kernels are built in where the compiler reports AMX-INT8 (``-march=native`` on
-# a Xeon of Sapphire Rapids or later) and then take every weight they can. On some such machines
-# the first pass crashes the process in ``ggml_backend_amx_mul_mat`` (llama.cpp issue #20824,
-# closed unfixed; dspy dropped its AMX build for the same crash). Seen here on a 2-vCPU Xeon VM:
-# every model, every pass, with or without weavehost. Where the build has them, models load
-# without llama.cpp's extra buffer types, AMX and the repacked x86 kernels alike (the only switch
-# llama.cpp has): no crash, wider passes slower (engine pass costs on that VM, not a bench
-# ratio: Qwen2.5-Coder-0.5B Q4_0, 8 rows 79 against 67 ms with repacking; docs/engine.md). The
-# README's install builds llama-cpp-python without them, and this says how.
-AMX_REBUILD = (
-    'CMAKE_ARGS="-DCMAKE_C_FLAGS=-U__AMX_INT8__ -DCMAKE_CXX_FLAGS=-U__AMX_INT8__" '
+# The CMake flags the README's install builds llama-cpp-python with (`.ci/run` too; a shell
+# script and a README cannot import them, so the three are kept in step by hand, and
+# tests/test_engine_build.py fails an install without them):
+#
+# - Without llama.cpp's AMX kernels. They are built in where the compiler reports AMX-INT8
+#   (``-march=native`` on a Xeon of Sapphire Rapids or later) and then take every weight they
+#   can. On some such machines the first pass crashes the process in ``ggml_backend_amx_mul_mat``
+#   (llama.cpp issue #20824, closed unfixed; dspy dropped its AMX build for the same crash). Seen
+#   here on a 2-vCPU Xeon VM: every model, every pass, with or without weavehost. Where the build
+#   has them, models load without llama.cpp's extra buffer types, AMX and the repacked x86 kernels
+#   alike (the only switch llama.cpp has): no crash, wider passes slower (engine pass costs on
+#   that VM, not a bench ratio: Qwen2.5-Coder-0.5B Q4_0, 8 rows 79 against 67 ms with repacking;
+#   docs/engine.md).
+# - Without llamafile's sgemm, which takes a pass of two rows or more (never one) for f32, f16,
+#   bf16 and q8_0/q4_0/q5_0/iq4_nl weights that are not repacked, and, with flash attention off,
+#   the K·Q and V products: a wide pass's rows then part from one-row passes' at near-ties, so
+#   drafted text does (:func:`exact_wide_passes`). Without it, those go through ggml's own dot
+#   products, a row alike at any width (docs/engine.md, "llamafile's sgemm: left out").
+BUILD_CMAKE_ARGS = (
+    "-DCMAKE_C_FLAGS=-U__AMX_INT8__ -DCMAKE_CXX_FLAGS=-U__AMX_INT8__ -DGGML_LLAMAFILE=OFF"
+)
+REBUILD = (
+    f'CMAKE_ARGS="{BUILD_CMAKE_ARGS}" '
     "pip install --force-reinstall --no-cache-dir --no-deps llama-cpp-python"
 )
 _amx_told = threading.Event()
 
 
+def _system_info() -> str:
+    return llama_cpp.llama_print_system_info().decode("utf-8", "replace")
+
+
 def amx_in_build() -> bool:
     """Whether this llama-cpp-python's llama.cpp was compiled with its AMX kernels (its
     system info says ``AMX_INT8 = 1``; a compile-time fact, whatever the CPU)."""
-    return "AMX_INT8 = 1" in llama_cpp.llama_print_system_info().decode("utf-8", "replace")
+    return "AMX_INT8 = 1" in _system_info()
+
+
+def llamafile_in_build() -> bool:
+    """Whether this llama-cpp-python's llama.cpp was compiled with llamafile's sgemm (its
+    system info says ``LLAMAFILE = 1``; llama.cpp's default, left out by the README's build)."""
+    return "LLAMAFILE = 1" in _system_info()
 
 
 def _without_amx(model_params: llama_cpp.llama_model_params) -> None:
@@ -163,7 +196,7 @@ def _without_amx(model_params: llama_cpp.llama_model_params) -> None:
             "this llama-cpp-python was built with llama.cpp's AMX kernels, which crash on some "
             "machines (llama.cpp issue #20824): models load without them and without llama.cpp's "
             "repacked weights, so wide passes are slower; to rebuild without them: %s",
-            AMX_REBUILD,
+            REBUILD,
         )
 
 

@@ -1,7 +1,12 @@
-"""llama.cpp's AMX kernels crash the first pass on some Intel Xeon machines (llama.cpp issue
-#20824): where the llama-cpp-python build has them, the engine loads models without llama.cpp's
-extra buffer types and says once how to rebuild, and the stock peers refuse to run rather than
-crash the benchmark or run another engine than the one they are compared with."""
+"""The llama-cpp-python build the README installs (``native.BUILD_CMAKE_ARGS``), and what the
+engine does with another.
+
+llama.cpp's AMX kernels crash the first pass on some Intel Xeon machines (llama.cpp issue
+#20824): where the build has them, the engine loads models without llama.cpp's extra buffer
+types and says once how to rebuild, and the stock peers refuse to run rather than crash the
+benchmark or run another engine than the one they are compared with. llamafile's sgemm makes a
+wide pass's rows part from one-row passes' with flash attention off: the install leaves it out
+(what that keeps exact: tests/test_engine.py)."""
 
 from __future__ import annotations
 
@@ -37,9 +42,21 @@ def _load(path: Path) -> None:
 
 
 def test_the_build_here_has_no_amx_kernels_since_the_install_leaves_them_out() -> None:
-    assert not native.amx_in_build(), (
-        f"installed without the README's CMAKE_ARGS: {native.AMX_REBUILD}"
+    assert not native.amx_in_build(), f"installed without the README's CMAKE_ARGS: {native.REBUILD}"
+
+
+def test_the_build_here_has_no_llamafile_sgemm_since_the_install_leaves_it_out() -> None:
+    assert not native.llamafile_in_build(), (
+        f"installed without the README's CMAKE_ARGS: {native.REBUILD}"
     )
+    assert "-DGGML_LLAMAFILE=OFF" in native.BUILD_CMAKE_ARGS
+
+
+def test_the_readme_and_ci_build_llama_cpp_python_with_the_engine_s_cmake_args() -> None:
+    root = Path(__file__).resolve().parent.parent
+    quoted = f'CMAKE_ARGS="{native.BUILD_CMAKE_ARGS}"'
+    assert quoted in (root / "README.md").read_text()
+    assert quoted in (root / ".ci" / "run").read_text()
 
 
 def test_an_amx_build_loads_models_without_extra_buffers_and_says_once_how_to_rebuild(
@@ -58,7 +75,7 @@ def test_an_amx_build_loads_models_without_extra_buffers_and_says_once_how_to_re
     assert _extra_buffers(caplog) == []
     warnings = [r.getMessage() for r in caplog.records if r.name == native.__name__]
     assert len(warnings) == 1
-    assert "AMX kernels" in warnings[0] and native.AMX_REBUILD in warnings[0]
+    assert "AMX kernels" in warnings[0] and native.REBUILD in warnings[0]
 
 
 def test_the_stock_peers_refuse_a_build_with_amx_kernels_naming_the_rebuild(
@@ -70,7 +87,7 @@ def test_the_stock_peers_refuse_a_build_with_amx_kernels_naming_the_rebuild(
     with pytest.raises(BenchError, match="AMX kernels") as in_process:
         with LlamaCppPythonPeer.open(model, n_ctx=512, n_threads=2):
             pass
-    assert native.AMX_REBUILD in str(in_process.value)
+    assert native.REBUILD in str(in_process.value)
 
     with pytest.raises(BenchError, match="--peer llama_cpp_server would load"):
         PEERS["llama_cpp_server"].build(Launch(model, 2, 2048, "q8_0-k"))
