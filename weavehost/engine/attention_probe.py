@@ -42,8 +42,8 @@ __all__ = [
     "probe_attention",
 ]
 
-# The least margin by which flash attention off must run a turn faster to be chosen over the
-# engine's default (on). Two calibrations minutes apart on the AVX-512 machine timed the same
+# The least margin by which the other kernel must run a turn faster to be chosen over the kept
+# one (the engine's default, on, where both or neither are exact). Two calibrations minutes apart on the AVX-512 machine timed the same
 # kernel's turn 3.4% (off) and 5.4% (on) apart, and the two kernels under 2% apart, so that a
 # smaller margin chose by chance; the Xeon, where off is clearly faster (a turn 13% less for
 # Qwen2.5-Coder-0.5B), still chooses off.
