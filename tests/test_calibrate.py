@@ -7,6 +7,7 @@ test needs no model.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from pathlib import Path
@@ -610,12 +611,16 @@ def test_a_thermal_thread_change_keeps_the_kernel_the_model_was_opened_with(
 
 def _calibrate_command(model: Path, cache: Path, monkeypatch, max_rows: int):
     """``weavehost calibrate`` on ``model`` at one thread and one round, its plans stored in
-    ``cache`` (this test's alone): a function of the extra arguments that runs it."""
+    ``cache`` (this test's alone): a function of the extra arguments that runs it. The attention
+    probe is the real one over a shallower prompt (128 held tokens, not 1,024): the command's
+    path is the same, in a few seconds instead of most of a minute."""
     from click.testing import CliRunner
 
     from weavehost.cli import main
 
     monkeypatch.setenv("WEAVEHOST_CACHE", str(cache))
+    shallow = functools.partial(probe_attention, repeats=1, held=128)
+    monkeypatch.setattr(calibration_module, "probe_attention", shallow)
     args = ["calibrate", "--model", str(model), "--threads", "1", "--repeats", "1"]
     return lambda *extra: CliRunner().invoke(main, [*args, "--max-rows", str(max_rows), *extra])
 

@@ -47,7 +47,7 @@ def rss_mib() -> float:
 
 @pytest.fixture(scope="module")
 def load_engine(embedded_model_path: Path) -> Iterator[Engine]:
-    with Engine.open(embedded_model_path, n_ctx=N_CTX, n_threads=1) as engine:
+    with Engine.open(embedded_model_path, n_ctx=N_CTX, n_threads=2) as engine:
         yield engine
 
 

@@ -43,10 +43,10 @@ __all__ = [
 ]
 
 # The least margin by which the other kernel must run a turn faster to be chosen over the kept
-# one (the engine's default, on, where both or neither are exact). Two calibrations minutes apart on the AVX-512 machine timed the same
-# kernel's turn 3.4% (off) and 5.4% (on) apart, and the two kernels under 2% apart, so that a
-# smaller margin chose by chance; the Xeon, where off is clearly faster (a turn 13% less for
-# Qwen2.5-Coder-0.5B), still chooses off.
+# one (the engine's default, on, where both or neither are exact). Two calibrations minutes
+# apart on the AVX-512 machine timed the same kernel's turn 3.4% (off) and 5.4% (on) apart, and
+# the two kernels under 2% apart, so that a smaller margin chose by chance; the Xeon, where off
+# is clearly faster (a turn 13% less for Qwen2.5-Coder-0.5B), still chooses off.
 ATTENTION_MARGIN = 0.05
 # The margin where only one kernel keeps every width's numbers a one-row pass's (on with
 # quantized keys in a build with llamafile's sgemm; off with f16 keys in one without:
