@@ -45,7 +45,7 @@ from weavehost.engine.calibrate import (
     shape_faults,
     table_record,
 )
-from weavehost.engine.native import exact_wide_passes, llamafile_in_build
+from weavehost.engine.native import llamafile_in_build
 from weavehost.errors import ConfigError
 
 COSTS = Path(__file__).parent / "data" / "costs"
@@ -549,12 +549,17 @@ def test_flash_attention_off_where_it_alone_keeps_drafts_exact_is_kept_unless_on
     assert much_faster_on.flash_attn
 
 
-def test_which_kernel_keeps_wide_passes_exact_follows_the_cache_and_the_build():
-    assert exact_wide_passes("q8_0-k", True) and exact_wide_passes("q8_0", True)
-    assert not exact_wide_passes("f16", True)  # the split-KV path of one-row passes
-    # Off: exact wherever the build has no llamafile sgemm, whatever the cache.
-    no_sgemm = not llamafile_in_build()
-    assert [exact_wide_passes(kv, False) for kv in ("q8_0-k", "f16")] == [no_sgemm, no_sgemm]
+def test_which_kernel_keeps_wide_passes_exact_follows_the_cache_and_the_build(monkeypatch):
+    import weavehost.engine.native as native
+
+    for sgemm in (False, True):
+        monkeypatch.setattr(native, "llamafile_in_build", lambda sgemm=sgemm: sgemm)
+        # On: quantized keys, whatever the build (f16's one-row passes take the split-KV path).
+        on = [native.exact_wide_passes(kv, True) for kv in ("q8_0-k", "q8_0", "f16")]
+        assert on == [True, True, False]
+        # Off: exact wherever the build has no llamafile sgemm, whatever the cache.
+        off = [native.exact_wide_passes(kv, False) for kv in ("q8_0-k", "f16")]
+        assert off == [not sgemm, not sgemm]
 
 
 def test_a_model_opens_with_the_attention_kernel_its_calibration_was_measured_with(tmp_path):

@@ -141,8 +141,8 @@ _init_lock = threading.Lock()
 _initialised = False
 
 # The CMake flags the README's install builds llama-cpp-python with (`.ci/run` too; a shell
-# script and a README cannot import them, so the three are kept in step by hand, and
-# tests/test_engine_build.py fails an install without them):
+# script and a README cannot import them, so tests/test_engine_build.py checks that both quote
+# them, and fails an install without them):
 #
 # - Without llama.cpp's AMX kernels. They are built in where the compiler reports AMX-INT8
 #   (``-march=native`` on a Xeon of Sapphire Rapids or later) and then take every weight they
