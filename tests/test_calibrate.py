@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 import weavehost.decode.calibration as calibration_module
+import weavehost.engine.native as native
 from weavehost.decode.calibration import (
     calibrated_flash_attn,
     check_calibration,
@@ -398,8 +399,8 @@ def test_a_table_measured_by_a_build_that_runs_wide_passes_otherwise_still_plans
 
     # llama-cpp-python rebuilt with llama.cpp's AMX kernels (models load without repacking)
     # and with llamafile's sgemm: wide passes cost otherwise.
-    monkeypatch.setattr(calibration_module, "amx_in_build", lambda: True)
-    monkeypatch.setattr(calibration_module, "llamafile_in_build", lambda: True)
+    monkeypatch.setattr(native, "amx_in_build", lambda: True)
+    monkeypatch.setattr(native, "llamafile_in_build", lambda: True)
     with caplog.at_level(logging.WARNING):
         assert load_plan(engine.path, 2).source == f"calibrated ({path})"  # still the plan
     (warning,) = caplog.records
@@ -550,8 +551,6 @@ def test_flash_attention_off_where_it_alone_keeps_drafts_exact_is_kept_unless_on
 
 
 def test_which_kernel_keeps_wide_passes_exact_follows_the_cache_and_the_build(monkeypatch):
-    import weavehost.engine.native as native
-
     for sgemm in (False, True):
         monkeypatch.setattr(native, "llamafile_in_build", lambda sgemm=sgemm: sgemm)
         # On: quantized keys, whatever the build (f16's one-row passes take the split-KV path).

@@ -50,6 +50,17 @@ def test_the_build_here_has_no_llamafile_sgemm_since_the_install_leaves_it_out()
         f"installed without the README's CMAKE_ARGS: {native.REBUILD}"
     )
     assert "-DGGML_LLAMAFILE=OFF" in native.BUILD_CMAKE_ARGS
+    assert native.built_as_installed()  # what .ci/run asks before it rebuilds
+
+
+def test_a_build_with_either_amx_or_the_sgemm_is_not_built_as_installed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for amx, sgemm in ((True, False), (False, True)):
+        monkeypatch.setattr(native, "amx_in_build", lambda amx=amx: amx)
+        monkeypatch.setattr(native, "llamafile_in_build", lambda sgemm=sgemm: sgemm)
+        assert not native.built_as_installed()
+        assert native.build_facts() == {"extra_buffers": not amx, "llamafile": sgemm}
 
 
 def test_the_readme_and_ci_build_llama_cpp_python_with_the_engine_s_cmake_args() -> None:

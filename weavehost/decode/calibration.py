@@ -59,10 +59,10 @@ from weavehost.engine.calibrate import (
     table_from_record,
 )
 from weavehost.engine.native import (
+    BUILD_FACTS,
     DEFAULT_KV_CACHE,
     KV_CACHE_TYPES,
-    amx_in_build,
-    llamafile_in_build,
+    build_facts,
     needs_flash_attn,
 )
 from weavehost.errors import ConfigError
@@ -118,7 +118,7 @@ def save_plan(
         "model": model.name,
         **calibration.record(),
         "padding": {str(n): w for n, w in sorted(plan.widths.items())},
-        **_build(),
+        **build_facts(),
     }
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=2) + "\n")
@@ -203,21 +203,14 @@ def load_plan(
     return DecodePlan.from_table(table, source=f"calibrated ({path})")
 
 
-def _build() -> dict[str, bool]:
-    """What this build measures wide passes with (engine/native.py): repacked weights unless it
-    has llama.cpp's AMX kernels (without, wide passes about a fifth dearer), and llamafile's
-    sgemm (without, a quarter dearer at 16 rows with flash attention off, and exact)."""
-    return {"extra_buffers": not amx_in_build(), "llamafile": llamafile_in_build()}
-
-
 def _warn_other_build(path: Path, record: dict[str, Any]) -> None:
     """Warn where a stored table was measured by a build that runs wide passes otherwise
     (llama-cpp-python rebuilt since, with or without its AMX kernels or llamafile's sgemm): the
     plan still holds, its wide passes priced off by a fifth or more. What a record stored before
     it said is not judged."""
-    now = _build()
+    now = build_facts()
     other = [
-        f"{'with' if measured else 'without'} {_BUILD_FACTS[fact]}"
+        f"{'with' if measured else 'without'} {BUILD_FACTS[fact]}"
         for fact, measured in record.items()
         if fact in now and isinstance(measured, bool) and measured != now[fact]
     ]
@@ -227,9 +220,6 @@ def _warn_other_build(path: Path, record: dict[str, Any]) -> None:
             "off; run `weavehost calibrate` again",
             path, ", ".join(other),
         )  # fmt: skip
-
-
-_BUILD_FACTS = {"extra_buffers": "llama.cpp's repacked weights", "llamafile": "llamafile's sgemm"}
 
 
 def stored_plans(model: Path, flash_attn: bool, kv_cache: str = DEFAULT_KV_CACHE) -> PlanSource:

@@ -44,10 +44,13 @@ __all__ = [
     "KV_CACHE_TYPES",
     "LLAMA_CPP_VERSION",
     "BUILD_CMAKE_ARGS",
+    "BUILD_FACTS",
     "REBUILD",
     "AbortFlag",
     "NativeContext",
     "amx_in_build",
+    "build_facts",
+    "built_as_installed",
     "NativeTokenizer",
     "exact_wide_passes",
     "kv_element_bytes",
@@ -182,6 +185,24 @@ def llamafile_in_build() -> bool:
     """Whether this llama-cpp-python's llama.cpp was compiled with llamafile's sgemm (its
     system info says ``LLAMAFILE = 1``; llama.cpp's default, left out by the README's build)."""
     return "LLAMAFILE = 1" in _system_info()
+
+
+# What a build runs wide passes with, by the name a calibration records it under, and what
+# each names: repacked weights unless it has llama.cpp's AMX kernels (without them wide passes
+# are about a fifth dearer), and llamafile's sgemm (without it about a quarter dearer at 16 rows
+# with flash attention off, and exact).
+BUILD_FACTS = {"extra_buffers": "llama.cpp's repacked weights", "llamafile": "llamafile's sgemm"}
+
+
+def build_facts() -> dict[str, bool]:
+    """This build's :data:`BUILD_FACTS`."""
+    return {"extra_buffers": not amx_in_build(), "llamafile": llamafile_in_build()}
+
+
+def built_as_installed() -> bool:
+    """Whether this llama-cpp-python was built as the README's install builds it
+    (:data:`BUILD_CMAKE_ARGS`): no AMX kernels, no llamafile sgemm."""
+    return not (amx_in_build() or llamafile_in_build())
 
 
 def _without_amx(model_params: llama_cpp.llama_model_params) -> None:
