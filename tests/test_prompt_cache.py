@@ -204,6 +204,23 @@ def other_tokens(path: Path) -> None:
     path.write_bytes(magic + b"\n" + json.dumps(meta).encode() + b"\n" + state)
 
 
+def another_build(path: Path) -> None:
+    """A whole file saved by another build of this llama-cpp-python version (its llama.cpp
+    compiled with llamafile's sgemm, whose wide passes sum in another order)."""
+    magic, header, state = path.read_bytes().split(b"\n", 2)
+    meta = json.loads(header)
+    meta["identity"]["build"] += " LLAMAFILE = 1 |"
+    path.write_bytes(magic + b"\n" + json.dumps(meta).encode() + b"\n" + state)
+
+
+def unrecorded_build(path: Path) -> None:
+    """A whole file saved before the build was recorded: which build saved it is unknown."""
+    magic, header, state = path.read_bytes().split(b"\n", 2)
+    meta = json.loads(header)
+    del meta["identity"]["build"]
+    path.write_bytes(magic + b"\n" + json.dumps(meta).encode() + b"\n" + state)
+
+
 def empty(path: Path) -> None:
     path.write_bytes(b"")
 
@@ -216,12 +233,23 @@ def deeply_nested_header(path: Path) -> None:
 
 @pytest.mark.parametrize(
     "damage",
-    [truncate, flip_a_state_byte, flip_a_header_byte, other_tokens, empty, deeply_nested_header],
+    [
+        truncate,
+        flip_a_state_byte,
+        flip_a_header_byte,
+        other_tokens,
+        another_build,
+        unrecorded_build,
+        empty,
+        deeply_nested_header,
+    ],
     ids=[
         "truncated",
         "flipped-state-byte",
         "flipped-header-byte",
         "other-tokens",
+        "another-build",
+        "unrecorded-build",
         "empty",
         "nested-header",
     ],

@@ -56,6 +56,7 @@ from weavehost.engine.native import (
     BatchRow,
     NativeContext,
     NativeTokenizer,
+    build_signature,
     open_native,
 )
 from weavehost.engine.passes import EngineStats, KvCells, Row
@@ -148,6 +149,7 @@ class Engine:
             llama_cpp=LLAMA_CPP_VERSION,
             flash_attn=flash_attn,
             kv_cache=kv_cache,
+            build=build_signature(),
         )
 
     # -- lifetime -------------------------------------------------------------------------------

@@ -50,6 +50,7 @@ __all__ = [
     "NativeContext",
     "amx_in_build",
     "build_facts",
+    "build_signature",
     "built_as_installed",
     "NativeTokenizer",
     "exact_wide_passes",
@@ -173,6 +174,14 @@ _amx_told = threading.Event()
 
 def _system_info() -> str:
     return llama_cpp.llama_print_system_info().decode("utf-8", "replace")
+
+
+def build_signature() -> str:
+    """What this llama-cpp-python's llama.cpp was compiled with, as its system info lists it
+    (``CPU : SSE3 = 1 | … | LLAMAFILE = 1 | …``): two builds of one version that differ here
+    can compute a pass's rows otherwise (the AMX kernels, llamafile's sgemm, another SIMD
+    level), so state one saved is not state the other would compute."""
+    return " ".join(_system_info().split())
 
 
 def amx_in_build() -> bool:

@@ -37,9 +37,12 @@ _HEADER_SLACK = 4096
 @dataclass(frozen=True, slots=True)
 class StateIdentity:
     """What a saved KV state is valid for: this model file (path, size, modification time, as
-    it was when the engine opened it), this context size, this build of llama.cpp, this
-    attention kernel (with flash attention off, llama.cpp lays the V cache out transposed) and
-    this cache type (a header without one was saved from an f16 cache)."""
+    it was when the engine opened it), this context size, this version of llama-cpp-python and
+    this build of it (``build``: what its llama.cpp was compiled with,
+    :func:`~weavehost.engine.native.build_signature`; a header without one is another build's,
+    from before it was recorded), this attention kernel (with flash attention off, llama.cpp
+    lays the V cache out transposed) and this cache type (a header without one was saved from
+    an f16 cache)."""
 
     model: str
     model_bytes: int
@@ -48,6 +51,7 @@ class StateIdentity:
     llama_cpp: str
     flash_attn: bool
     kv_cache: str = "f16"
+    build: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +111,9 @@ def read_saved(path: Path, identity: StateIdentity, tokens: Sequence[int] | None
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         return SavedState(f"unreadable ({type(exc).__name__}: {exc})")
     if found != identity:
-        return SavedState("saved for another model file, context size, llama.cpp or cache type")
+        return SavedState(
+            "saved for another model file, context size, llama.cpp build or cache type"
+        )
     if tokens is not None and saved != tuple(tokens):
         return SavedState("it holds other tokens")
     if not 0 < len(saved) <= identity.n_ctx:
