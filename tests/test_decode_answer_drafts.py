@@ -22,15 +22,18 @@ from tests.test_decode_reply import BARE_LIST_HISTORY, SMOLLM2, prefilled
 from weavehost.decode.answer_drafts import (
     ACCEPT_PRIORS,
     CONVERSATION,
+    KEY,
     MAX_MATCH,
     MIN_MATCH,
     MIN_OWN_MATCH,
     OWN,
     REMEMBERED,
+    RESULT,
     START,
     AnswerDrafts,
     DraftPricing,
     own_match,
+    result_draft,
 )
 from weavehost.decode.padding import NO_PLAN, DecodePlan
 from weavehost.decode.reply import Continuation, Continued, ReplyWriter, Sampling
@@ -223,6 +226,55 @@ def test_an_answer_s_own_earlier_text_drafts_what_followed_its_suffix_there() ->
     for _ in range(200):
         pricing.count(own, False, False)
     assert pricing.rows(32, own) == 0 and pricing.rows(32, conversation) > 1
+
+
+PARIS = "Paris: partly cloudy, -2.9 C, humidity 53%, wind 20.8 km/h"
+
+
+def text_results(*results: str) -> list[dict[str, Any]]:
+    """A conversation whose weather tool returned each of ``results`` as plain text."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "How is the weather?"}]
+    for result in results:
+        messages += [
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"name": "get_current_weather", "arguments": {"city": result.split(":")[0]}}]},
+            {"role": "tool", "name": "get_current_weather", "content": result},
+        ]  # fmt: skip
+    return messages
+
+
+def test_a_line_after_one_that_introduces_it_drafts_the_most_recent_result_from_its_start() -> None:
+    # Qwen2.5-Coder-0.5B: "Here is the weather in Paris right now:\n\nParis: partly cloudy, …"
+    # and "tool_response>\n…": no suffix of what it wrote says where the copy begins.
+    drafts = AnswerDrafts.from_messages(text_results("Oslo: snow, -4.0 C", PARIS))
+    assert drafts.draft_at(b"Here is the weather in Paris right now:\n\n") == (PARIS, 0, RESULT)
+    assert drafts.draft_at(b"tool_response>\n")[::2] == (PARIS, RESULT)
+    assert drafts.draft_at(b"It is cold.\n")[2] != RESULT  # a line that introduces nothing
+    assert drafts.draft_at(b"Here it is:")[2] != RESULT  # not yet on the next line
+    assert result_draft("Here it is:\n", []) == ("", "")  # no result, no draft
+
+
+def test_a_word_and_a_connective_draft_what_follows_the_word_in_the_most_recent_result_holding_it() -> (
+    None
+):
+    drafts = AnswerDrafts.from_messages(text_results(PARIS, "Windows: 11\nBerlin: wind 5.3 km/h"))
+    assert drafts.draft_at(b"The humidity is") == (" 53%, wind 20.8 km/h", 0, KEY)
+    assert drafts.draft_at(b"2. Humidity: ")[::2] == ("53%, wind 20.8 km/h", KEY)  # any case
+    # The most recent result holding "wind" as a word ("Windows" is another word), to its
+    # line's end, after the separator and the key's closing backtick.
+    assert drafts.draft_at(b"   - `wind`:")[::2] == (" 5.3 km/h", KEY)
+    assert result_draft("The pressure is", [PARIS]) == ("", "")  # no result holds the word
+    assert result_draft("The humidity", [PARIS]) == ("", "")  # no connective: not a key yet
+    # A match of LONG_MATCH characters or more is drafted before what the structure says.
+    assert drafts.draft_at(b"Paris: partly cloudy, -2.9 C, humidity")[::2] == (
+        " 53%, wind 20.8 km/h", CONVERSATION)  # fmt: skip
+    # Each is a kind of its own, priced by its own rate.
+    pricing = DraftPricing(CHEAP_ROWS)
+    kinds = {pricing.kind(RESULT, 0), pricing.kind(KEY, 0), pricing.kind(CONVERSATION, 0)}
+    assert len(kinds) == 3
+    for _ in range(200):
+        pricing.count(pricing.kind(RESULT, 0), False, False)
+    assert pricing.rows(32, pricing.kind(RESULT, 0)) == 0 < pricing.rows(32, pricing.kind(KEY, 0))
 
 
 # ----------------------------------------------------------------------- on the real model
