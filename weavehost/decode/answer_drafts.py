@@ -125,6 +125,8 @@ _INTRODUCES = (":", ">")
 # A word, a closing quote or emphasis, and a connective, at the end of what was written: the
 # word keys the value an answer writes next ("humidity is", "**Wind**:", "`units` =").
 _KEYED = re.compile(r"([^\W\d_][\w-]{2,})[`*\"']*\s*(?::|=|\bis\b|\bof\b|\bat\b)\s*$")
+# The characters of a reply's end searched for a key and its connective.
+_KEY_TAIL = 64
 # What separates a key from its value in a result ("wind 4.7", "units: metric", "\"a\": 1").
 _SEPARATOR = re.compile(r"[`*\"']*\s*[:=]?\s*")
 # A draft's kind: its source and the least length, in characters, of the matches of its kind
@@ -410,7 +412,7 @@ def result_draft(
         return "", ""
     if written.endswith("\n") and written.rstrip().endswith(_INTRODUCES):
         return results[-1][:max_chars], RESULT
-    keyed = _KEYED.search(written)
+    keyed = _KEYED.search(written[-_KEY_TAIL:])  # a search of the whole tail costs ~10x
     if keyed is None:
         return "", ""
     key = keyed.group(1).lower()
