@@ -10,9 +10,9 @@
 
 Each is tested on the scripted model (control flow) and on the real Qwen, with the steering
 off (the failure it fixes) and on. The real-model turns keep the prompt cache on, as users do:
-a hit's logits are bitwise a miss's (docs/agent.md, "The prompt-prefix cache"), so a test's
-outcome does not depend on which test cached its prefix first, and the second half of a pair
-starts from the first half's prefill.
+a hit's logits are bitwise a miss's (docs/agent.md, "The prompt-prefix cache") and the answers
+remembered beside it only draft, losslessly, so a test's outcome does not depend on which test
+ran first, and the second half of a pair starts from the first half's prefill.
 """
 
 # ruff: noqa: E501 - test names are sentences

@@ -72,11 +72,11 @@ from weavehost.formats.base import ToolCall, message_calls
 __all__ = [
     "ACCEPT_PRIORS",
     "CONVERSATION",
+    "KEY",
+    "LONG_MATCH",
     "MAX_MATCH",
     "MIN_MATCH",
     "MIN_OWN_MATCH",
-    "KEY",
-    "LONG_MATCH",
     "OWN",
     "REMEMBERED",
     "RESULT",
