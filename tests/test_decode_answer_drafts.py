@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 
 from tests.schemas import CURRENT_WEATHER
 from tests.test_decode_reply import BARE_LIST_HISTORY, SMOLLM2, prefilled
+from weavehost.agent.model import EngineModel
+from weavehost.decode import get_strategy
 from weavehost.decode.answer_drafts import (
     ACCEPT_PRIORS,
     CONVERSATION,
@@ -30,6 +32,7 @@ from weavehost.decode.answer_drafts import (
     REMEMBERED,
     RESULT,
     START,
+    SYSTEM,
     AnswerDrafts,
     DraftPricing,
     own_match,
@@ -43,6 +46,7 @@ from weavehost.engine.native import DEFAULT_KV_CACHE
 from weavehost.formats import ToolCall
 from weavehost.formats.base import call_texts, message_calls
 from weavehost.formats.qwen import QWEN
+from weavehost.gguf import read_metadata
 
 # A machine where extra rows cost little (a phone's 4-row pass costs 1.1-1.2x one row): drafts pay.
 CHEAP_ROWS = DecodePlan.from_table(
@@ -241,6 +245,43 @@ def text_results(*results: str) -> list[dict[str, Any]]:
             {"role": "tool", "name": "get_current_weather", "content": result},
         ]  # fmt: skip
     return messages
+
+
+def test_the_prompt_s_head_is_looked_up_oldest_and_its_drafts_are_a_kind_of_their_own() -> None:
+    tools = '{"name": "get_forecast", "description": "Get a daily weather forecast for a city."}'
+    drafts = AnswerDrafts.from_messages(WEATHER, ["I can get a daily report"], head=[tools])
+    assert drafts.match('"get_forecast", "description": "Get') == (
+        " a daily weather forecast for a city.\"}", len('"get_forecast", "description": "Get'),
+        SYSTEM)  # fmt: skip
+    # Where a remembered answer or the conversation holds the same words, theirs is drafted.
+    assert drafts.match("I can get a daily")[::2] == (" report", REMEMBERED)
+    assert drafts.match("weather in Paris is ")[2] != SYSTEM
+    assert AnswerDrafts.from_messages(WEATHER).match('"get_forecast", "description": "Get')[0] == ""
+    pricing = DraftPricing(CHEAP_ROWS)
+    assert len({pricing.kind(SYSTEM, 8), pricing.kind(REMEMBERED, 8)}) == 2
+
+
+def test_a_draft_no_row_pays_for_gives_way_to_the_next_that_pays_and_is_still_measured() -> None:
+    # A remembered answer holds a longer match than the conversation ("The weather in Paris
+    # was" against " Paris was"): where remembered drafts are measured bad, the conversation's
+    # shorter match is sent, and the remembered one is still checked, unsent.
+    said = [*text_results(PARIS), {"role": "user", "content": "In Paris was cold?"}]
+    drafts = AnswerDrafts.from_messages(said, ["The weather in Paris was lovely today"])
+    pricing = DraftPricing(CHEAP_ROWS)
+    written = b"The weather in Paris was"
+    tokens, kind, passed = drafts.tokens_after(written, pricing, 64, list)
+    assert kind[0] == REMEMBERED and "".join(tokens).startswith(" lovely") and passed is None
+    for _ in range(400):
+        pricing.count(kind, False, False)
+    tokens, sent, passed = drafts.tokens_after(written, pricing, 64, list)
+    assert sent[0] == CONVERSATION and "".join(tokens).startswith(" cold?")
+    assert passed == (kind, " lovely today")
+    # Nothing pays for any: nothing is sent, and the best is what is checked.
+    for candidate in [pricing.kind(CONVERSATION, b) for b in (0, 8)] + [pricing.kind(OWN, 8)]:
+        for _ in range(400):
+            pricing.count(candidate, False, False)
+    assert drafts.tokens_after(written, pricing, 64, list) == ([], kind, (kind, " lovely today"))
+    assert [d[2] for d in drafts.drafts_at(written)] == [REMEMBERED, CONVERSATION]
 
 
 def test_a_line_after_one_that_introduces_it_drafts_the_most_recent_result_from_its_start() -> None:
@@ -475,6 +516,44 @@ def test_an_unsent_draft_keeps_only_the_token_a_sent_one_would_have_carried(
     continuation.count_draft(draft[1])
     assert counted[1:] == [(False, True), (True, True)]
     assert continuation.unsent == ((kind, draft[2:], True) if draft[2:] else None)
+
+
+def test_the_best_draft_passed_over_is_counted_beside_the_lesser_one_sent_in_its_place(
+    fresh_engine, monkeypatch: pytest.MonkeyPatch
+):
+    counted: list[tuple[Any, bool, bool]] = []
+    monkeypatch.setattr(
+        DraftPricing, "count", lambda _self, kind, later, kept: counted.append((kind, later, kept))
+    )
+    held = prefilled(fresh_engine, WEATHER, [])
+    writer = ReplyWriter(fresh_engine, SMOLLM2, plan=DEAR_ROWS)
+    drafts = AnswerDrafts.from_messages(WEATHER)
+    continuation = Continuation(writer, held, lambda _: None, (), True, None, drafts)
+    sent, passed = fresh_engine.tokenize(" cold"), fresh_engine.tokenize(" lovely")
+    continuation.ahead, continuation.ahead_kind = [(sent[0], None)], (CONVERSATION, 8)
+    continuation.unsent = ((REMEMBERED, 16), passed, False)
+    continuation.count_draft(sent[0])
+    assert counted == [((CONVERSATION, 8), False, True), ((REMEMBERED, 16), False, False)]
+    assert continuation.unsent is None
+
+
+def test_the_prompt_s_head_is_the_system_text_and_the_tools_as_the_template_writes_them(
+    fresh_engine, embedded_model_path
+):
+    metadata = read_metadata(embedded_model_path)
+    model = EngineModel(fresh_engine, SMOLLM2, get_strategy("weave"),
+                        chat_template=metadata.chat_template, guidance=True)  # fmt: skip
+    asked = [{"role": "system", "content": "Answer in one line."},
+             {"role": "user", "content": "Weather in Oslo?"}]  # fmt: skip
+    head = model.prompt_head(asked, [CURRENT_WEATHER])
+    prompt, text = fresh_engine.detokenize(model.render(asked, [CURRENT_WEATHER])), "".join(head)
+    assert head and all(piece in prompt for piece in head)
+    assert "Answer in one line." in text and "Get the current weather in a city." in text
+    assert "Oslo" not in text and not any(s in text for s in fresh_engine.special_texts)
+    drafts = AnswerDrafts.from_messages(asked, head=head)
+    draft, _, source = drafts.match("I can get the current")
+    assert draft.startswith(" weather in a city.") and source == SYSTEM
+    assert model.prompt_head(asked, []) != head  # the tools are part of it
 
 
 def test_a_sampled_reply_is_never_drafted(fresh_engine):

@@ -44,6 +44,7 @@ import functools
 import hashlib
 import itertools
 import json
+import re
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
@@ -82,6 +83,9 @@ MAX_REMEMBERED_REPLIES = 64
 # At most this many tokens of the generation prompt's tail are read again before a call that
 # opens a reply, to hold them as the history will render them (EngineModel).
 MAX_REHELD_TOKENS = 4
+# Stands for the conversation while the prompt's head is rendered (EngineModel.prompt_head): a
+# private-use character around it, so no template writes it by chance.
+_CONVERSATION_MARK = "\U000f0ffeWEAVEHOST_CONVERSATION\U000f0ffe"
 
 
 def allowed_scripts(messages: Sequence[Mapping[str, Any]]) -> int:
@@ -151,6 +155,7 @@ class EngineModel:
         # first token was chosen from (resume_free continues there; None: nothing to resume).
         self._stopped: tuple[list[int], np.ndarray] | None = None
         self._rendered: tuple[str, list[int]] | None = None  # the last render: key, tokens
+        self._head: tuple[str, tuple[str, ...]] = ("", ())  # the last prompt head: key, texts
         # Writes each reply: free text, then its calls; what it learns is the model's state's.
         # ``scripts`` and ``no_word_start``: the vocabulary's tables where the opening built
         # them (else the writer builds them at the first answer that reads them).
@@ -212,6 +217,38 @@ class EngineModel:
         tokens = self._tokenize(segments)
         self._rendered = (key, list(tokens))
         return tokens
+
+    def prompt_head(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSchema]
+    ) -> tuple[str, ...]:
+        """The texts the prompt shows before the conversation: the system text (the user's or
+        the model's own, with any guidance) and the tools as the template describes them,
+        split at special tokens' texts; what an answer copies when it says what it can do
+        (:data:`~weavehost.decode.answer_drafts.SYSTEM`). Rendered with the conversation
+        stood for by a mark, and kept while the system message and the tools stay the same;
+        ``()`` where the template refuses that or writes nothing before the mark."""
+        system = [m for m in messages[:1] if m.get("role") in ("system", "developer")]
+        offered = [tool_to_openai(t.name, t.description, t.parameters) for t in tools]
+        key = json.dumps([system, offered], ensure_ascii=False, default=str)
+        if self._head[0] == key:
+            return self._head[1]
+        head: tuple[str, ...] = ()
+        marked = [*system, {"role": "user", "content": _CONVERSATION_MARK}]
+        try:
+            segments = self.format.render_prompt(
+                marked, offered, chat_template=self.chat_template, guidance=self.guidance
+            )
+        except FormatError:
+            segments = []
+        before, found, _ = "".join(segment.text for segment in segments).partition(
+            _CONVERSATION_MARK
+        )
+        if found:
+            specials = sorted(self.engine.special_texts, key=len, reverse=True)
+            pieces = re.split("|".join(map(re.escape, specials)), before) if specials else [before]
+            head = tuple(piece for piece in pieces if len(piece.strip()) >= 8)  # not a role
+        self._head = (key, head)
+        return head
 
     def _tokenize(self, segments: Sequence[Segment]) -> list[int]:
         """The tokens of rendered ``segments``: a reply's text as the model wrote it where a
@@ -289,8 +326,9 @@ class EngineModel:
         if self.answer_drafts:
             earlier = self.answer_memory.texts() if self.answer_memory else ()
             self._answer_drafts = AnswerDrafts.from_messages(
-                messages, earlier, render_calls=functools.partial(call_texts, self.format)
-            )
+                messages, earlier, render_calls=functools.partial(call_texts, self.format),
+                head=self.prompt_head(messages, tools),
+            )  # fmt: skip
         self._synced = messages  # what an answer may copy, which its memory does not keep
         self._scripts = allowed_scripts(messages) if self.script_guard else None
         if len(tokens) >= engine.n_ctx:
@@ -337,8 +375,9 @@ class EngineModel:
         <weavehost.decode.answer_drafts.AnswerDrafts.foreseen>`), from the conversation only:
         the answer is among the remembered ones once written. For ``bench-agent``."""
         drafts = AnswerDrafts.from_messages(
-            self._synced, render_calls=functools.partial(call_texts, self.format)
-        )
+            self._synced, render_calls=functools.partial(call_texts, self.format),
+            head=self._head[1],
+        )  # fmt: skip
         engine, plan = self.engine, self._writer.pricing.plan
         return drafts.foreseen(token_ids, engine.token_bytes, engine.tokenize, plan)
 

@@ -17,12 +17,14 @@ Guarantees:
   first, and returns what followed its most recent occurrence, up to the end of that text and
   at most ``max_chars``; ``""`` when nothing matches. Never a special token's text: the texts
   are tokenized as plain text.
-* The texts are the model's remembered answers of earlier conversations (where the host keeps
-  them), then the user's messages, the tool results and the assistant's earlier text (not
-  the system prompt: its instructions and tool descriptions are rarely what an answer copies),
-  and, for a tool result that is JSON, each scalar member restated as answers restate it
-  (``humidity: 53``, ``humidity is 53``, with ``_`` read as a space): the answer that writes a
-  key is drafted the value; and, where the model's format is given, each call the assistant
+* The texts are the prompt's own text before the conversation (the system prompt and the
+  tools' descriptions as the model's template shows them, where the caller gives it: an answer
+  to "what can you do?" restates them, and a small model that rambles copies a tool's schema),
+  then the model's remembered answers of earlier conversations (where the host keeps them),
+  then the user's messages, the tool results and the assistant's earlier text, and, for a
+  tool result that is JSON, each scalar member restated as answers restate it (``humidity:
+  53``, ``humidity is 53``, with ``_`` read as a space): the answer that writes a key is
+  drafted the value; and, where the model's format is given, each call the assistant
   made, in each layout the format reads (:func:`~weavehost.formats.base.call_texts`): a small
   model often begins its answer with the same call again, bare or fenced, and that text,
   drafted, reaches the refused name in a pass or two.
@@ -81,6 +83,7 @@ __all__ = [
     "REMEMBERED",
     "RESULT",
     "START",
+    "SYSTEM",
     "AnswerDrafts",
     "AnswerForesight",
     "DraftKind",
@@ -111,9 +114,11 @@ _RESTATED = ("{key}: {value}", "{key} is {value}", "{key} of {value}")
 # The most members of one result restated (a large listing is looked up as text anyway).
 MAX_RESTATED_MEMBERS = 64
 # Where a draft's text was found (AnswerDrafts.match): the conversation's texts, the model's
-# remembered answers, the answer's own earlier text, or the start of a call made (an answer's
-# first characters). Each source's drafts are priced apart (DraftPricing).
-CONVERSATION, REMEMBERED, OWN, START = "conversation", "remembered", "own", "start"
+# remembered answers, the prompt's text before the conversation, the answer's own earlier text,
+# or the start of a call made (an answer's first characters). Each source's drafts are priced
+# apart (DraftPricing).
+CONVERSATION, REMEMBERED, SYSTEM = "conversation", "remembered", "system"
+OWN, START = "own", "start"
 # Drafts read from an answer's structure (result_draft): a tool result from its start, at a
 # line's start after a line that introduces it; a value after the word a result keys it by.
 RESULT, KEY = "result", "key"
@@ -154,6 +159,11 @@ ACCEPT_PRIORS: Mapping[DraftKind, tuple[tuple[float, float], tuple[float, float]
             (REMEMBERED, 8): ((2.0, 1.2), (4.0, 2.7)),
             (REMEMBERED, 16): ((2.0, 1.5), (4.0, 2.9)),
             (REMEMBERED, 32): ((2.0, 1.6), (4.0, 3.0)),
+            # Text that is not this conversation's either, so set as the remembered answers'.
+            (SYSTEM, 0): ((2.0, 1.3), (4.0, 2.7)),
+            (SYSTEM, 8): ((2.0, 1.2), (4.0, 2.7)),
+            (SYSTEM, 16): ((2.0, 1.5), (4.0, 2.9)),
+            (SYSTEM, 32): ((2.0, 1.6), (4.0, 3.0)),
             # The first 25 shipped tasks' answers seldom repeat themselves unless they ramble,
             # so these are guesses, set as low as the remembered answers' (the measured rate
             # soon replaces them). Own matches are MIN_OWN_MATCH characters or more.
@@ -177,7 +187,7 @@ ACCEPT_PRIORS: Mapping[DraftKind, tuple[tuple[float, float], tuple[float, float]
 # Each source's kinds, by least match length, ascending (DraftPricing.kind).
 _KINDS = {
     source: tuple(sorted(bound for kind, bound in ACCEPT_PRIORS if kind == source))
-    for source in (CONVERSATION, REMEMBERED, OWN, START, RESULT, KEY)
+    for source in (CONVERSATION, REMEMBERED, SYSTEM, OWN, START, RESULT, KEY)
 }
 # How many rows answers DraftPricing keeps (by rates in hundredths and room) before it starts
 # again.
@@ -187,7 +197,7 @@ ROWS_MEMO_CAP = 4096
 class AnswerDrafts:
     """The texts an answer may restate, joined for look-ups: see the module docstring."""
 
-    __slots__ = ("_calls", "_earlier", "_results", "_text")
+    __slots__ = ("_calls", "_earlier", "_head", "_results", "_said", "_text")
 
     def __init__(
         self,
@@ -195,10 +205,14 @@ class AnswerDrafts:
         earlier: Sequence[str] = (),
         calls: Sequence[str] = (),
         results: Sequence[str] = (),
+        head: Sequence[str] = (),
     ) -> None:
-        remembered = _joined(earlier)
-        self._text = remembered + _joined(texts)
-        self._earlier = len(remembered)  # a match that begins before this is the memory's
+        shown = _joined(head)
+        remembered = shown + _joined(earlier)
+        self._said = _joined(texts)  # the conversation's own texts
+        self._text = remembered + self._said
+        self._head = len(shown)  # a match that begins before this is the prompt's head's
+        self._earlier = len(remembered)  # and before this, the memory's
         # The texts of the calls made (also in ``texts``), each after an end: where an answer's
         # first characters are looked up (match).
         self._calls = _END + _joined(calls)
@@ -211,6 +225,7 @@ class AnswerDrafts:
         earlier: Sequence[str] = (),
         *,
         render_calls: Callable[[ToolCall], Sequence[str]] | None = None,
+        head: Sequence[str] = (),
     ) -> AnswerDrafts:
         """The texts of OpenAI-style ``messages``, oldest first: user, tool and assistant
         content (a string, or ``{"type": "text", "text": ...}`` parts) and each JSON tool
@@ -221,7 +236,8 @@ class AnswerDrafts:
         call an assistant message made is then drafted as the model may write it again, since
         a small model after a result often begins the same call again, bare or fenced, which
         the reply writer takes back where it names a refused tool: drafted, that costs a pass
-        or two, not one a token."""
+        or two, not one a token. ``head``: the prompt's texts before the conversation
+        (:func:`~weavehost.formats.prompt.prompt_head`), looked up before ``earlier``."""
         texts: list[str] = []
         calls: list[str] = []
         results: list[str] = []
@@ -237,7 +253,7 @@ class AnswerDrafts:
                     rendered = render_calls(call)
                     texts.extend(rendered)
                     calls.extend(rendered)
-        return cls(texts, earlier, calls, results)
+        return cls(texts, earlier, calls, results, head)
 
     def propose(self, written: str, *, max_chars: int = MAX_DRAFT_CHARS) -> str:
         """The text that followed the longest suffix of ``written`` in the texts (its most
@@ -246,49 +262,63 @@ class AnswerDrafts:
 
     def tokens_after(
         self, data: bytes, pricing: DraftPricing, room: int, tokenize: Callable[[str], list[int]]
-    ) -> tuple[list[int], DraftKind, str]:
+    ) -> tuple[list[int], DraftKind, tuple[DraftKind, str] | None]:
         """The drafted tokens to read after a reply's bytes ``data``, their kind
-        (:meth:`DraftPricing.kind`) and the draft's text: the first tokens of the draft
-        (:meth:`draft_at`), as many as ``pricing`` says pay, at most ``room``. No tokens
-        without a cost table (nothing says a row pays, so nothing is looked up), where the
-        text ends inside a character, or where no row pays at that kind's rates: the text is
-        then what the writer checks against the tokens chosen instead, unsent
-        (:class:`~weavehost.decode.reply.Continuation`), so a kind's rate is measured whether
-        its drafts are sent or not."""
-        nothing: tuple[list[int], DraftKind, str] = ([], (CONVERSATION, 0), "")
+        (:meth:`DraftPricing.kind`), and the best draft's kind and text where it is not sent:
+        of :meth:`drafts_at`, the first at whose kind's rates a row pays, as many tokens as
+        ``pricing`` says pay, at most ``room`` (a draft no row pays for gives way to one that
+        pays). None without a cost table (nothing is looked up) or where no row pays. The best
+        draft unsent is checked against the tokens chosen instead
+        (:class:`~weavehost.decode.reply.Continuation`): a kind is measured, sent or not."""
+        passed: tuple[DraftKind, str] | None = None
         if pricing.plan.table is None or room <= 0:
-            return nothing
-        text, matched, source = self.draft_at(data)
-        if not text:
-            return nothing
-        kind = pricing.kind(source, matched)
-        # Priced first at the most room (memoised): a draft never sent is never tokenized.
-        draft = tokenize(text) if pricing.rows(room, kind) > 0 else []
-        return draft[: pricing.rows(min(room, len(draft)), kind)], kind, text
+            return [], (CONVERSATION, 0), passed
+        for text, matched, source in self.drafts_at(data):
+            kind = pricing.kind(source, matched)
+            # Priced first at the most room (memoised): a draft never sent is never tokenized.
+            if pricing.rows(room, kind) > 0:
+                draft = tokenize(text)
+                rows = pricing.rows(min(room, len(draft)), kind)
+                if rows > 0:
+                    return draft[:rows], kind, passed
+            passed = passed or (kind, text)
+        return [], passed[0] if passed else (CONVERSATION, 0), passed
 
     def draft_at(self, data: bytes) -> tuple[str, int, str]:
-        """The draft after a reply's bytes ``data``: :meth:`match`'s where it matched at least
-        :data:`LONG_MATCH` characters, else the answer's structure's (:func:`result_draft`),
-        else :meth:`match`'s shorter one, else the answer's own earlier text's
-        (:func:`own_match`, source :data:`OWN`); ``("", 0, CONVERSATION)`` where none holds
-        one or the text ends inside a character. Only the text's end is read (``4 *
-        MAX_MATCH`` bytes): decoding the whole reply on every token would cost its length
-        squared; continuation bytes a cut left are dropped."""
+        """The best draft after a reply's bytes ``data`` (:meth:`drafts_at`'s first), as
+        ``(text, matched, source)``; ``("", 0, CONVERSATION)`` where there is none."""
+        return next(self.drafts_at(data), ("", 0, CONVERSATION))
+
+    def drafts_at(self, data: bytes) -> Iterator[tuple[str, int, str]]:
+        """The drafts after a reply's bytes ``data``, best first, each ``(text, matched,
+        source)``: :meth:`match`'s where it matched at least :data:`LONG_MATCH` characters,
+        the answer's structure's (:func:`result_draft`), :meth:`match`'s shorter one, the
+        conversation's own where :meth:`match`'s is another's (the prompt's head, a remembered
+        answer: their longer match hides the conversation's), and the answer's own earlier
+        text's (:func:`own_match`, source :data:`OWN`); none where the text ends inside a
+        character. Each is looked up only when the one before it is passed over. Only the
+        text's end is read (``4 * MAX_MATCH`` bytes): decoding the whole reply on every token
+        would cost its length squared; continuation bytes a cut left are dropped."""
         tail = data[-_TAIL:].lstrip(bytes(range(0x80, 0xC0)))
         try:
             written = tail.decode("utf-8")
         except UnicodeDecodeError:
-            return "", 0, CONVERSATION
+            return
         text, matched, source = self.match(written)
         if text and matched >= LONG_MATCH:
-            return text, matched, source
+            yield text, matched, source
         structured, kind = result_draft(written, self._results)
         if structured:
-            return structured, 0, kind
-        if text:
-            return text, matched, source
+            yield structured, 0, kind
+        if text and matched < LONG_MATCH:
+            yield text, matched, source
+        if text and source in (SYSTEM, REMEMBERED):
+            said, length, _ = _followed(written, self._said, MAX_DRAFT_CHARS)
+            if said:
+                yield said, length, CONVERSATION
         text, matched = own_match(written)
-        return (text, matched, OWN) if text else ("", 0, CONVERSATION)
+        if text:
+            yield text, matched, OWN
 
     def kept_after(
         self,
@@ -297,22 +327,24 @@ class AnswerDrafts:
         tokenize: Callable[[str], list[int]],
     ) -> list[int]:
         """Per token of a text written after these texts (``tokens``), how many of the tokens
-        after it the draft proposed there (:meth:`draft_at`, tokenized as the writer tokenizes
-        it) would have had kept, at most :data:`MAX_DRAFT_ROWS`: what a drafter that knew its
-        drafts' fate could send there (:meth:`DecodePlan.foreseen
+        after it the drafts proposed there (:meth:`drafts_at`, tokenized as the writer
+        tokenizes them) would have had kept, the most of any, at most :data:`MAX_DRAFT_ROWS`:
+        what a drafter that knew its drafts' fate could send there (:meth:`DecodePlan.foreseen
         <weavehost.decode.padding.DecodePlan.foreseen>`). Computed after the text, never while
         it is written."""
         data, ends = _joined_bytes(tokens, token_bytes)
         kept: list[int] = []
         for at, end in enumerate(ends):
-            text = self.draft_at(data[max(0, end - _TAIL) : end])[0]  # draft_at reads no more
-            draft = tokenize(text)[:MAX_DRAFT_ROWS] if text else []
-            same = 0
-            while same < len(draft) and at + 1 + same < len(tokens):
-                if draft[same] != tokens[at + 1 + same]:
-                    break
-                same += 1
-            kept.append(same)
+            best = 0
+            for text, _, _ in self.drafts_at(data[max(0, end - _TAIL) : end]):  # reads no more
+                draft = tokenize(text)[:MAX_DRAFT_ROWS]
+                same = 0
+                while same < len(draft) and at + 1 + same < len(tokens):
+                    if draft[same] != tokens[at + 1 + same]:
+                        break
+                    same += 1
+                best = max(best, same)
+            kept.append(best)
         return kept
 
     def copies_after(self, tokens: Sequence[int], token_bytes: Callable[[int], bytes]) -> list[int]:
@@ -357,8 +389,9 @@ class AnswerDrafts:
     def match(self, written: str, *, max_chars: int = MAX_DRAFT_CHARS) -> tuple[str, int, str]:
         """:meth:`propose`'s draft, the length of the suffix it followed (0: none), and where
         it followed it: :data:`CONVERSATION`, :data:`REMEMBERED` (the model's remembered
-        answers) or :data:`START` (``written`` shorter than :data:`MIN_MATCH`, an answer's
-        first characters, matches only where a call made begins with it)."""
+        answers), :data:`SYSTEM` (the prompt's head) or :data:`START` (``written`` shorter
+        than :data:`MIN_MATCH`, an answer's first characters, matches only where a call made
+        begins with it)."""
         text = self._text
         if written and len(written) < MIN_MATCH and max_chars > 0:
             calls = self._calls  # the most recent call that begins with it
@@ -366,14 +399,13 @@ class AnswerDrafts:
             if at <= len(written):
                 return "", 0, CONVERSATION
             return calls[at : min(calls.find(_END, at), at + max_chars)], len(written), START
-        if len(written) < MIN_MATCH or max_chars <= 0 or written[-MIN_MATCH:] not in text:
+        draft, length, found = _followed(written, text, max_chars)
+        if not draft:
             return "", 0, CONVERSATION
-        length = longest_suffix_in(written, text, MIN_MATCH, min(len(written), MAX_MATCH))
-        found = text.rfind(written[-length:])
-        at = found + length
-        end = text.find(_END, at)
-        source = REMEMBERED if found < self._earlier else CONVERSATION
-        return text[at : min(end, at + max_chars)], length, source
+        source = (
+            SYSTEM if found < self._head else REMEMBERED if found < self._earlier else CONVERSATION
+        )
+        return draft, length, source
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,6 +423,18 @@ def _joined_bytes(
     """The bytes of ``tokens``, and where each token's bytes end in them."""
     pieces = [token_bytes(token) for token in tokens]
     return b"".join(pieces), list(itertools.accumulate(map(len, pieces)))
+
+
+def _followed(written: str, text: str, max_chars: int) -> tuple[str, int, int]:
+    """What followed the most recent occurrence in ``text`` of ``written``'s longest suffix
+    (:data:`MIN_MATCH` to :data:`MAX_MATCH` characters) to the end of its piece, at most
+    ``max_chars``, the suffix's length and where it occurs; ``("", 0, -1)`` where none does."""
+    if len(written) < MIN_MATCH or max_chars <= 0 or written[-MIN_MATCH:] not in text:
+        return "", 0, -1
+    length = longest_suffix_in(written, text, MIN_MATCH, min(len(written), MAX_MATCH))
+    found = text.rfind(written[-length:])
+    at = found + length
+    return text[at : min(text.find(_END, at), at + max_chars)], length, found
 
 
 def _joined(texts: Sequence[str]) -> str:
@@ -516,9 +560,9 @@ class DraftPricing:
     @staticmethod
     def kind(source: str, matched: int) -> DraftKind:
         """The kind of a draft that came from a match of ``matched`` characters in ``source``
-        (:data:`CONVERSATION`, :data:`REMEMBERED`, :data:`OWN`, :data:`START`, :data:`RESULT`,
-        :data:`KEY`): that source's kind with the longest least length the match reaches (its
-        shortest, for a shorter match)."""
+        (:data:`CONVERSATION`, :data:`REMEMBERED`, :data:`SYSTEM`, :data:`OWN`, :data:`START`,
+        :data:`RESULT`, :data:`KEY`): that source's kind with the longest least length the
+        match reaches (its shortest, for a shorter match)."""
         bounds = _KINDS[source]
         return source, next((b for b in reversed(bounds) if matched >= b), bounds[0])
 

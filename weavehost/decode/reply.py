@@ -499,17 +499,15 @@ class Continuation:
 
     def count_draft(self, token: int) -> None:
         """A drafted token ahead was reached by this choice: kept if ``token`` is it. Counted at
-        the choice, so a reply that ends, stops or is taken back there counts it too. Without
-        one ahead, an unsent draft's next token is reached: kept if ``token`` is it (the draft
-        tokenized as it would have been sent, so sent or not its tokens are counted alike)."""
+        the choice, so a reply that ends, stops or is taken back there counts it too. So is an
+        unsent draft's next token (the draft tokenized as it would have been sent, so sent or
+        not its tokens are counted alike), beside a lesser draft sent in its place or not."""
         if self.drafts is None:
             return
-        if self.ahead:
-            if self.ahead_kind is None:  # a repeat's rest (repeat_draft): no kind's rate
-                return
+        if self.ahead and self.ahead_kind is not None:  # None: a repeat's rest, no kind's rate
             kept = self.ahead[0][0] == token
             self.writer.pricing.count(self.ahead_kind, self.ahead_later, kept)
-        elif self.unsent is not None:
+        if self.unsent is not None:
             kind, left, later = self.unsent
             kept = left[0] == token
             self.writer.pricing.count(kind, later, kept)
@@ -525,12 +523,12 @@ class Continuation:
             engine.n_ctx - engine.seq_len(0) - 1,
             engine.n_batch - 1,
         )
-        draft, kind, text = self.drafts.tokens_after(self.data, pricing, room, engine.tokenize)
+        draft, kind, passed = self.drafts.tokens_after(self.data, pricing, room, engine.tokenize)
         self.ahead_kind = kind
-        if draft:
-            self.unsent = None  # a draft sent is counted as it is reached instead
-        elif text and self.unsent is None and (tokens := engine.tokenize(text)):
-            self.unsent = (kind, tokens[:MAX_DRAFT_ROWS], False)
+        if draft and passed is None:
+            self.unsent = None  # the best draft, sent, is counted as it is reached instead
+        elif passed and self.unsent is None and (tokens := engine.tokenize(passed[1])):
+            self.unsent = (passed[0], tokens[:MAX_DRAFT_ROWS], False)
         return self.until_decided(draft)
 
     def repeat_draft(self) -> list[int]:
