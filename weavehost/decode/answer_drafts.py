@@ -236,8 +236,8 @@ class AnswerDrafts:
         call an assistant message made is then drafted as the model may write it again, since
         a small model after a result often begins the same call again, bare or fenced, which
         the reply writer takes back where it names a refused tool: drafted, that costs a pass
-        or two, not one a token. ``head``: the prompt's texts before the conversation
-        (:func:`~weavehost.formats.prompt.prompt_head`), looked up before ``earlier``."""
+        or two, not one a token. ``head``: the prompt's texts before the conversation (its
+        system text, the tools as the template writes them), looked up before ``earlier``."""
         texts: list[str] = []
         calls: list[str] = []
         results: list[str] = []
