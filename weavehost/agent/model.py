@@ -323,11 +323,12 @@ class EngineModel:
         tokens = self.render(messages, tools)
         self._drafts = DraftSource.from_messages(messages, syntax=self.format.value_syntax)
         self._answer_drafts = None
+        head = self.prompt_head(messages, tools)  # drafts off too: answer_foresight reads it
         if self.answer_drafts:
             earlier = self.answer_memory.texts() if self.answer_memory else ()
             self._answer_drafts = AnswerDrafts.from_messages(
                 messages, earlier, render_calls=functools.partial(call_texts, self.format),
-                head=self.prompt_head(messages, tools),
+                head=head,
             )  # fmt: skip
         self._synced = messages  # what an answer may copy, which its memory does not keep
         self._scripts = allowed_scripts(messages) if self.script_guard else None
@@ -372,8 +373,9 @@ class EngineModel:
     def answer_foresight(self, token_ids: Sequence[int]) -> AnswerForesight | None:
         """``token_ids``, a text written after the conversation last synced (a turn's answer),
         drafted again with foresight by this model's plan (:meth:`AnswerDrafts.foreseen
-        <weavehost.decode.answer_drafts.AnswerDrafts.foreseen>`), from the conversation only:
-        the answer is among the remembered ones once written. For ``bench-agent``."""
+        <weavehost.decode.answer_drafts.AnswerDrafts.foreseen>`), from the conversation and
+        the prompt's head only: the answer is among the remembered ones once written. For
+        ``bench-agent``."""
         drafts = AnswerDrafts.from_messages(
             self._synced, render_calls=functools.partial(call_texts, self.format),
             head=self._head[1],
