@@ -380,24 +380,6 @@ def test_a_restated_result_is_written_in_fewer_passes_with_the_same_text_stream_
     assert drafted.free.passes < plain.free.passes == plain.free.tokens
 
 
-def test_a_drafted_reply_is_shown_before_the_pass_that_reads_it_tokens_kept_in_one_pass_together(
-    fresh_engine,
-):
-    held = prefilled(fresh_engine, WEATHER, [])
-    writer, start = ReplyWriter(fresh_engine, SMOLLM2, plan=CHEAP_ROWS), fresh_engine.stats.passes
-    pieces: list[tuple[int, str]] = []  # each piece shown, after how many of the reply's passes
-
-    def show(text: str) -> None:
-        pieces.append((fresh_engine.stats.passes - start, text))
-
-    free = writer.continue_reply(held, 40, show, drafts=AnswerDrafts.from_messages(WEATHER))
-    assert "".join(text for _, text in pieces) == free.text and "53" in free.text
-    assert pieces[0][0] == 0  # the first token, shown before the pass that reads it
-    # One piece before each pass (and the rest at the end), not one a token.
-    passes = [at for at, _ in pieces]
-    assert passes == sorted(set(passes)) and len(pieces) <= free.passes + 1 < free.tokens
-
-
 def test_an_answer_that_repeats_itself_is_drafted_from_its_own_text_with_the_same_text(
     fresh_engine,
 ):

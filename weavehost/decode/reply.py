@@ -24,7 +24,7 @@ Guarantees:
   prose, and the scan looks past it.
 * Text that could still become a trigger or a stop sequence is held back from the stream, so a
   call's opening characters are never shown as text; a stop sequence ends the text before it.
-  The rest is shown before the pass that reads it: once a pass, drafted tokens kept together.
+  What is shown decides where call text is cut, so it is shown a token at a time, drafted or not.
 * JSON that names a refused tool (the caller's: one whose call would not run now) is taken back
   as soon as its name has begun and only refused tools' names begin so, before the rest of the
   name is written, as a trigger is where calls are not allowed, and the reply goes on; after a
@@ -349,9 +349,8 @@ class Continuation:
                 self.data = self.data[: max(found, len(self.shown.encode("utf-8")))]
                 stop = "call_text"  # what was shown stays the answer
                 break
-            if not (self.ahead and self.ahead[0][0] == token):  # a pass reads it: show first
-                self.stream(min(self.hold_back(at), self.hold_back_call_text(call_held)))
             self.read(token, judging=at >= 0)
+            self.stream(min(self.hold_back(at), self.hold_back_call_text(call_held)))
         tag = self.namings.undecided_tag(self.data, self.writer.triggers, self.skip)
         if tag is not None:  # still judged where the text stopped: a call, as an unjudged tag is
             return self.stop_for_call(self.token_at(tag[0]), tag[1])
