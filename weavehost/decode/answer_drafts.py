@@ -137,6 +137,9 @@ _SEPARATOR = re.compile(r"[`*\"']*\s*[:=]?\s*")
 # A draft's kind: its source and the least length, in characters, of the matches of its kind
 # (under 8, 8-15, 16-31, 32 or more: a longer match says more of what follows).
 DraftKind = tuple[str, int]
+# Priors of a draft from text that is not this conversation's, by least match length.
+_OTHER_TEXT_PRIORS = {0: ((2.0, 1.3), (4.0, 2.7)), 8: ((2.0, 1.2), (4.0, 2.7)),
+                      16: ((2.0, 1.5), (4.0, 2.9)), 32: ((2.0, 1.6), (4.0, 3.0))}  # fmt: skip
 # Per kind, the acceptance assumed before any draft was checked, as (reached, accepted) counts
 # for a draft's first token and for a token after an accepted one: a weight of a few tokens,
 # which gives way to what is measured after a few passes.
@@ -154,22 +157,17 @@ ACCEPT_PRIORS: Mapping[DraftKind, tuple[tuple[float, float], tuple[float, float]
             # Another conversation's wording parts from this answer's sooner. Qwen2.5-Coder-
             # 0.5B's answers on the 51 shipped tasks kept 0.57-0.80 of such drafts' first
             # tokens and 0.66-0.77 of the tokens after, against 0.84-0.92 and 0.89-0.99 for
-            # the conversation's (docs/agent.md).
-            (REMEMBERED, 0): ((2.0, 1.3), (4.0, 2.7)),
-            (REMEMBERED, 8): ((2.0, 1.2), (4.0, 2.7)),
-            (REMEMBERED, 16): ((2.0, 1.5), (4.0, 2.9)),
-            (REMEMBERED, 32): ((2.0, 1.6), (4.0, 3.0)),
-            # Text that is not this conversation's either, so set as the remembered answers'.
-            (SYSTEM, 0): ((2.0, 1.3), (4.0, 2.7)),
-            (SYSTEM, 8): ((2.0, 1.2), (4.0, 2.7)),
-            (SYSTEM, 16): ((2.0, 1.5), (4.0, 2.9)),
-            (SYSTEM, 32): ((2.0, 1.6), (4.0, 3.0)),
+            # the conversation's (docs/agent.md). The prompt's head is not this conversation's
+            # either: its priors are the same.
+            **{
+                (source, bound): prior
+                for source in (REMEMBERED, SYSTEM)
+                for bound, prior in _OTHER_TEXT_PRIORS.items()
+            },
             # The first 25 shipped tasks' answers seldom repeat themselves unless they ramble,
             # so these are guesses, set as low as the remembered answers' (the measured rate
             # soon replaces them). Own matches are MIN_OWN_MATCH characters or more.
-            (OWN, MIN_OWN_MATCH): ((2.0, 1.2), (4.0, 2.7)),
-            (OWN, 16): ((2.0, 1.5), (4.0, 2.9)),
-            (OWN, 32): ((2.0, 1.6), (4.0, 3.0)),
+            **{(OWN, bound): _OTHER_TEXT_PRIORS[bound] for bound in (MIN_OWN_MATCH, 16, 32)},
             # Matches of fewer than MIN_MATCH characters, so one kind. On the 51 shipped tasks,
             # 54 of Qwen2.5-Coder-0.5B's 74 free texts that took a pass began with `{"`, and 42
             # went on with the call it had made to the refused name (session 45's pass log);
