@@ -28,6 +28,7 @@ from weavehost.decode.answer_drafts import (
     MAX_MATCH,
     MIN_MATCH,
     MIN_OWN_MATCH,
+    OPENING,
     OWN,
     REMEMBERED,
     RESULT,
@@ -218,9 +219,16 @@ def test_a_longer_match_is_its_own_kind_of_draft() -> None:
     assert pricing.rows(32, long) > 1  # long ones keep their own rate
 
 
-def test_an_answer_s_own_earlier_text_drafts_what_followed_its_suffix_there() -> None:
+def test_an_answer_s_own_earlier_text_drafts_what_followed_its_suffix_there_going_round_again(
+) -> None:  # fmt: skip
     text = "The trip budget is 100.\n- The trip budget is"
-    assert own_match(text) == (" 100.\n- The trip budget is", len("The trip budget is"))
+    period = " 100.\n- The trip budget is"  # what followed the suffix's earlier occurrence
+    assert own_match(text, max_chars=len(period)) == (period, len("The trip budget is"))
+    # Past the text's end the draft goes round the loop again, as the look-up at each drafted
+    # token would: SmolLM2-135M writing "os.path.join(os.path.join(" drafts a pass full.
+    assert own_match(text, max_chars=60)[0] == (period * 3)[:60]
+    assert own_match("x = os.path.join(os.path.join(os.")[0].startswith(
+        "path.join(os.path.join(os.path.join(os.path.join(")  # fmt: skip
     assert own_match("abc, abc") == ("", 0)  # shorter than MIN_OWN_MATCH
     assert own_match("no repeat in this text at all") == ("", 0)
     # The answer's own text is a kind of its own, priced apart from the conversation's.
@@ -293,6 +301,31 @@ def test_a_line_after_one_that_introduces_it_drafts_the_most_recent_result_from_
     assert drafts.draft_at(b"It is cold.\n")[2] != RESULT  # a line that introduces nothing
     assert drafts.draft_at(b"Here it is:")[2] != RESULT  # not yet on the next line
     assert result_draft("Here it is:\n", []) == ("", "")  # no result, no draft
+
+
+def test_an_answer_that_so_far_is_a_result_s_beginning_is_drafted_the_rest_of_that_result(
+) -> None:  # fmt: skip
+    # SmolLM2-135M answers "Paris: partly cloudy, …", "Madrid: fog, …", "battery at 73%": its
+    # first token is too short a suffix to look up, but the whole answer so far is where a
+    # result begins.
+    drafts = AnswerDrafts.from_messages(text_results(PARIS, "Oslo: snow, -4.0 C", "Paris 2"))
+    assert drafts.draft_at(b"O") == ("slo: snow, -4.0 C", 0, OPENING)
+    assert drafts.draft_at(b" Paris:")[::2] == (PARIS[len("Paris:") :], OPENING)  # spaces before
+    assert drafts.draft_at(b"Pa")[0] == "ris 2"  # the most recent result that begins so
+    assert drafts.draft_at(b"Paris 2")[2] != OPENING  # nothing of that result is left
+    assert drafts.draft_at(b"Lima")[2] != OPENING  # no result begins so
+    assert drafts.draft_at(b"It is Paris:")[2] != OPENING  # only from the answer's start
+    # Once the answer is longer than the look-up reads, its start is not known: no opening.
+    long = PARIS * 10
+    assert result_draft(long[:-3], [long]) == ("", "")
+    assert result_draft(long[:-3], [long], whole=True) == (long[-3:], OPENING)
+    # A kind of its own, priced apart from a result drafted at a line's start.
+    pricing = DraftPricing(CHEAP_ROWS)
+    for _ in range(200):
+        pricing.count(pricing.kind(RESULT, 0), False, False)
+    assert (
+        pricing.rows(32, pricing.kind(RESULT, 0)) == 0 < pricing.rows(32, pricing.kind(OPENING, 0))
+    )
 
 
 def test_a_word_and_a_connective_draft_what_follows_the_word_in_the_most_recent_result_holding_it() -> (

@@ -107,6 +107,7 @@ __all__ = [
     "DraftSource",
     "Guess",
     "earlier_suffix",
+    "looped",
 ]
 
 # The shortest suffix of a string value that is looked up (see the module's choices).
@@ -403,11 +404,17 @@ def _repeat_draft(written: str, max_chars: int) -> str:
     (low, at), end = found, len(written)
     if low < end - at:
         return ""  # the text does not end in one period written twice over: not a loop
-    draft: list[str] = []
-    for offset in range(max_chars):
-        position = at + offset  # past the end, the draft repeats what it drafted
-        draft.append(written[position] if position < end else draft[position - end])
-    return "".join(draft)
+    return looped(written, at, max_chars)
+
+
+def looped(written: str, at: int, max_chars: int) -> str:
+    """``max_chars`` characters of ``written`` from ``at`` on, going round again from ``at``
+    past its end: where the text from ``at`` followed what ``written`` now ends with, it goes
+    on so again (the next token's look-up would find the occurrence just drafted)."""
+    period = written[at:]
+    if not period:
+        return ""
+    return (period * -(-max_chars // len(period)))[:max_chars]
 
 
 class _Strings:
