@@ -19,9 +19,11 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 
 from tests.schemas import CURRENT_WEATHER
+from tests.test_decode_answer_drafts import CHEAP_ROWS
 from weavehost import Host
 from weavehost.agent.model import EngineModel, FreeText
 from weavehost.decode import STRATEGIES, CallResult, get_strategy
+from weavehost.decode.calibration import open_calibrated
 from weavehost.decode.reply import CALL_TEXT_RETRIES, Continuation
 from weavehost.engine import Engine
 from weavehost.engine.vocab import no_word_start
@@ -152,6 +154,33 @@ def test_qwen_s_call_text_in_an_answer_is_taken_back_for_words_until_the_retries
         assert free.stop == "end" and "-2.9 C" in free.text
     else:  # cut where the call text began: what was shown stays the answer
         assert free.stop == "call_text" and "-2.9" not in free.text
+
+
+def test_drafted_call_text_is_taken_back_or_cut_where_undrafted_is_and_the_text_is_sent_a_pass_at_a_time(
+    qwen_gguf: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # Where call text is taken back or cut depends on what was shown before it began. Qwen
+    # writes a line of prose, then opens the call again (fenced, a copy of the call it made:
+    # drafted many tokens a pass). Drafted or not, the same text ends the same way; drafted,
+    # the text reaches the stream once a pass, the tokens a pass kept in one piece.
+    monkeypatch.setattr(Continuation, "bans_everywhere", lambda _self, _opener: False)
+    replies = []
+    with open_calibrated(qwen_gguf, n_threads=2, n_ctx=2048, plan=CHEAP_ROWS) as opened:
+        for drafts in (False, True):
+            strategy = get_strategy("weave", opened.state)
+            model = EngineModel(opened.engine, FORMATS["qwen"], strategy,
+                                answer_drafts=drafts)  # fmt: skip
+            model.sync(PARIS_ANSWERED_ASKED_NOW, [CURRENT_WEATHER])
+            pieces: list[str] = []
+            free = model.free_decode(pieces.append, 120, allow_call=False)
+            replies.append((free, pieces))
+    (plain, plain_pieces), (drafted, drafted_pieces) = replies
+    assert (drafted.text, drafted.stop, drafted.token_ids) == (
+        plain.text, plain.stop, plain.token_ids)  # fmt: skip
+    assert "".join(drafted_pieces) == "".join(plain_pieces) == drafted.text
+    assert "Paris" in drafted.text and '"name"' not in drafted.text
+    assert drafted.passes < plain.passes
+    assert len(drafted_pieces) <= drafted.passes + 1 < len(plain_pieces)
 
 
 def test_a_mark_that_began_call_text_taken_back_is_not_written_again_in_the_same_answer(

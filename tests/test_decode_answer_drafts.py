@@ -413,6 +413,28 @@ def test_a_restated_result_is_written_in_fewer_passes_with_the_same_text_stream_
     assert drafted.free.passes < plain.free.passes == plain.free.tokens
 
 
+def test_what_is_shown_is_decided_a_token_at_a_time_drafted_or_not_and_sent_once_a_pass(
+    fresh_engine, monkeypatch: pytest.MonkeyPatch
+):
+    # Where call text is cut or taken back depends on what was shown before it: drafted tokens
+    # kept without a pass are shown token by token as undrafted ones are, and only their
+    # sending waits for the pass.
+    shown: list[str] = []
+    take = Continuation.take
+
+    def recorded(self: Continuation, token: int) -> None:
+        shown.append(self.shown)
+        take(self, token)
+
+    monkeypatch.setattr(Continuation, "take", recorded)
+    plain = written(fresh_engine, WEATHER, drafts=False)
+    plain_shown, shown[:] = list(shown), []
+    drafted = written(fresh_engine, WEATHER, drafts=True)
+    same_reply(drafted, plain)
+    assert shown == plain_shown and "53" in shown[-1]
+    assert len(drafted.shown) <= drafted.free.passes + 1 < len(plain.shown) == plain.free.tokens
+
+
 def test_an_answer_that_repeats_itself_is_drafted_from_its_own_text_with_the_same_text(
     fresh_engine,
 ):

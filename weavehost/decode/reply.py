@@ -24,7 +24,8 @@ Guarantees:
   prose, and the scan looks past it.
 * Text that could still become a trigger or a stop sequence is held back from the stream, so a
   call's opening characters are never shown as text; a stop sequence ends the text before it.
-  What is shown decides where call text is cut, so it is shown a token at a time, drafted or not.
+  What is shown decides where call text is cut, so it is decided a token at a time, drafted or
+  not; it is sent before each pass and at the end (the tokens a pass kept in one piece).
 * JSON that names a refused tool (the caller's: one whose call would not run now) is taken back
   as soon as its name has begun and only refused tools' names begin so, before the rest of the
   name is written, as a trigger is where calls are not allowed, and the reply goes on; after a
@@ -100,12 +101,11 @@ _WORD = re.compile(rb"[0-9A-Za-z\x80-\xff]")
 class ReplyWriter:
     """Writes one model's replies on sequence 0: free text, then the calls a trigger opens.
 
-    One per opened model (its engine and format); it keeps the word-start mask of the
-    vocabulary (given, or built once), the trigger the last reply stopped at, whose layout
-    :meth:`write_calls` writes the calls in, and how many drafted tokens of free text a pass
-    carries (:attr:`pricing`: the plan's costs and this model's measured acceptance, kept in the
-    model's ``state``, :meth:`~weavehost.decode.state.DecodeState.answer_pricing`). ``plan``: a
-    cost plan to price with instead (its acceptance kept by this writer)."""
+    One per opened model (its engine and format); it keeps the vocabulary's word-start mask,
+    the trigger the last reply stopped at (:meth:`write_calls` writes the calls in its layout),
+    and how many drafted tokens of free text a pass carries (:attr:`pricing`: the plan's costs
+    and this model's measured acceptance, kept in the model's ``state``). ``plan``: a cost plan
+    to price with instead (its acceptance kept by this writer)."""
 
     def __init__(
         self,
@@ -128,19 +128,17 @@ class ReplyWriter:
 
     @property
     def no_word_start(self) -> np.ndarray:
-        """Per token: whether it cannot begin a word of an answer
-        (:func:`~weavehost.engine.vocab.no_word_start`): the one given at construction (built
-        while the model opened), else built at the first use (~40 ms for Qwen's vocabulary, in
-        the gap before the next token)."""
+        """Per token: whether it cannot begin a word of an answer (:func:`no_word_start`): given
+        at construction (built while the model opened), else built at the first use (~40 ms for
+        Qwen's vocabulary, in the gap before the next token)."""
         if self._no_word_start is None:
             self._no_word_start = no_word_start(self.engine)
         return self._no_word_start
 
     @property
     def scripts(self) -> ScriptTable:
-        """Per token of the vocabulary: the scripts it writes, built once per model (kept on
-        disk beside the vocabulary table); the one given at construction, else read back at
-        the first use."""
+        """Per token of the vocabulary: the scripts it writes, built once per model (kept beside
+        the vocabulary table); given at construction, else read back at the first use."""
         if self._scripts is None:
             self._scripts = script_table(self.engine)
         return self._scripts
@@ -275,11 +273,11 @@ class Continuation:
         self.tokens: list[int] = []
         self.offsets: list[int] = []  # where each token's bytes begin in data
         self.data = b""
-        self.shown = ""
-        # With calls not allowed, a token that began a trigger is banned at its position; the
-        # caller's ``avoid`` at the first (an answer written again, begun otherwise).
+        self.shown, self.unsent_text = "", ""  # shown a token at a time; its end not sent yet
+        # With calls not allowed, a token that began a trigger is banned at its position (the
+        # caller's ``avoid`` at the first), and call-shaped text written past the ban is taken
+        # back or ends the answer.
         self.banned: dict[int, set[int]] = {0: set(avoid)} if avoid else {}
-        # With calls not allowed, call-shaped text written past the ban ends the answer.
         self.call_text = None if allow_call else CallText(self.offered)
         self.skip = 0  # bytes before this are prose: a trigger there named no tool on offer
         self.retries = 0  # call-shaped texts taken back so far
@@ -292,10 +290,9 @@ class Continuation:
         self.scripts = scripts  # the scripts the text may use besides Latin (None: any)
         # Drafts are verified against the greedy choice only: a sampled token is not an argmax.
         self.drafts = drafts if self.rng is None else None
-        # Drafted tokens in sequence 0 after ``held``, not chosen yet, each with its logits.
+        # Drafted tokens in sequence 0 after ``held``, not chosen yet, each with its logits; the
+        # draft's kind (DraftPricing.kind); whether ahead[0] follows an accepted drafted token.
         self.ahead: list[tuple[int, np.ndarray]] = []
-        # The kind of the draft ahead (DraftPricing.kind) and whether ahead[0] follows an
-        # accepted drafted token (not the draft's first).
         self.ahead_kind: DraftKind | None = (CONVERSATION, 0)
         self.ahead_later = False
         # A draft no row paid for, checked against the tokens chosen instead (count_draft):
@@ -316,6 +313,7 @@ class Continuation:
             return self._run(bound)
         finally:
             self.drop_ahead()  # drafted tokens never chosen leave sequence 0
+            self.send()
 
     def _run(self, bound: int) -> Continued:
         stop: Stop = "max_tokens"
@@ -480,6 +478,7 @@ class Continuation:
                 self.engine.count_accepted(1)
                 return
             self.drop_ahead()
+        self.send()  # before a pass: what the tokens kept since the last one showed
         draft = self.draft_after(pricing) if pricing is not None else []
         draft = draft or (self.repeat_draft() if judging else [])
         self.ahead_later = False
@@ -545,11 +544,10 @@ class Continuation:
         return self.until_decided(engine.tokenize(rest)[:room])
 
     def until_decided(self, draft: list[int]) -> list[int]:
-        """``draft`` up to the token with which the loop would stop writing on, if it is
-        chosen: one that completes a stop sequence, a trigger (a call begins, or JSON that
-        can name only refused tools is taken back) or call text. The loop drops what is ahead
-        there unread, so rows past it are only cost (a copy of a refused call drafted to its
-        end): the text is the same."""
+        """``draft`` up to the token with which the loop would stop writing on, if chosen: one
+        that completes a stop sequence, a trigger (a call begins, or JSON that can name only
+        refused tools is taken back) or call text. Rows past it are only cost (the loop drops
+        what is ahead there unread): the text is the same."""
         data, skip = self.data, self.skip
         for place, token in enumerate(draft):
             data += self.engine.token_bytes(token)
@@ -589,8 +587,14 @@ class Continuation:
         return call_held
 
     def stream(self, upto: int) -> None:
-        """The text up to byte ``upto`` shown, as far as it is whole characters."""
+        """The text up to byte ``upto`` shown, as far as it is whole characters (:meth:`send`)."""
         text = self.data[:upto].decode("utf-8", errors="ignore")
         if len(text) > len(self.shown):
-            self.on_text(text[len(self.shown) :])
+            self.unsent_text += text[len(self.shown) :]
             self.shown = text
+
+    def send(self) -> None:
+        """The text shown since the last send, to ``on_text``."""
+        if text := self.unsent_text:
+            self.unsent_text = ""
+            self.on_text(text)
