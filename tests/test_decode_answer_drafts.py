@@ -230,11 +230,14 @@ def test_an_answer_s_own_earlier_text_drafts_what_followed_its_suffix_there_goin
     assert own_match("x = os.path.join(os.path.join(os.")[0].startswith(
         "path.join(os.path.join(os.path.join(os.path.join(")  # fmt: skip
     assert own_match("abc, abc") == ("", 0)  # shorter than MIN_OWN_MATCH
+    # A short match is a kind of its own (a list's frame: "\n- `" then a key, in backticks).
+    assert own_match('\n- `city`: "Berlin"\n- `')[1] == len("\n- `") < 8
     assert own_match("no repeat in this text at all") == ("", 0)
     # The answer's own text is a kind of its own, priced apart from the conversation's.
     pricing = DraftPricing(CHEAP_ROWS)
-    own, conversation = pricing.kind(OWN, MIN_OWN_MATCH), pricing.kind(CONVERSATION, MIN_OWN_MATCH)
-    assert own != conversation != pricing.kind(REMEMBERED, MIN_OWN_MATCH) != own
+    own, conversation = pricing.kind(OWN, 8), pricing.kind(CONVERSATION, 8)
+    assert pricing.kind(OWN, MIN_OWN_MATCH) != own
+    assert own != conversation != pricing.kind(REMEMBERED, 8) != own
     for _ in range(200):
         pricing.count(own, False, False)
     assert pricing.rows(32, own) == 0 and pricing.rows(32, conversation) > 1
