@@ -594,6 +594,15 @@ def test_the_prompt_s_head_is_the_system_text_and_the_tools_as_the_template_writ
     draft, _, source = drafts.match("I can get the current")
     assert draft.startswith(" weather in a city.") and source == SYSTEM
     assert model.prompt_head(asked, []) != head  # the tools are part of it
+    # A template that refuses the marked conversation, a single message (any template error
+    # is a FormatError), gives no head: nothing to draft from, the reply written as without.
+    refusing = EngineModel(fresh_engine, SMOLLM2, get_strategy("weave"), chat_template=(
+        "{% if messages|length < 3 %}{{ raise_exception('one message is no conversation') }}"
+        "{% endif %}{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"))  # fmt: skip
+    longer = [*asked, {"role": "assistant", "content": "Sunny."},
+              {"role": "user", "content": "And in Lima?"}]  # fmt: skip
+    assert refusing.prompt_head(longer, [CURRENT_WEATHER]) == ()
+    assert refusing.render(longer, [CURRENT_WEATHER])  # the conversation itself renders
 
 
 def test_a_sampled_reply_is_never_drafted(fresh_engine):
