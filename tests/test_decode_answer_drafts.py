@@ -135,6 +135,12 @@ def test_an_answer_s_first_characters_draft_the_call_it_begins_again_and_nothing
     assert drafts.propose('{"').startswith('name": "get_current_weather", "arguments": {"city"')
     assert drafts.propose("``").startswith('`json\n{\n  "name": "get_current_weather"')
     assert drafts.propose('{"c') == ""  # only the result begins so
+    # So does a line's start after a line break: a fenced copy after a line of prose.
+    fenced = drafts.propose("Here is the weather in Paris:\n\n``")
+    assert fenced.startswith('`json\n{\n  "name": "get_current_weather"')
+    assert (
+        drafts.tokens_after(b"It is cold.\n``", DraftPricing(CHEAP_ROWS), 64, list)[1][0] == START
+    )
     assert drafts.propose("Pa") == "" and drafts.propose("ame") == ""  # within texts only
     assert AnswerDrafts.from_messages(WEATHER).propose('{"') == ""  # no format: no calls
     # Such a draft is a kind of its own, priced apart from a short match anywhere in a text.

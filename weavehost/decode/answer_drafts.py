@@ -32,8 +32,10 @@ Guarantees:
   are looked up only where one of those calls begins with them: a small model often begins
   its answer with the call it made again, and that call, drafted from the answer's first
   token, reaches the refused name in the pass that reads that token, not three passes later.
-  Any other text is not looked up so: two characters say nothing about which place of it an
-  answer copies. Such a draft is priced apart (:data:`START`, :meth:`DraftPricing.kind`).
+  So are a line's first characters after a line break: Qwen, after "Here is the weather:",
+  opens a fenced copy of the call on the next line. Any other text is not looked up so: two
+  characters say nothing about which place of it an answer copies. Such a draft is priced
+  apart (:data:`START`, :meth:`DraftPricing.kind`).
 * Where none of them holds a suffix of :data:`LONG_MATCH` characters or more, the answer's
   structure is read (:func:`result_draft`), since a small model restates a result where no
   suffix of what it wrote says where to copy from: at the start of a line after a line that
@@ -399,16 +401,19 @@ class AnswerDrafts:
     def match(self, written: str, *, max_chars: int = MAX_DRAFT_CHARS) -> tuple[str, int, str]:
         """:meth:`propose`'s draft, the length of the suffix it followed (0: none), and where
         it followed it: :data:`CONVERSATION`, :data:`REMEMBERED` (the model's remembered
-        answers), :data:`SYSTEM` (the prompt's head) or :data:`START` (``written`` shorter
-        than :data:`MIN_MATCH`, an answer's first characters, matches only where a call made
-        begins with it)."""
+        answers), :data:`SYSTEM` (the prompt's head) or :data:`START` (the line ``written``
+        ends in, shorter than :data:`MIN_MATCH` — an answer's first characters, or a line's
+        after a line break — where a call made begins with it; a shorter ``written`` matches
+        only so)."""
         text = self._text
-        if written and len(written) < MIN_MATCH and max_chars > 0:
+        line = written[written.rfind("\n") + 1 :]
+        if line and len(line) < MIN_MATCH and max_chars > 0:
             calls = self._calls  # the most recent call that begins with it
-            at = calls.rfind(_END + written) + 1 + len(written)
-            if at <= len(written):
-                return "", 0, CONVERSATION
-            return calls[at : min(calls.find(_END, at), at + max_chars)], len(written), START
+            at = calls.rfind(_END + line) + 1 + len(line)
+            if at > len(line):
+                return calls[at : min(calls.find(_END, at), at + max_chars)], len(line), START
+        if len(written) < MIN_MATCH:
+            return "", 0, CONVERSATION
         draft, length, found = _followed(written, text, max_chars)
         if not draft:
             return "", 0, CONVERSATION
