@@ -316,7 +316,7 @@ class AnswerDrafts:
         except UnicodeDecodeError:
             return
         text, matched, source = self.match(written)
-        first = text and (matched >= LONG_MATCH or source == START)
+        first = bool(text) and (matched >= LONG_MATCH or source == START)
         if first:
             yield text, matched, source
         structured, kind = result_draft(written, self._results, whole=len(tail) == len(data))
