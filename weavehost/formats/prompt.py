@@ -205,13 +205,18 @@ def _render_tools_in_text(
     tools_text = "".join("\n" + json.dumps(tool, ensure_ascii=False) for tool in tools) + "\n"
     out: list[Segment] = []
     for segment in rendered:
-        if not segment.special and segment.text == _SYSTEM_MARKER:
-            out.append(Segment(user_system, special=False))
-            out.append(Segment(own.system_head, special=False))
-            out.append(Segment(tools_text, special=False))
-            out.append(Segment(own.system_tail, special=False))
-            if guidance:
-                out.append(Segment("\n\n" + guidance, special=False))
-        else:
+        if segment.special or _SYSTEM_MARKER not in segment.text:
             out.append(segment)
+            continue
+        # A template that writes the messages back to back, with no text of its own between
+        # them, leaves the marker inside the next message's text: spliced there too.
+        before, _, after = segment.text.partition(_SYSTEM_MARKER)
+        out += [Segment(before, special=False)] if before else []
+        out.append(Segment(user_system, special=False))
+        out.append(Segment(own.system_head, special=False))
+        out.append(Segment(tools_text, special=False))
+        out.append(Segment(own.system_tail, special=False))
+        if guidance:
+            out.append(Segment("\n\n" + guidance, special=False))
+        out += [Segment(after, special=False)] if after else []
     return merge_segments(out)
