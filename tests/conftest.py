@@ -205,7 +205,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 @pytest.fixture
 def taken(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The text from each place a reply takes back, in order (Continuation.take_back)."""
-    from weavehost.decode.reply import Continuation
+    from weavehost.decode.continuation import Continuation
 
     texts: list[str] = []
     take_back = Continuation.take_back

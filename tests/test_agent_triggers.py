@@ -24,7 +24,7 @@ from weavehost import Host
 from weavehost.agent.model import EngineModel, FreeText
 from weavehost.decode import STRATEGIES, CallResult, get_strategy
 from weavehost.decode.calibration import open_calibrated
-from weavehost.decode.reply import CALL_TEXT_RETRIES, Continuation
+from weavehost.decode.continuation import CALL_TEXT_RETRIES, Continuation
 from weavehost.engine import Engine
 from weavehost.engine.vocab import no_word_start
 from weavehost.formats import FORMATS, ToolCall
@@ -140,7 +140,7 @@ def assert_the_refused_call_again_is_taken_back(
 def test_qwen_s_call_text_in_an_answer_is_taken_back_for_words_until_the_retries_are_spent_then_cut(
     qwen_model: EngineModel, retries: int, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr("weavehost.decode.reply.CALL_TEXT_RETRIES", retries)
+    monkeypatch.setattr("weavehost.decode.continuation.CALL_TEXT_RETRIES", retries)
     # With the opening mark banned where it was taken back only (not for the rest of the
     # answer), Qwen writes the call again another way: what the retries are for.
     monkeypatch.setattr(Continuation, "bans_everywhere", lambda _self, _opener: False)

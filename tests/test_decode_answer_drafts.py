@@ -39,8 +39,9 @@ from weavehost.decode.answer_drafts import (
     own_match,
     result_draft,
 )
+from weavehost.decode.continuation import Continuation
 from weavehost.decode.padding import NO_PLAN, DecodePlan
-from weavehost.decode.reply import Continuation, Continued, ReplyWriter, Sampling
+from weavehost.decode.reply import Continued, ReplyWriter, Sampling
 from weavehost.engine import Engine
 from weavehost.engine.calibrate import CostTable
 from weavehost.engine.native import DEFAULT_KV_CACHE

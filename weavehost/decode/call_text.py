@@ -12,8 +12,8 @@ become one, so it is never streamed. Free decoding then takes it back: the token
 is banned there and the next token must begin a word (a letter, a digit or a non-ASCII
 character after any spaces: no brace, no mark, no end of turn), as after a banned opener; an
 answer's opening marks are not shown before its first word, so they can be taken back too.
-After :data:`~weavehost.decode.reply.CALL_TEXT_RETRIES` such take-backs the answer is cut where
-the call text begins. Measured with ``weavehost bench-agent`` (51 shipped tasks, ``weave``,
+After :data:`~weavehost.decode.continuation.CALL_TEXT_RETRIES` such take-backs the answer is cut
+where the call text begins. Measured with ``weavehost bench-agent`` (51 shipped tasks, ``weave``,
 prompt cache on): Qwen2.5-Coder-0.5B Q4_0 succeeded on 8 tasks before, 20 after (its answers
 were empty: the call text was cut); SmolLM2-135M on 11 before, 13 after (docs/agent.md).
 """

@@ -1,7 +1,7 @@
 """A token of free text chosen from masked logits, and by how much it won.
 
 Stage: decoding (the reply writer's choice step,
-:meth:`~weavehost.decode.reply.Continuation.choose`).
+:meth:`~weavehost.decode.continuation.Continuation.choose`).
 
 Guarantees:
 

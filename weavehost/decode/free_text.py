@@ -1,8 +1,8 @@
 """What a reply's free text reports (:class:`Continued`), why it stopped (:data:`Stop`), and
 where its text is streamed (:data:`TextSink`).
 
-Stage: decoding (data only; made by :class:`~weavehost.decode.reply.Continuation`, read by the
-agent's model seam).
+Stage: decoding (data only; made by :class:`~weavehost.decode.continuation.Continuation`, read
+by the agent's model seam).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ a call's tool whole is a call only once it leaves every such call's text, and is
 once it has written one whole, through its arguments' closing brace (an exact repeat, which the
 session would drop once written: SmolLM2-135M, shown an error, writes the same call again).
 
-Stage: decoding (used by :class:`~weavehost.decode.reply.Continuation` at every token of free
+Stage: decoding (used by :class:`~weavehost.decode.continuation.Continuation` at every token of free
 text, and on the drafted text ahead of it). No model: the offered and refused tools in, bytes
 in, verdicts out; each layout's namings are made once per reply.
 """
