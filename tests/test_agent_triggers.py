@@ -24,6 +24,7 @@ from weavehost import Host
 from weavehost.agent.model import EngineModel, FreeText
 from weavehost.decode import STRATEGIES, CallResult, get_strategy
 from weavehost.decode.calibration import open_calibrated
+from weavehost.decode.call_again import BRANCH_SEQ, branch_pays
 from weavehost.decode.continuation import CALL_TEXT_RETRIES, Continuation
 from weavehost.engine import Engine
 from weavehost.engine.vocab import no_word_start
@@ -181,6 +182,52 @@ def test_drafted_call_text_is_taken_back_or_cut_where_undrafted_is_and_the_text_
     assert "Paris" in drafted.text and '"name"' not in drafted.text
     assert drafted.passes < plain.passes
     assert len(drafted_pieces) <= drafted.passes + 1 < len(plain_pieces)
+
+
+@pytest.mark.parametrize(
+    ("conversation", "allow_call", "refused"),
+    [
+        (PARIS_ANSWERED, True, ("get_current_weather",)),  # bare, the answer's first token
+        (PARIS_ANSWERED_ASKED_NOW, False, ()),  # fenced, after a line of prose
+    ],
+)
+def test_the_token_chosen_where_a_call_begun_again_is_taken_back_was_read_beside_its_start_and_drafts_the_next(
+    qwen_gguf: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    conversation: list[dict],
+    allow_call: bool,
+    refused: tuple[str, ...],
+):
+    # Shown Paris's weather, Qwen begins the call it made again, and it is taken back at its
+    # first token. Drafted, the token chosen there instead was read beside that first token on
+    # a sequence of its own (a branch, emptied after that pass), and the token it chose next
+    # is drafted after it: the same text as undrafted, in fewer passes than drafted without
+    # branches.
+    guesses: list[int] = []
+    guess = Continuation.branch_guess
+
+    def recorded(self: Continuation, token: int) -> int | None:
+        guessed = guess(self, token)
+        guesses.extend([] if guessed is None else [guessed])
+        return guessed
+
+    monkeypatch.setattr(Continuation, "branch_guess", recorded)
+    replies = []
+    with open_calibrated(qwen_gguf, n_threads=2, n_ctx=2048, plan=CHEAP_ROWS) as opened:
+        for drafts, branches in ((False, False), (True, False), (True, True)):
+            pays = branch_pays if branches else (lambda _pricing, _rows: False)
+            monkeypatch.setattr("weavehost.decode.continuation.branch_pays", pays)
+            strategy = get_strategy("weave", opened.state)
+            model = EngineModel(opened.engine, FORMATS["qwen"], strategy,
+                                answer_drafts=drafts)  # fmt: skip
+            model.sync(conversation, [CURRENT_WEATHER])
+            replies.append(model.free_decode(lambda _text: None, 120, allow_call, refused=refused))
+            assert opened.engine.seq_len(BRANCH_SEQ) == 0
+    plain, unbranched, branched = replies
+    assert branched.token_ids == unbranched.token_ids == plain.token_ids
+    assert branched.stop == plain.stop == "end" and "-2.9 C" in plain.text
+    assert len(guesses) == 1 and guesses[0] in plain.token_ids
+    assert branched.passes < unbranched.passes < plain.passes
 
 
 def test_a_mark_that_began_call_text_taken_back_is_not_written_again_in_the_same_answer(

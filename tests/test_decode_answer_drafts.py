@@ -24,24 +24,21 @@ from weavehost.decode import get_strategy
 from weavehost.decode.answer_drafts import (
     ACCEPT_PRIORS,
     CONVERSATION,
-    KEY,
     MAX_MATCH,
     MIN_MATCH,
     MIN_OWN_MATCH,
-    OPENING,
     OWN,
     REMEMBERED,
-    RESULT,
     START,
     SYSTEM,
     AnswerDrafts,
     DraftPricing,
     own_match,
-    result_draft,
 )
 from weavehost.decode.continuation import Continuation
 from weavehost.decode.padding import NO_PLAN, DecodePlan
 from weavehost.decode.reply import Continued, ReplyWriter, Sampling
+from weavehost.decode.restated import KEY, OPENING, RESULT, result_draft
 from weavehost.engine import Engine
 from weavehost.engine.calibrate import CostTable
 from weavehost.engine.native import DEFAULT_KV_CACHE

@@ -66,29 +66,26 @@ Guarantees:
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from weavehost.decode.drafts import content_texts, earlier_suffix, longest_suffix_in, looped
-from weavehost.decode.padding import MAX_DRAFT_ROWS, DecodePlan, Foreseen
-from weavehost.decode.restated import restated_members
+from weavehost.decode.padding import MAX_DRAFT_CHARS, MAX_DRAFT_ROWS, DecodePlan, Foreseen
+from weavehost.decode.restated import KEY, OPENING, RESULT, restated_members, result_draft
 from weavehost.formats.base import ToolCall, message_calls
 
 __all__ = [
     "ACCEPT_PRIORS",
+    "BRANCH",
     "CONVERSATION",
-    "KEY",
     "LONG_MATCH",
     "MAX_MATCH",
     "MIN_MATCH",
     "MIN_OWN_MATCH",
-    "OPENING",
     "OWN",
     "REMEMBERED",
-    "RESULT",
     "START",
     "SYSTEM",
     "AnswerDrafts",
@@ -97,7 +94,6 @@ __all__ = [
     "DraftPricing",
     "conversation_texts",
     "own_match",
-    "result_draft",
 ]
 
 # The shortest suffix of the answer looked up: shorter ones ("the ", "s a") recur in any text,
@@ -112,8 +108,6 @@ MAX_MATCH = 128
 # both models' answers on the 51 shipped tasks: 2.67 -> 2.74 tokens a pass for Qwen2.5-Coder-
 # 0.5B, 3.64 -> 3.74 for SmolLM2-135M, the same time within 0.5%.
 MIN_OWN_MATCH = MIN_MATCH
-# Characters drafted at most: more than MAX_DRAFT_ROWS tokens of text.
-MAX_DRAFT_CHARS = 4 * MAX_DRAFT_ROWS
 # The bytes of a reply's end a look-up reads (AnswerDrafts.draft_at): its longest suffix looked
 # up, at up to 4 bytes a character.
 _TAIL = 4 * MAX_MATCH
@@ -125,22 +119,13 @@ _END = "\x00"
 # apart (DraftPricing).
 CONVERSATION, REMEMBERED, SYSTEM = "conversation", "remembered", "system"
 OWN, START = "own", "start"
-# Drafts read from an answer's structure (result_draft): a tool result from its start, at a
-# line's start after a line that introduces it; a value after the word a result keys it by; the
-# rest of a result whose beginning is all the answer has written so far.
-RESULT, KEY, OPENING = "result", "key", "opening"
+# The token a take-back would choose instead, read beside a call begun again, and the token its
+# logits choose after it, drafted where the reply reads it (decode.call_again): a first token
+# kept where that draft was sent and kept, not kept where the branch was never followed.
+BRANCH = "branch"
 # A match at least this long is drafted before what the answer's structure says: a shorter
 # one (", ", "the ") says little of which place the answer copies.
 LONG_MATCH = 8
-# A line that ends so introduces what follows ("Here is the weather:", "tool_response>").
-_INTRODUCES = (":", ">")
-# A word, a closing quote or emphasis, and a connective, at the end of what was written: the
-# word keys the value an answer writes next ("humidity is", "**Wind**:", "`units` =").
-_KEYED = re.compile(r"([^\W\d_][\w-]{2,})[`*\"']*\s*(?::|=|\bis\b|\bof\b|\bat\b)\s*$")
-# The characters of a reply's end searched for a key and its connective.
-_KEY_TAIL = 64
-# What separates a key from its value in a result ("wind 4.7", "units: metric", "\"a\": 1").
-_SEPARATOR = re.compile(r"[`*\"']*\s*[:=]?\s*")
 # A draft's kind: its source and the least length, in characters, of the matches of its kind
 # (under 8, 8-15, 16-31, 32 or more: a longer match says more of what follows).
 DraftKind = tuple[str, int]
@@ -191,13 +176,17 @@ ACCEPT_PRIORS: Mapping[DraftKind, tuple[tuple[float, float], tuple[float, float]
             # after 1 to 3 tokens, and one where a name tokenized otherwise than it does alone.
             # Set a little below.
             (OPENING, 0): ((2.0, 1.5), (4.0, 3.8)),
+            # Session 57's pass logs (Qwen2.5-Coder-0.5B, 51 shipped tasks): 64 of the 68 passes
+            # that read a call begun again were taken back there, and 67 of 67 branches' drafts
+            # sent were kept. Set a little below.
+            (BRANCH, 0): ((2.0, 1.7), (1.0, 1.0)),
         }
     )
 )
 # Each source's kinds, by least match length, ascending (DraftPricing.kind).
 _KINDS = {
     source: tuple(sorted(bound for kind, bound in ACCEPT_PRIORS if kind == source))
-    for source in (CONVERSATION, REMEMBERED, SYSTEM, OWN, START, RESULT, KEY, OPENING)
+    for source in (CONVERSATION, REMEMBERED, SYSTEM, OWN, START, RESULT, KEY, OPENING, BRANCH)
 }
 # How many rows answers DraftPricing keeps (by rates in hundredths and room) before it starts
 # again.
@@ -271,7 +260,12 @@ class AnswerDrafts:
         return self.match(written, max_chars=max_chars)[0]
 
     def tokens_after(
-        self, data: bytes, pricing: DraftPricing, room: int, tokenize: Callable[[str], list[int]]
+        self,
+        data: bytes,
+        pricing: DraftPricing,
+        room: int,
+        tokenize: Callable[[str], list[int]],
+        decided: Callable[[list[int]], int | None] | None = None,
     ) -> tuple[list[int], DraftKind, tuple[DraftKind, str] | None]:
         """The drafted tokens to read after a reply's bytes ``data``, their kind
         (:meth:`DraftPricing.kind`), and the best draft's kind and text where it is not sent:
@@ -279,7 +273,10 @@ class AnswerDrafts:
         ``pricing`` says pay, at most ``room`` (a draft no row pays for gives way to one that
         pays). None without a cost table (nothing is looked up) or where no row pays. The best
         draft unsent is checked against the tokens chosen instead
-        (:class:`~weavehost.decode.reply.Continuation`): a kind is measured, sent or not."""
+        (:class:`~weavehost.decode.continuation.Continuation`): a kind is measured, sent or not.
+        A call begun again (:data:`START`) is drafted to where the reply decides it where that
+        pays (``decided``: how many of a draft's tokens reach the decision, :meth:`DraftPricing.
+        reaching`)."""
         passed: tuple[DraftKind, str] | None = None
         if pricing.plan.table is None or room <= 0:
             return [], (CONVERSATION, 0), passed
@@ -289,6 +286,8 @@ class AnswerDrafts:
             if pricing.rows(room, kind) > 0:
                 draft = tokenize(text)
                 rows = pricing.rows(min(room, len(draft)), kind)
+                if rows > 0 and source == START and decided is not None:
+                    rows = pricing.reaching(kind, rows, decided(draft[: min(room, MAX_DRAFT_ROWS)]))
                 if rows > 0:
                     return draft[:rows], kind, passed
             passed = passed or (kind, text)
@@ -457,48 +456,6 @@ def _joined(texts: Sequence[str]) -> str:
     return "".join(text.replace(_END, "") + _END for text in texts if text)
 
 
-def result_draft(
-    written: str, results: Sequence[str], *, whole: bool = False, max_chars: int = MAX_DRAFT_CHARS
-) -> tuple[str, str]:
-    """What the structure of ``written`` says an answer writes next from the tool
-    ``results`` (oldest first), at most ``max_chars``, and its source; ``("", "")`` where it
-    says nothing. Where ``written`` is the ``whole`` answer so far and, past its leading
-    spaces, the beginning of a result: the rest of the most recent such result
-    (:data:`OPENING`). At a line's start after a line ending ``:`` or ``>``: the most recent
-    result from its start (:data:`RESULT`). After a word of three letters or more and a connective
-    (``:``, ``=``, ``is``, ``of``, ``at``): the text after that word, past its separator, to
-    the line's end, in the most recent result holding the word as a word, any case
-    (:data:`KEY`), with a space before it where ``written`` ends without one."""
-    if not results or max_chars <= 0:
-        return "", ""
-    opening = written.lstrip() if whole else ""
-    for result in reversed(results) if opening else ():
-        if result.startswith(opening) and len(result) > len(opening):
-            return result[len(opening) : len(opening) + max_chars], OPENING
-    if written.endswith("\n") and written.rstrip().endswith(_INTRODUCES):
-        return results[-1][:max_chars], RESULT
-    keyed = _KEYED.search(written[-_KEY_TAIL:])  # a search of the whole tail costs ~10x
-    if keyed is None:
-        return "", ""
-    key = keyed.group(1).lower()
-    lead = "" if written.endswith((" ", "\n")) else " "
-    for result in reversed(results):
-        lowered = result.lower()
-        at = lowered.rfind(key)
-        while at >= 0:
-            end = at + len(key)
-            a_word = (at == 0 or not lowered[at - 1].isalnum()) and not (
-                end < len(lowered) and lowered[end].isalnum()
-            )
-            if a_word:
-                value = result[_SEPARATOR.match(result, end).end() :]  # type: ignore[union-attr]
-                value = value.split("\n", 1)[0][: max_chars - len(lead)]
-                if value:
-                    return lead + value, KEY
-            at = lowered.rfind(key, 0, at)
-    return "", ""
-
-
 def own_match(written: str, *, max_chars: int = MAX_DRAFT_CHARS) -> tuple[str, int]:
     """The text that followed the longest suffix of ``written`` (at least
     :data:`MIN_OWN_MATCH` characters) at its most recent earlier occurrence in ``written``
@@ -576,6 +533,19 @@ class DraftPricing:
             accept = [key[0] / 100] + [key[1] / 100] * (room - 1)
             rows = self._rows[key] = self.plan.draft_length(1, accept)
         return rows
+
+    def reaching(self, kind: DraftKind, rows: int, reach: int | None) -> int:
+        """The tokens to draft of a call begun again (``kind``), whose first ``reach`` reach
+        where the reply decides it (a call, or text taken back; ``None``: not within the draft),
+        given the ``rows`` its rates pay for: ``reach`` where the rows it adds cost less than
+        the pass after, one row at least, that the decision saves where they are all kept (at
+        the kind's rates), else ``rows``."""
+        plan = self.plan
+        if reach is None or not rows < reach <= MAX_DRAFT_ROWS or plan.table is None:
+            return rows
+        first, later = self.rates(kind)
+        added = plan.pass_cost(1 + reach, 1 + reach) - plan.pass_cost(1 + rows, 1 + rows)
+        return reach if first * later ** (reach - 1) * plan.pass_cost(1, 1) > added else rows
 
     def count(self, kind: DraftKind, later: bool, accepted: bool) -> None:
         """One drafted token of ``kind`` reached (the first of its draft, or ``later``: every

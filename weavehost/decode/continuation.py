@@ -50,7 +50,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from weavehost.decode.answer_drafts import CONVERSATION, AnswerDrafts, DraftKind, DraftPricing
+from weavehost.decode.answer_drafts import (
+    CONVERSATION,
+    START,
+    AnswerDrafts,
+    DraftKind,
+    DraftPricing,
+)
+from weavehost.decode.call_again import BRANCH_KIND, Branch, branch_pays
 from weavehost.decode.call_text import CallText
 from weavehost.decode.choice import Margins, Sampling, choose_token
 from weavehost.decode.free_text import Continued, Stop, TextSink
@@ -147,6 +154,8 @@ class Continuation:
         self.chosen_from: list[np.ndarray | None] = []
         self.steps = 0  # tokens chosen so far (what the bound counts)
         self.margins: Margins | None = None  # each choice's top-two gap, where asked
+        # The token a take-back of a call begun again would choose instead, read beside it.
+        self.branch: Branch | None = None
         self.bound = 0
 
     def run(self, bound: int) -> Continued:
@@ -157,6 +166,7 @@ class Continuation:
             return self._run(bound)
         finally:
             self.drop_ahead()  # drafted tokens never chosen leave sequence 0
+            self.close_branch()
             self.send()
 
     def _run(self, bound: int) -> Continued:
@@ -212,19 +222,39 @@ class Continuation:
     def masked(self, logits: np.ndarray) -> np.ndarray:
         """``logits`` under every rule at this place: the bans, the word-start rule where a
         call was taken back, and the scripts the text may not use (judged after the text so
-        far, whose last character may be unfinished). The one place a mask is applied, drafted
-        or not."""
+        far, whose last character may be unfinished). Drafted or not, every choice's mask is
+        applied by :meth:`mask`."""
         place = len(self.tokens)
-        if place in self.banned or self.openers:
+        bans = self.banned.get(place, set()) | self.openers
+        return self.mask(logits, bans, place in self.words, self.data)
+
+    def mask(self, logits: np.ndarray, bans: set[int], word: bool, data: bytes) -> np.ndarray:
+        """``logits`` with ``bans`` banned, only a word's start where ``word`` (call text was
+        taken back there), and no script the text may not use after ``data``: the one place
+        a mask is applied."""
+        if bans:
             logits = logits.copy()
-            logits[list(self.banned.get(place, ()))] = -np.inf
-            logits[list(self.openers)] = -np.inf
-        if place in self.words:  # call text was taken back here: a word comes instead
+            logits[list(bans)] = -np.inf
+        if word:
             logits = np.where(self.writer.no_word_start, -np.inf, logits)
         if self.scripts is not None:  # no switch to a script the user and the tools did not use
-            banned = self.writer.scripts.banned(self.scripts, self.data)
+            banned = self.writer.scripts.banned(self.scripts, data)
             logits = np.where(banned, -np.inf, logits)
         return logits
+
+    def chosen_instead(self, place: int) -> int | None:
+        """The token the loop chooses at ``place`` once the token there is taken back
+        (:meth:`take_back`: it banned there, and everywhere if it is marks, and a word first),
+        greedy; ``None`` where that would end the text, or its logits are no longer kept."""
+        logits, token = self.chosen_from[place], self.tokens[place]
+        if logits is None:
+            return None
+        bans = self.banned.get(place, set()) | self.openers | {token}
+        masked = self.mask(logits, bans, True, self.data[: self.offsets[place]])
+        instead = int(masked.argmax())
+        if masked[instead] == -np.inf or self.engine.is_end_of_generation(instead):
+            return None
+        return instead
 
     def take(self, token: int) -> None:
         """``token`` written into the text (not read yet: a check may still take it back)."""
@@ -295,6 +325,8 @@ class Continuation:
         is read again."""
         self.drop_ahead()
         self.unsent = None  # its text followed text that is no longer there
+        if self.branch is not None and position < self.branch.position:
+            self.close_branch()  # the text the branch followed is no longer there
         engine, held = self.engine, self.held
         if position < engine.seq_len(0):
             del held[position:]
@@ -323,7 +355,8 @@ class Continuation:
                 return
             self.drop_ahead()
         self.send()  # before a pass: what the tokens kept since the last one showed
-        draft = self.draft_after(pricing) if pricing is not None else []
+        guess = self.branch_guess(token)
+        draft = self.draft_after(pricing, guess) if pricing is not None else []
         draft = draft or (self.repeat_draft() if judging else [])
         self.ahead_later = False
         if not draft:
@@ -332,12 +365,51 @@ class Continuation:
             return
         rows = [Row(token, (0,), logits=True)]
         rows += [Row(t, (0,), logits=True, draft=True) for t in draft]
+        if pricing is not None and self.ahead_kind is not None and self.ahead_kind[0] == START:
+            self.open_branch(pricing, len(rows))
+        branch = self.branch if self.branch is not None and self.branch.logits is None else None
+        if branch is not None:  # opened for this pass: its row last, its cell gone after it
+            rows.append(branch.row())
         # Padding rows go on the engine's last sequence: never sequence 0 itself.
         shape = pricing.plan.shape_for if pricing and self.engine.n_seq_max > 1 else None
-        out = run_shaped(self.engine, rows, shape)
+        try:
+            out = run_shaped(self.engine, rows, shape)
+        finally:
+            if branch is not None:
+                Branch.close(self.engine)
         self.held.append(token)
+        if branch is not None:
+            branch.logits = out.pop()
         self.logits = out[0]
         self.ahead = list(zip(draft, out[1:], strict=True))
+
+    def open_branch(self, pricing: DraftPricing, rows: int) -> None:
+        """Where the token read now begins a call made again (a :data:`START` draft after
+        it) and a branch's row pays in its pass of ``rows`` rows: a branch for the token a
+        take-back there would choose instead (:mod:`weavehost.decode.call_again`)."""
+        self.close_branch()
+        place = len(self.tokens) - 1
+        if branch_pays(pricing, rows) and (instead := self.chosen_instead(place)) is not None:
+            self.branch = Branch.open(self.engine, place, instead)
+
+    def close_branch(self) -> None:
+        """The branch, never followed, forgotten (counted so: its guess was not kept)."""
+        if self.branch is not None:
+            if self.branch.logits is not None:
+                self.writer.pricing.count(BRANCH_KIND, False, False)
+            self.branch = None
+
+    def branch_guess(self, token: int) -> int | None:
+        """Where ``token``, read now, is the one a branch read at this place (the call begun
+        again taken back there, the text before it as it was): the token its logits choose
+        next under this place's masks, drafted first (verified as any draft); else ``None``."""
+        branch, place = self.branch, len(self.tokens) - 1
+        if branch is None or not branch.follows(place, token, self.engine.seq_len(0)):
+            return None
+        self.branch = None
+        assert branch.logits is not None
+        guess = int(self.masked(branch.logits).argmax())
+        return None if self.engine.is_end_of_generation(guess) else guess
 
     def count_draft(self, token: int) -> None:
         """A drafted token ahead was reached by this choice: kept if ``token`` is it. Counted at
@@ -355,9 +427,10 @@ class Continuation:
             self.writer.pricing.count(kind, later, kept)
             self.unsent = (kind, left[1:], True) if kept and len(left) > 1 else None
 
-    def draft_after(self, pricing: DraftPricing) -> list[int]:
+    def draft_after(self, pricing: DraftPricing, guess: int | None = None) -> list[int]:
         """The drafted tokens to read after the text so far (its last token being read now),
-        within the bound and the context (:meth:`AnswerDrafts.tokens_after`)."""
+        within the bound and the context (:meth:`AnswerDrafts.tokens_after`); after a branch's
+        ``guess`` (:meth:`branch_guess`), first, where one is given (a draft of its kind)."""
         assert self.drafts is not None
         engine = self.engine
         room = min(
@@ -365,7 +438,14 @@ class Continuation:
             engine.n_ctx - engine.seq_len(0) - 1,
             engine.n_batch - 1,
         )
-        draft, kind, passed = self.drafts.tokens_after(self.data, pricing, room, engine.tokenize)
+        if guess is not None and room > 0:
+            data, room = self.data + engine.token_bytes(guess), room - 1
+            draft, _, _ = self.drafts.tokens_after(data, pricing, room, engine.tokenize)
+            self.ahead_kind, self.unsent = BRANCH_KIND, None
+            return self.until_decided([guess, *draft])
+        draft, kind, passed = self.drafts.tokens_after(
+            self.data, pricing, room, engine.tokenize, self.decided_at
+        )
         self.ahead_kind = kind
         if draft and passed is None:
             self.unsent = None  # the best draft, sent, is counted as it is reached instead
@@ -392,15 +472,21 @@ class Continuation:
         that completes a stop sequence, a trigger (a call begins, or JSON that can name only
         refused tools is taken back) or call text. Rows past it are only cost (the loop drops
         what is ahead there unread): the text is the same."""
+        decided = self.decided_at(draft)
+        return draft if decided is None else draft[:decided]
+
+    def decided_at(self, draft: list[int]) -> int | None:
+        """How many tokens of ``draft`` reach the one with which the loop would stop writing
+        on (:meth:`until_decided`), if chosen; ``None`` where none of them is such a token."""
         data, skip = self.data, self.skip
         for place, token in enumerate(draft):
             data += self.engine.token_bytes(token)
             if any(stop in data for stop in self.stops):
-                return draft[: place + 1]
+                return place + 1
             at, trigger, skip = self.namings.scan(data, self.writer.triggers, skip)
             if trigger is not None or (self.call_text and self.call_text.begins_in(data)):
-                return draft[: place + 1]
-        return draft
+                return place + 1
+        return None
 
     def drop_ahead(self) -> None:
         """The drafted tokens ahead (not chosen) out of sequence 0, which then ends with the

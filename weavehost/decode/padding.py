@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_ACCEPT",
     "DRAFT_MARGIN",
+    "MAX_DRAFT_CHARS",
     "MAX_DRAFT_ROWS",
     "NO_PLAN",
     "PADDING_MARGIN",
@@ -66,6 +67,8 @@ PARALLEL_MARGIN = 0.05
 DEFAULT_ACCEPT = 0.5
 # The most draft rows added to one pass.
 MAX_DRAFT_ROWS = 32
+# The most characters of text a draft is looked up for: more than MAX_DRAFT_ROWS tokens.
+MAX_DRAFT_CHARS = 4 * MAX_DRAFT_ROWS
 # draft_rows takes the shortest draft within this share of the best expected rate: a longer
 # one would chase noise in the table (and modelled gains of p**13 tokens).
 DRAFT_MARGIN = 0.02
@@ -170,8 +173,9 @@ class DecodePlan:
         self._shapes[key] = shape
         return shape
 
-    def _shaped_cost(self, rows: int, outputs: int) -> float:
-        """Seconds of a pass of ``rows`` rows, ``outputs`` of them asking, once shaped."""
+    def pass_cost(self, rows: int, outputs: int) -> float:
+        """Seconds of a pass of ``rows`` rows, ``outputs`` of them asking, once shaped (0.0
+        without a table)."""
         return self._shape(rows, outputs)[2]
 
     def parallel_pays(self, n_values: int) -> bool:
@@ -201,10 +205,10 @@ class DecodePlan:
         if table is None or n < 2:
             return n >= 2
         # Write-back reads every value token with logits (each is verified there).
-        write_back = self._shaped_cost(
+        write_back = self.pass_cost(
             n * (VALUE_TOKENS + WRITE_BACK_EXTRA_TOKENS), n * VALUE_TOKENS + 1
         )
-        side_by_side = VALUE_TOKENS * self._shaped_cost(n, n) + write_back
+        side_by_side = VALUE_TOKENS * self.pass_cost(n, n) + write_back
         serial = n * VALUE_TOKENS * self._token_cost(DEFAULT_ACCEPT)
         return side_by_side < serial * (1 - PARALLEL_MARGIN)
 
@@ -217,7 +221,7 @@ class DecodePlan:
         ones that keep ``gains[d]`` tokens in expectation: what a drafted token kept now saves
         a later pass. Each of its rows asks for logits (the next token's, or to verify the
         next drafted one)."""
-        return min(self._shaped_cost(1 + d, 1 + d) / (1 + g) for d, g in enumerate(gains))
+        return min(self.pass_cost(1 + d, 1 + d) / (1 + g) for d, g in enumerate(gains))
 
     def draft_rows(self, base_rows: int, accept_p: float = DEFAULT_ACCEPT) -> int:
         """How many draft rows to add to a pass of ``base_rows`` rows (0..``MAX_DRAFT_ROWS``),
@@ -272,13 +276,13 @@ class DecodePlan:
         worth = self._worth(gains)
         base = max(1, base_rows)
         # The base rows need logits only on the last one; each drafted row needs them.
-        net = [self._shaped_cost(base + d, 1 + d) - worth * g for d, g in enumerate(gains)]
-        good_enough = min(net) + DRAFT_MARGIN * self._shaped_cost(base, 1)
+        net = [self.pass_cost(base + d, 1 + d) - worth * g for d, g in enumerate(gains)]
+        good_enough = min(net) + DRAFT_MARGIN * self.pass_cost(base, 1)
         drafts = next(d for d, value in enumerate(net) if value <= good_enough)
         # Rows the padded pass holds anyway are filled with the draft's next tokens.
         width = self.shape_for(base + drafts, 1 + drafts)[0]
         filled = min(len(accept), width - base)
-        if filled > drafts and self._shaped_cost(base + filled, 1 + filled) <= self._shaped_cost(
+        if filled > drafts and self.pass_cost(base + filled, 1 + filled) <= self.pass_cost(
             base + drafts, 1 + drafts
         ):
             return filled
@@ -304,7 +308,7 @@ class DecodePlan:
         for at in range(n - 1, -1, -1):
             reach = range(min(kept[at], n - 1 - at, MAX_DRAFT_ROWS) + 1)
             best[at] = min(
-                (self._shaped_cost(1 + k, 1 + k) + best[at + 1 + k][0], best[at + 1 + k][1] + 1)
+                (self.pass_cost(1 + k, 1 + k) + best[at + 1 + k][0], best[at + 1 + k][1] + 1)
                 for k in reach
             )
             fewest[at] = 1 + min(fewest[at + 1 + k] for k in reach)
@@ -313,7 +317,7 @@ class DecodePlan:
             passes=best[0][1],
             seconds=best[0][0],
             fewest_passes=fewest[0],
-            one_row_seconds=n * self._shaped_cost(1, 1),
+            one_row_seconds=n * self.pass_cost(1, 1),
         )
 
 
