@@ -6,11 +6,15 @@ test_agent_triggers)."""
 
 from __future__ import annotations
 
-from tests.test_decode_answer_drafts import CHEAP_ROWS, DEAR_ROWS
-from weavehost.decode.answer_drafts import START, DraftPricing
+from functools import partial
+
+from tests.test_decode_answer_drafts import CHEAP_ROWS, DEAR_ROWS, WEATHER
+from weavehost.decode.answer_drafts import START, AnswerDrafts, DraftPricing
 from weavehost.decode.call_again import BRANCH_KIND, branch_pays
 from weavehost.decode.padding import NO_PLAN, DecodePlan
 from weavehost.engine.calibrate import CostTable
+from weavehost.formats.base import call_texts
+from weavehost.formats.qwen import QWEN
 
 # Qwen2.5-Coder-0.5B's calibration on the 2-core Xeon, rounded: a row past four costs about a
 # fifth of a one-row pass.
@@ -49,3 +53,21 @@ def test_a_call_begun_again_is_drafted_to_where_it_is_decided_where_that_costs_l
     assert pricing.reaching(start, 3, None) == 3  # not decided within the draft
     assert pricing.reaching(start, 5, 4) == 5  # decided within the rows it pays for anyway
     assert DraftPricing(NO_PLAN).reaching(start, 3, 4) == 3
+
+
+def test_the_draft_of_a_call_begun_again_runs_to_where_the_reply_decides_it_where_that_pays() -> (
+    None
+):
+    # One character a token: the call made's rest after `{"`, priced alone to a few rows.
+    drafts = AnswerDrafts.from_messages(WEATHER, render_calls=partial(call_texts, QWEN))
+    pricing = DraftPricing(XEON)
+    priced, kind, _ = drafts.tokens_after(b'{"', pricing, 64, list)
+    assert kind[0] == START and 0 < len(priced) < 12
+
+    def decided_at(at: int):
+        return lambda _draft: at
+
+    reaching, _, _ = drafts.tokens_after(b'{"', pricing, 64, list, decided_at(len(priced) + 1))
+    assert "".join(reaching) == 'name": "get_current_weather"'[: len(priced) + 1]
+    far, _, _ = drafts.tokens_after(b'{"', pricing, 64, list, decided_at(30))
+    assert far == priced  # 30 rows cost more than the pass they would save
