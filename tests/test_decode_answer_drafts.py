@@ -247,6 +247,19 @@ def test_an_answer_s_own_earlier_text_drafts_what_followed_its_suffix_there_goin
     assert pricing.rows(32, own) == 0 and pricing.rows(32, conversation) > 1
 
 
+def test_a_numbered_list_s_next_number_drafts_the_frame_of_the_item_before() -> None:
+    # Qwen2.5-Coder-0.5B's lists: "2" and "2." were read a pass each, the frame undrafted.
+    listed = "Here it is:\n\n1. **Function Name**: `make_phone_call`\n"
+    assert own_match(listed + "2") == (". **Function Name**: `make_phone_call`", 1)
+    assert own_match(listed + "2.") == (" **Function Name**: `make_phone_call`", 2)
+    indented = "Forecast:\n  1. day 1: rain\n  2. day 2: fog\n  3"
+    assert own_match(indented) == (". day 2: fog", 3)
+    # Only the item before, as a number of its own: not "15", a phone number, nor item 1.
+    assert own_match("Call:\n15. a\n2")[0] == ""
+    assert own_match("Call 1357890123\n1357890123\n2") == ("", 0)
+    assert own_match("Steps:\n1") == ("", 0)
+
+
 PARIS = "Paris: partly cloudy, -2.9 C, humidity 53%, wind 20.8 km/h"
 
 

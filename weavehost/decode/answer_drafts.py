@@ -66,6 +66,7 @@ Guarantees:
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -108,6 +109,8 @@ MAX_MATCH = 128
 # both models' answers on the 51 shipped tasks: 2.67 -> 2.74 tokens a pass for Qwen2.5-Coder-
 # 0.5B, 3.64 -> 3.74 for SmolLM2-135M, the same time within 0.5%.
 MIN_OWN_MATCH = MIN_MATCH
+# A line that is a numbered list's item number so far: its indent, the number, its dot.
+_ITEM_NUMBER = re.compile(r"([ \t]*)(\d{1,3})(\.?)")
 # The bytes of a reply's end a look-up reads (AnswerDrafts.draft_at): its longest suffix looked
 # up, at up to 4 bytes a character.
 _TAIL = 4 * MAX_MATCH
@@ -460,12 +463,26 @@ def own_match(written: str, *, max_chars: int = MAX_DRAFT_CHARS) -> tuple[str, i
     """The text that followed the longest suffix of ``written`` (at least
     :data:`MIN_OWN_MATCH` characters) at its most recent earlier occurrence in ``written``
     itself, going round again from there past ``written``'s end, ``max_chars`` of it, and the
-    suffix's length; ``("", 0)`` where it does not occur before."""
+    suffix's length. Where none occurs before and the last line is a numbered list's next
+    number so far ("2", "  3."): the rest of the line of the item before it, after its number
+    (a list repeats its frame: ``. **``, ``. day``), and the line's length. ``("", 0)``
+    otherwise."""
     found = earlier_suffix(written, MIN_OWN_MATCH, MAX_MATCH) if max_chars > 0 else None
-    if found is None:
+    if found is not None:
+        length, at = found
+        return looped(written, at, max_chars), length
+    line = written[written.rfind("\n") + 1 :]
+    item = _ITEM_NUMBER.fullmatch(line)
+    if item is None or max_chars <= 0 or int(item[2]) < 2:
         return "", 0
-    length, at = found
-    return looped(written, at, max_chars), length
+    before = f"\n{item[1]}{int(item[2]) - 1}{item[3]}"
+    at = written.rfind(before, 0, len(written) - len(line))
+    while at >= 0 and written[at + len(before) : at + len(before) + 1].isdigit():
+        at = written.rfind(before, 0, at)  # "\n1" begins "\n15": not the item before
+    if at < 0:
+        return "", 0
+    start = at + len(before)
+    return written[start : written.find("\n", start)][:max_chars], len(line)
 
 
 def conversation_texts(messages: Sequence[Mapping[str, Any]]) -> list[str]:
