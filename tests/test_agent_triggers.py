@@ -230,6 +230,34 @@ def test_the_token_chosen_where_a_call_begun_again_is_taken_back_was_read_beside
     assert branched.passes < unbranched.passes < plain.passes
 
 
+def test_where_the_cache_has_no_cell_to_spare_no_branch_is_read_and_the_answer_is_the_same(
+    qwen_gguf: Path, monkeypatch: pytest.MonkeyPatch
+):
+    guesses: list[list[int]] = []
+    guess = Continuation.branch_guess
+
+    def recorded(self: Continuation, token: int) -> int | None:
+        guessed = guess(self, token)
+        guesses[-1].extend([] if guessed is None else [guessed])
+        return guessed
+
+    monkeypatch.setattr(Continuation, "branch_guess", recorded)
+    replies = []
+    with open_calibrated(qwen_gguf, n_threads=2, n_ctx=2048, plan=CHEAP_ROWS) as opened:
+        for full in (False, True):
+            if full:  # every cell in use but a few: fewer than the branch's pass needs
+                monkeypatch.setattr(Engine, "kv_cells", property(lambda engine: engine.n_ctx - 4))
+            guesses.append([])
+            strategy = get_strategy("weave", opened.state)
+            model = EngineModel(opened.engine, FORMATS["qwen"], strategy, answer_drafts=True)
+            model.sync(PARIS_ANSWERED, [CURRENT_WEATHER])
+            refused = ("get_current_weather",)
+            replies.append(model.free_decode(lambda _text: None, 120, True, refused=refused))
+    (roomy, full), (read, unread) = replies, guesses
+    assert full.token_ids == roomy.token_ids and "-2.9 C" in full.text
+    assert read and not unread
+
+
 def test_a_mark_that_began_call_text_taken_back_is_not_written_again_in_the_same_answer(
     qwen_model: EngineModel, monkeypatch: pytest.MonkeyPatch
 ):

@@ -385,12 +385,16 @@ class Continuation:
 
     def open_branch(self, pricing: DraftPricing, rows: int) -> None:
         """Where the token read now begins a call made again (a :data:`START` draft after
-        it) and a branch's row pays in its pass of ``rows`` rows: a branch for the token a
-        take-back there would choose instead (:mod:`weavehost.decode.call_again`)."""
+        it) and a branch's row pays in its pass of ``rows`` rows and fits in the cache: a
+        branch for the token a take-back there would choose instead
+        (:mod:`weavehost.decode.call_again`)."""
         self.close_branch()
-        place = len(self.tokens) - 1
-        if branch_pays(pricing, rows) and (instead := self.chosen_instead(place)) is not None:
-            self.branch = Branch.open(self.engine, place, instead)
+        place, engine = len(self.tokens) - 1, self.engine
+        width = pricing.plan.shape_for(rows + 1, rows + 1)[0]  # its pass, padding rows too
+        if not branch_pays(pricing, rows) or engine.kv_cells + width > engine.n_ctx:
+            return  # no row pays, or the cache has no cell for it
+        if (instead := self.chosen_instead(place)) is not None:
+            self.branch = Branch.open(engine, place, instead)
 
     def close_branch(self) -> None:
         """The branch, never followed, forgotten (counted so: its guess was not kept)."""
