@@ -52,7 +52,9 @@ Guarantees:
   ("The city has a beautiful skyline … The city has a beautiful music scene"), and a list
   repeats its own frame ("2. **Humidity in Oslo**: … 3. **Wind in Oslo**"). Past the text's
   end such a draft goes round again (:func:`~weavehost.decode.drafts.looped`): a loop
-  ("os.path.join(os.path.join(") is drafted a pass full, not one period a pass.
+  ("os.path.join(os.path.join(") is drafted a pass full, not one period a pass. Where no
+  suffix occurs before and the last line is a numbered list's next number so far ("2"), the
+  rest of the line of the item before it is drafted: a list repeats its frame.
 * :class:`DraftPricing` belongs to one opened model: its acceptance counts are that model's,
   kept by the length of the match a draft came from and apart for a draft's first token and the
   tokens after it, from every draft looked up, sent or not: a draft no row paid for is checked
