@@ -15,20 +15,22 @@ the start: the most likely token there under the masks the take-back adds
 pass, last, on a sequence of its own that shares the text before it (no cell is computed
 again), emptied right after. Where the take-back comes and the reply reads that token, the
 token the branch's logits choose after it is drafted first (:meth:`Continuation.branch_guess
-<weavehost.decode.continuation.Continuation.branch_guess>`): the pass that reads the token also
-reads the next, which one pass a token would have read apart.
+<weavehost.decode.continuation.Continuation.branch_guess>`): the pass that reads that token
+also verifies the next, which otherwise took a pass of its own.
 
 Guarantees:
 
-* **Lossless, to the bit.** The branch only drafts, and a draft is kept where it is the choice.
-  The text's own cells are where undrafted text's are: the branch's row is the pass's last
-  (after the text's rows) and its sequence is emptied after that pass, before any other. So
-  the logits of every token, kept or not, equal undrafted decoding's bit for bit (a branch
-  whose cell stayed and was taken over moved the text's later cells, and Qwen's logits by up to
-  0.26 where it did; one near-tie answer then differed).
+* **Lossless, as drafts are.** The branch only drafts, and a draft is kept where it is the
+  choice. The text's own cells are where undrafted text's are: the branch's row is the pass's
+  last (after the text's rows) and its sequence is emptied after that pass, before any other.
+  So the text's logits are what drafted rows' are, with the default cache bit for bit those of
+  undrafted decoding (``docs/decoder.md``, "Lossless by construction"). A branch whose cell
+  stayed and was taken over moved the text's later cells, and Qwen's logits by up to 0.26;
+  one near-tie answer then differed.
 * **Followed only where it holds**: for the token it read, at its place, with sequence 0 cut
   back to exactly where the branch began and nothing before that rolled back since
-  (:meth:`Branch.follows`).
+  (:meth:`Branch.follows`). Opened only on an empty sequence that is not the padding rows'
+  (the last), and where its pass fits in the cache.
 * **Priced** (:func:`branch_pays`): its row is added only where the rate at which branches'
   drafts were kept (:data:`~weavehost.decode.answer_drafts.BRANCH`, measured with the drafts'
   rates) times a one-row pass's cost exceeds what the row adds to the pass.
