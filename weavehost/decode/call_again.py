@@ -25,8 +25,8 @@ Guarantees:
   last (after the text's rows) and its sequence is emptied after that pass, before any other.
   So the text's logits are what drafted rows' are, with the default cache bit for bit those of
   undrafted decoding (``docs/decoder.md``, "Lossless by construction"). A branch whose cell
-  stayed and was taken over moved the text's later cells, and Qwen's logits by up to 0.26;
-  one near-tie answer then differed.
+  stayed and was taken over moved Qwen's logits by up to 0.26 (we believe because the text's
+  later cells then sat one slot over); one near-tie answer then differed.
 * **Followed only where it holds**: for the token it read, at its place, with sequence 0 cut
   back to exactly where the branch began and nothing before that rolled back since
   (:meth:`Branch.follows`). Opened only on an empty sequence that is not the padding rows'
