@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -35,6 +36,8 @@ from weavehost.engine.calibrate import (
     DEFAULT_OUTPUTS,
     DEFAULT_ROWS,
     EXACT_ATTENTION_MARGIN,
+    HELD_ROWS,
+    HELD_TOKENS,
     SHAPE_RETRIES,
     AttentionProbe,
     Calibration,
@@ -224,6 +227,69 @@ def test_output_costs_are_stored_and_read_back_with_the_table(tmp_path):
     assert again.output_s == pytest.approx(OUTPUTS.output_s)
     assert again.output_rows == 32
     assert again.cost(16, 5) == pytest.approx(OUTPUTS.cost(16, 5))
+
+
+# Measured after 50 held tokens, and again after 1,050: every row reads 1,000 tokens more, and
+# a wide pass's rows read them slower than a one-row pass does (as on the Xeon, session 58).
+HELD = CostTable(
+    {1: 0.010, 2: 0.012, 4: 0.016, 8: 0.024, 16: 0.040, 32: 0.072},
+    0.002,
+    held_s={1: 0.011, 2: 0.014, 4: 0.020, 8: 0.032, 16: 0.056, 32: 0.104},
+    held_tokens=1050,
+    base_tokens=50,
+)
+
+
+def test_a_pass_after_more_held_tokens_costs_what_each_held_token_added_to_its_rows():
+    ms = 1e-3
+    # At 1,050 held tokens: what was measured there.
+    assert HELD.at_held(1050).pass_s == pytest.approx(dict(HELD.held_s))
+    # Half as many more tokens, half as much more; between measured rows, the line.
+    assert HELD.held_extra(4, 550) == pytest.approx(2 * ms)
+    assert HELD.held_extra(3, 1050) == pytest.approx(3 * ms)
+    assert HELD.at_held(2050).pass_cost(6) == pytest.approx(HELD.pass_cost(6) + 12 * ms)
+    # Beyond the widest held pass, in proportion to the rows: each reads every held token.
+    assert HELD.held_extra(64, 1050) == pytest.approx(64 * ms)
+    # No more tokens than the table's own: the table itself.
+    assert HELD.held_extra(4, 50) == 0.0 and HELD.at_held(40) is HELD
+    assert not HELD.at_held(1050).knows_held  # a table for one length
+
+
+def test_a_held_pass_measured_cheaper_than_the_table_s_adds_nothing_and_no_held_costs_add_nothing():
+    noisy = CostTable(
+        {1: 0.010, 2: 0.012}, 0.002, held_s={1: 0.009, 2: 0.013}, held_tokens=1050, base_tokens=50
+    )
+    assert noisy.held_extra(1, 2050) == 0.0
+    assert noisy.held_extra(2, 2050) == pytest.approx(0.002)
+    assert LINEAR.at_held(4000) is LINEAR and LINEAR.held_extra(8, 4000) == 0.0
+
+
+def test_held_costs_are_stored_and_read_back_with_the_table_and_a_bad_one_is_a_config_error(
+    tmp_path,
+):
+    path = tmp_path / "costs.json"
+    record = table_record(HELD)
+    path.write_text(json.dumps(record))
+    again = load_cost_table(path)
+    assert (again.held_tokens, again.base_tokens) == (1050, 50)
+    assert again.at_held(2000).pass_s == pytest.approx(dict(HELD.at_held(2000).pass_s))
+    for bad, message in [
+        ({"held_pass_ms": [1]}, '"held_pass_ms" must be an object'),
+        ({"held_tokens": 20}, "more held tokens (20) than the table's own (50)"),
+        ({"held_pass_ms": {"2": 14.0}}, "costs after held tokens need a one-row pass"),
+        ({"base_tokens": -1}, '"base_tokens" must be a whole number of tokens'),
+    ]:
+        path.write_text(json.dumps({**record, **bad}))
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            load_cost_table(path)
+
+
+def test_a_plan_for_a_long_conversation_drafts_fewer_rows_where_its_rows_read_more_tokens():
+    short, long = DecodePlan.from_table(HELD), DecodePlan.from_table(HELD.at_held(3050))
+    rows = [(short.draft_rows(1, p), long.draft_rows(1, p)) for p in (0.5, 0.6, 0.7, 0.8, 0.9)]
+    assert all(at_long <= at_short for at_short, at_long in rows)
+    assert any(at_long < at_short for at_short, at_long in rows)
+    assert long.pass_cost(4, 4) > short.pass_cost(4, 4)
 
 
 def test_recost_sums_a_histogram_of_passes_by_rows():
@@ -744,6 +810,9 @@ def test_measuring_smollm2_gives_a_positive_cost_for_every_row_count_up_to_32(fr
     assert set(calibration.prefill_chunk_s) == {16, 32}
     assert table.prefill_token_s == min(calibration.prefill_chunk_s.values()) > 0
     assert (table.machine, calibration.threads) == ("test", engine.n_threads)
+    # The same passes after 1,024 held tokens: 32 rows that read them all cost more.
+    assert (sorted(table.held_s), table.held_tokens) == (list(HELD_ROWS), HELD_TOKENS)
+    assert table.held_s[32] > table.pass_s[32]
     assert all(engine.seq_len(seq) == 0 for seq in range(engine.n_seq_max))
     assert engine.kv_span(0) == (-1, -1)
 
@@ -770,21 +839,22 @@ class TimedEngine:
 
     def __init__(self, clock: FakeClock, cost) -> None:
         self.clock, self.cost, self.passes = clock, cost, []
+        self.held = 0  # tokens sequence 0 holds before the pass
 
     def tokenize(self, text, special=False):
         return list(range(len(text.split())))
 
     def clear(self):
-        pass
+        self.held = 0
 
     def prefill(self, seq, tokens, logits_last=True):
-        pass
+        self.held += len(tokens)
 
     def fork(self, src, dst):
         pass
 
     def drop(self, seq, from_pos=0):
-        pass
+        self.held = min(self.held, from_pos)
 
     def run_pass(self, batch):
         shape = (len(batch), sum(row.logits for row in batch), batch[0].forced)
@@ -805,7 +875,7 @@ def _timed_engine(monkeypatch, cost=_steady) -> TimedEngine:
     return TimedEngine(clock, cost)
 
 
-SMALL = {"prefill_chunks": (16,), "output_rows": 8, "outputs": (1, 4)}
+SMALL = {"prefill_chunks": (16,), "output_rows": 8, "outputs": (1, 4), "held_tokens": 0}
 
 
 def test_every_width_is_timed_once_per_round_in_a_shuffled_order_not_one_width_after_another(
@@ -829,11 +899,48 @@ def test_a_drift_during_the_run_lands_on_every_width_alike(monkeypatch):
 
     engine = _timed_engine(monkeypatch, drifting)
     table = measure_pass_costs(
-        engine, rows=range(1, 9), repeats=9, prefill_chunks=(1,), output_rows=0
+        engine, rows=range(1, 9), repeats=9, prefill_chunks=(1,), output_rows=0, held_tokens=0
     ).table
     for n in range(2, 9):
         true = (10 + 4 * n) / 14  # × a one-row pass
         assert table.pass_s[n] / table.pass_s[1] == pytest.approx(true, rel=0.08)
+
+
+def test_the_same_passes_are_timed_again_after_many_held_tokens_in_rounds_of_their_own(
+    monkeypatch,
+):
+    engine: TimedEngine
+
+    def reading(rows, outputs, forced, index):  # each row reads each held token in 1 us
+        return _steady(rows, outputs, forced, index) + (0 if forced else rows * engine.held * 1e-6)
+
+    engine = _timed_engine(monkeypatch, reading)
+    rows = (1, 2, 4, 8)
+    calibration = measure_pass_costs(engine, rows=rows, repeats=3, held_tokens=512, **{
+        key: value for key, value in SMALL.items() if key != "held_tokens"
+    })  # fmt: skip
+    table, base = calibration.table, len(engine.tokenize(calibrate_module._PROMPT))
+    assert (table.held_tokens, table.base_tokens) == (512, base)
+    assert set(table.held_s) == set(rows)  # of HELD_ROWS, those measured
+    for n in rows:
+        assert table.pass_s[n] == pytest.approx(_steady(n, n, False, 0) + n * base * 1e-6)
+        assert table.held_s[n] == pytest.approx(_steady(n, n, False, 0) + n * 512 * 1e-6)
+        assert table.at_held(2000).pass_s[n] == pytest.approx(
+            _steady(n, n, False, 0) + n * 2000 * 1e-6
+        )
+    held_passes = engine.passes[-len(rows) * 4 :]  # after the others: a warm-up and 3 rounds
+    assert sorted(held_passes) == sorted([(n, n, False) for n in rows] * 4)
+    assert calibration.record()["held_pass_ms"]["8"] == pytest.approx(table.held_s[8] * 1e3)
+
+
+def test_no_held_passes_are_timed_where_the_context_has_no_room_for_them(monkeypatch):
+    engine = _timed_engine(monkeypatch)
+    engine.n_ctx = 1024
+    calibration = measure_pass_costs(engine, rows=(1, 2), repeats=1, held_tokens=1024, **{
+        key: value for key, value in SMALL.items() if key != "held_tokens"
+    })  # fmt: skip
+    assert not calibration.table.knows_held
+    assert "held_pass_ms" not in calibration.record()
 
 
 def test_shape_faults_allow_what_row_tiles_allow_and_nothing_more():
@@ -865,7 +972,7 @@ def test_a_table_that_fails_the_shape_check_has_its_widths_timed_again_until_it_
     first = (len(WIDTHS) + 1) * 6  # a warm-up round, 5 timed rounds: 5 widths and a prefill
     engine = _timed_engine(monkeypatch, _disturbed_at_12(until=first))
     calibration = measure_pass_costs(
-        engine, rows=WIDTHS, repeats=5, prefill_chunks=(1,), output_rows=0
+        engine, rows=WIDTHS, repeats=5, prefill_chunks=(1,), output_rows=0, held_tokens=0
     )
     table = calibration.table
     assert calibration.remeasured == ("rows 12",)  # the dearer of the two
@@ -878,7 +985,7 @@ def test_a_table_that_fails_the_shape_check_has_its_widths_timed_again_until_it_
 def test_a_table_that_still_fails_the_shape_check_says_so_with_the_calibration(monkeypatch):
     engine = _timed_engine(monkeypatch, _disturbed_at_12(until=10**9))
     calibration = measure_pass_costs(
-        engine, rows=WIDTHS, repeats=5, prefill_chunks=(1,), output_rows=0
+        engine, rows=WIDTHS, repeats=5, prefill_chunks=(1,), output_rows=0, held_tokens=0
     )
     assert calibration.shape_faults == (
         "rows 16 cost 74.0 ms, less than rows 12 (87.0 ms) by more than 10%",

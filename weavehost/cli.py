@@ -334,6 +334,9 @@ def _print_calibration(calibration: Any, plan: Any, path: Path) -> None:
         f"{c} tokens {s * 1e3:.3f} ms" for c, s in calibration.prefill_chunk_s.items()
     )
     click.echo(f"prefill per token: {chunks}")
+    if table.knows_held:
+        costs = ", ".join(f"{n} {c * 1e3:.1f}" for n, c in table.held_s.items())
+        click.echo(f"a pass by rows after {table.held_tokens} held tokens (ms): {costs}")
     padding = ", ".join(f"{n}→{w}" for n, w in sorted(plan.widths.items())) or "none"
     click.echo(f"padding: {padding}")
     if table.has_outputs:

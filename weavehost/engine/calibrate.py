@@ -69,6 +69,8 @@ __all__ = [
     "DEFAULT_ROWS",
     "OUTPUT_ROWS",
     "EXACT_ATTENTION_MARGIN",
+    "HELD_ROWS",
+    "HELD_TOKENS",
     "PROBE_HELD_TOKENS",
     "PROBE_PREFILL_TOKENS",
     "PROBE_ROUNDS",
@@ -104,6 +106,13 @@ DEFAULT_ROWS = (*range(1, 17), 20, 24, 32)
 # (the outputs' cost), the same counts as the rows so that both are read at the same points.
 OUTPUT_ROWS = 32
 DEFAULT_OUTPUTS = DEFAULT_ROWS
+# Held tokens before the passes timed again (HELD_ROWS of them): an agent's prompt (its system
+# text and tools) holds hundreds to thousands of tokens, and every row of a pass reads them all.
+# On the 2-vCPU Xeon (session 58, all rows asking), after 1,200 held tokens instead of about 50,
+# Qwen2.5-Coder-0.5B's 4-row pass cost 63.2 ms instead of 51.7 and its one-row pass 43.2
+# instead of 41.7; SmolLM2-135M's 38.3 instead of 28.6, and 17.9 instead of 15.4.
+HELD_TOKENS = 1024
+HELD_ROWS = (1, 2, 3, 4, 5, 8, 12, 16, 32)
 # Prefill chunks timed (tokens); the table's per-token prefill cost is the cheapest one's.
 DEFAULT_PREFILL_CHUNKS = (64, 128)
 # Timed rounds (one pass of every shape each, after one warm-up round): a stable median, and
@@ -197,6 +206,8 @@ def measure_pass_costs(
     prefill_chunks: Iterable[int] = DEFAULT_PREFILL_CHUNKS,
     output_rows: int = OUTPUT_ROWS,
     outputs: Iterable[int] = DEFAULT_OUTPUTS,
+    held_tokens: int = HELD_TOKENS,
+    held_rows: Iterable[int] = HELD_ROWS,
     machine: str = "",
 ) -> Calibration:
     """Time passes by their number of rows, by their outputs, and prefill chunks, interleaved
@@ -218,6 +229,12 @@ def measure_pass_costs(
     a shuffled order for ``repeats`` rounds; each cost is the median of its rounds. Rows and
     outputs are then checked by :func:`shape_faults` and the dearer width of a fault timed
     again.
+
+    Then the passes of ``held_rows`` rows (those of the counts) are timed the same way after
+    ``held_tokens`` tokens in the cache instead of the prompt's few (the table's
+    :attr:`~CostTable.held_s`, from which the plan prices a pass after as many tokens as the
+    conversation holds: :meth:`CostTable.at_held`); not where ``held_tokens`` is 0 or leaves
+    no room in the context for the widest of them.
     """
     counts = sorted(set(rows))
     chunks = sorted(set(prefill_chunks))
@@ -262,13 +279,37 @@ def measure_pass_costs(
         engine.run_pass(shape.batch)
         return _clock() - started
 
+    held_counts = sorted(set(held_rows) & set(counts))
+    held_need = held_tokens + -(-max(held_counts, default=0) // engine.n_seq_max)
+    if held_tokens <= base or not held_counts or held_need > engine.n_ctx:
+        held_counts = []
+    held_shapes = [_Shape("held", n, spread(n, n)) for n in held_counts]
+
+    def timed_held(shape: _Shape) -> float:
+        for seq in range(forked):
+            engine.drop(seq, held_tokens)
+        started = _clock()
+        engine.run_pass(shape.batch)
+        return _clock() - started
+
     try:
         engine.prefill(0, prompt, logits_last=False)
         for seq in range(1, forked):
             engine.fork(0, seq)
         samples, remeasured, faults = _measure_checked(shapes, repeats, timed)
+        if held_shapes:  # the same passes after a long conversation's worth of tokens
+            engine.clear()
+            held = (filler * (held_tokens // len(filler) + 1))[: held_tokens - base]
+            engine.prefill(0, prompt + held, logits_last=False)
+            for seq in range(1, forked):
+                engine.fork(0, seq)
+            samples.update({shape.name: [] for shape in held_shapes})
+            for shape in held_shapes:
+                timed_held(shape)
+            _rounds(held_shapes, repeats, timed_held, samples, seed=-1)
     finally:
         engine.clear()
+    shapes = [*shapes, *held_shapes]
     medians = {shape.name: statistics.median(samples[shape.name]) for shape in shapes}
 
     def by_kind(kind: str) -> dict[int, float]:
@@ -283,6 +324,9 @@ def measure_pass_costs(
         source="measured",
         output_s=output_s,
         output_rows=widest if output_s else 0,
+        held_s=by_kind("held"),
+        held_tokens=held_tokens if held_shapes else 0,
+        base_tokens=base if held_shapes else 0,
     )
     return Calibration(
         table,

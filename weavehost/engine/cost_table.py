@@ -18,7 +18,9 @@ A table measured by :func:`weavehost.engine.calibrate.measure_pass_costs` also s
 vocabulary projection only for those rows, and on x86 its kernels take them four at a time: on
 the AVX-512 development machine (Qwen2.5-Coder-0.5B, 2 threads) 32 rows cost 69.8 ms with 1
 output, 85.4 with 5 and 79.0 with 8. :meth:`CostTable.cost` prices a pass by rows and outputs
-from both.
+from both. It also times some widths again after 1,024 held tokens (``"held_pass_ms"``,
+``"held_tokens"``, and ``"base_tokens"``, the prompt's own length): what the tokens a
+conversation holds add to a pass (:meth:`CostTable.at_held`).
 
 The calibration ``weavehost calibrate`` stores is such a file (with more fields), so a table
 measured on one machine is read on another by the same :func:`load_cost_table`.
@@ -73,6 +75,14 @@ class CostTable:
     prefill_token_s``): a wide pass is compute-bound, and a long prefill is the cheapest per-row
     cost a wide pass has been seen to have. So the phone tables (widths 1 and 4) read 2-3 on
     the line from 1 to 4 and 5, 6, ... at one prefilled token per row above the 4-row pass.
+
+    Held tokens: ``pass_s`` was measured after :attr:`base_tokens` tokens in the cache (a short
+    prompt). Where ``held_s`` is given, the same passes (some of their widths) were measured
+    again after :attr:`held_tokens`: every row of a pass reads every held token, and a wide
+    pass's rows read them dearer than a one-row pass does. :meth:`at_held` is the table after
+    any number of held tokens, each adding what it added between the two measurements
+    (:meth:`held_extra`); a table without ``held_s`` (the ones measured elsewhere) costs the
+    same after any number.
     """
 
     pass_s: Mapping[int, float]
@@ -81,6 +91,9 @@ class CostTable:
     source: str = ""
     output_s: Mapping[int, float] = field(default_factory=dict)
     output_rows: int = 0
+    held_s: Mapping[int, float] = field(default_factory=dict)
+    held_tokens: int = 0
+    base_tokens: int = 0
     _rows: tuple[int, ...] = field(init=False, repr=False, compare=False)
     _outputs: tuple[int, ...] = field(init=False, repr=False, compare=False)
     _extra: float | None = field(init=False, repr=False, compare=False)
@@ -110,6 +123,17 @@ class CostTable:
             )
         object.__setattr__(self, "output_s", MappingProxyType(dict(sorted(outputs.items()))))
         object.__setattr__(self, "_outputs", tuple(sorted(outputs)))
+        held: dict[int, float] = {}
+        for rows, cost in self.held_s.items():
+            if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+                raise ConfigError(f"a pass has a positive whole number of rows, not {rows!r}")
+            held[rows] = _positive(cost, f"the cost of a pass of {rows} rows after held tokens")
+        if held and (1 not in held or not 0 <= self.base_tokens < self.held_tokens):
+            raise ConfigError(
+                "costs after held tokens need a one-row pass and more held tokens "
+                f"({self.held_tokens}) than the table's own ({self.base_tokens})"
+            )
+        object.__setattr__(self, "held_s", MappingProxyType(dict(sorted(held.items()))))
 
     @property
     def widest(self) -> int:
@@ -155,6 +179,51 @@ class CostTable:
         t = tiles[-1]
         extra = costs[t + 1] - costs[t]
         return extra if extra > (costs[t + ROW_TILE] - costs[t]) / ROW_TILE else None
+
+    @property
+    def knows_held(self) -> bool:
+        """Whether the table knows what the tokens a pass's rows attend to add to its cost."""
+        return bool(self.held_s)
+
+    def held_extra(self, rows: int, held: int) -> float:
+        """Seconds a pass of ``rows`` rows after ``held`` tokens in the cache costs more than
+        the table's own passes (after :attr:`base_tokens`): each held token adds what the
+        passes measured after :attr:`held_tokens` added per token over the table's own, for
+        the same rows (never below 0: attention reads every held token for every row). Between
+        measured row counts linear; beyond the widest, in proportion to the rows (each row
+        reads them all). 0 without such costs, or at no more held tokens than the table's."""
+        extra = held - self.base_tokens
+        if not self.held_s or extra <= 0 or rows < 1:
+            return 0.0
+        counts = tuple(self.held_s)
+        per_token = self.held_tokens - self.base_tokens
+
+        def slope(n: int) -> float:
+            return max(0.0, self.held_s[n] - self.pass_cost(n)) / per_token
+
+        if rows in self.held_s:
+            return extra * slope(rows)
+        above = bisect.bisect(counts, rows)
+        if above >= len(counts):
+            return extra * slope(counts[-1]) * rows / counts[-1]
+        low, high = counts[above - 1], counts[above]
+        share = (rows - low) / (high - low)
+        return extra * (slope(low) + share * (slope(high) - slope(low)))
+
+    def at_held(self, held: int) -> CostTable:
+        """This table as its passes cost after ``held`` tokens in the cache
+        (:meth:`held_extra` added to every measured row count); itself where that adds
+        nothing. The table returned knows no held costs of its own."""
+        if not self.held_s or held <= self.base_tokens:
+            return self
+        return CostTable(
+            {rows: cost + self.held_extra(rows, held) for rows, cost in self.pass_s.items()},
+            self.prefill_token_s,
+            machine=self.machine,
+            source=f"{self.source} at {held} held tokens",
+            output_s=self.output_s,
+            output_rows=self.output_rows,
+        )
 
     @property
     def has_outputs(self) -> bool:
@@ -262,9 +331,18 @@ def table_from_record(record: Any, *, source: str, default_machine: str = "") ->
     output_rows = record.get("output_rows", 0)
     if isinstance(output_rows, bool) or not isinstance(output_rows, int) or output_rows < 0:
         raise ConfigError(f'"output_rows" must be a whole number of rows, not {output_rows!r}')
+    held_ms = record.get("held_pass_ms", {})
+    if not isinstance(held_ms, dict):
+        raise ConfigError('"held_pass_ms" must be an object of {"rows": milliseconds}')
+    held = _seconds_by_count(held_ms, "held_pass_ms", "a row count", "a pass of {} rows")
+    tokens = {name: record.get(name, 0) for name in ("held_tokens", "base_tokens")}
+    for name, value in tokens.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(f'"{name}" must be a whole number of tokens, not {value!r}')
     return CostTable(
-        costs, prefill, machine=machine, source=source, output_s=outputs, output_rows=output_rows
-    )
+        costs, prefill, machine=machine, source=source, output_s=outputs, output_rows=output_rows,
+        held_s=held, held_tokens=tokens["held_tokens"], base_tokens=tokens["base_tokens"],
+    )  # fmt: skip
 
 
 def _seconds_by_count(
@@ -292,6 +370,10 @@ def table_record(table: CostTable) -> dict[str, Any]:
     if table.has_outputs:
         record["output_rows"] = table.output_rows
         record["output_ms"] = {str(n): round(c * 1e3, 4) for n, c in table.output_s.items()}
+    if table.knows_held:
+        record["base_tokens"] = table.base_tokens
+        record["held_tokens"] = table.held_tokens
+        record["held_pass_ms"] = {str(n): round(c * 1e3, 4) for n, c in table.held_s.items()}
     return record
 
 
