@@ -17,7 +17,7 @@ from weavehost.decode.calibration import open_calibrated
 from weavehost.decode.padding import DecodePlan
 from weavehost.decode.proposals import learn_split, model_split
 from weavehost.decode.reply import ReplyWriter
-from weavehost.decode.state import Bounded
+from weavehost.decode.state import HELD_STEP, Bounded
 from weavehost.engine.calibrate import CostTable
 from weavehost.errors import ConfigError
 from weavehost.formats import FORMATS
@@ -110,3 +110,38 @@ def test_what_the_reply_writer_learns_of_drafted_answers_is_the_model_s_state_s(
     assert again.pricing is mine.pricing and again.pricing.rates(kind)[0] < 0.2
     elsewhere = ReplyWriter(fresh_engine, SMOLLM2, state=other)  # another opened model
     assert elsewhere.pricing is not mine.pricing and elsewhere.pricing.rates(kind) == prior
+
+
+# Passes measured after 50 held tokens and after 1,050: each row reads each token in 2 us.
+READING = CostTable(
+    {1: 0.010, 2: 0.012, 4: 0.016, 8: 0.024},
+    0.002,
+    held_s={1: 0.012, 2: 0.016, 4: 0.024, 8: 0.040},
+    held_tokens=1050,
+    base_tokens=50,
+)
+
+
+def test_the_plan_is_the_one_for_as_many_tokens_as_the_conversation_holds(fresh_engine):
+    state = DecodeState(plans=lambda _threads: DecodePlan.from_table(READING))
+    state.serve(fresh_engine)
+    writer = ReplyWriter(fresh_engine, SMOLLM2, state=state)
+    short = state.plan(fresh_engine)
+    assert short.pass_cost(4, 4) == pytest.approx(0.016 + 4 * (HELD_STEP // 2 - 50) * 2e-6)
+    pricing = writer.pricing
+    fresh_engine.prefill(0, fresh_engine.tokenize("The weather in Paris. " * 200))
+    held = fresh_engine.seq_len(0)
+    middle = held // HELD_STEP * HELD_STEP + HELD_STEP // 2
+    long = state.plan(fresh_engine)
+    assert long.pass_cost(4, 4) == pytest.approx(0.016 + 4 * (middle - 50) * 2e-6)
+    assert state.plan(fresh_engine) is long  # made once for its step
+    assert writer.pricing is pricing and pricing.plan is long  # the acceptance kept
+    assert state.plan(fresh_engine, padding=False).pass_cost(4, 4) == long.pass_cost(4, 4)
+
+
+def test_a_table_that_knows_no_held_costs_gives_one_plan_at_every_length(fresh_engine):
+    plan = DecodePlan.from_table(CostTable({1: 0.010, 4: 0.016}, 0.002))
+    state = DecodeState(plans=lambda _threads: plan)
+    assert state.plan(fresh_engine) is plan
+    fresh_engine.prefill(0, fresh_engine.tokenize("The weather in Paris. " * 200))
+    assert state.plan(fresh_engine) is plan

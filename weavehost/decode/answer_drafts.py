@@ -512,15 +512,27 @@ class DraftPricing:
     such). ``rows(room, kind)`` is 0 without a table, and where the table says no draft pays
     at those rates: nothing is drafted that the machine's costs do not pay for."""
 
-    __slots__ = ("_counts", "_rows", "plan")
+    __slots__ = ("_counts", "_plan", "_rows")
 
     def __init__(self, plan: DecodePlan) -> None:
-        self.plan = plan
+        self._plan = plan
         # Per kind: [[first reached, first accepted], [later reached, later accepted]].
         self._counts = {
             kind: [list(first), list(later)] for kind, (first, later) in ACCEPT_PRIORS.items()
         }
         self._rows: dict[tuple[int, int, int], int] = {}  # by rates in hundredths and room
+
+    @property
+    def plan(self) -> DecodePlan:
+        """The plan it prices by: set anew as the conversation grows (the model's decode
+        state's plan for the tokens held), the acceptance kept."""
+        return self._plan
+
+    @plan.setter
+    def plan(self, plan: DecodePlan) -> None:
+        if plan is not self._plan:
+            self._plan = plan
+            self._rows.clear()  # answers of the plan before
 
     @staticmethod
     def kind(source: str, matched: int) -> DraftKind:

@@ -1,9 +1,11 @@
 """Decode plans: how to shape passes, decided from what passes cost on the machine.
 
-Stage: parallel value decoding (planning). A :class:`DecodePlan` is made once from a
-:class:`~weavehost.engine.calibrate.CostTable` (:meth:`DecodePlan.from_table`) and then queried
-every pass, so it answers from tables precomputed there (``parallel_pays``, ``draft_rows``) or
-memoised as asked (``shape_for``). It decides three things:
+Stage: parallel value decoding (planning). A :class:`DecodePlan` is made from a
+:class:`~weavehost.engine.calibrate.CostTable` (:meth:`DecodePlan.from_table`; once per model
+and thread count, and once per step of held tokens where the table knows what they cost,
+:meth:`DecodeState.plan <weavehost.decode.state.DecodeState.plan>`) and then queried every
+pass, so it answers from tables precomputed there (``parallel_pays``) or memoised as asked
+(``shape_for``, ``draft_rows``): making one takes a few milliseconds. It decides three things:
 
 - **shapes** (:meth:`DecodePlan.shape_for`): a pass of n rows, k of them asking for logits, is
   padded to the cheapest measured width >= n and computes the cheapest measured number of
@@ -76,7 +78,7 @@ DRAFT_MARGIN = 0.02
 # at least NEUTRAL_DRAFT_ACCEPT, at most NEUTRAL_DRAFT_ROWS rows.
 NEUTRAL_DRAFT_ACCEPT = 0.5
 NEUTRAL_DRAFT_ROWS = 4
-# Answers precomputed by from_table: value counts and base row counts up to this.
+# Answers precomputed by from_table (value counts) or kept as asked (base row counts) up to this.
 _PRECOMPUTED = 32
 
 
@@ -101,10 +103,11 @@ class DecodePlan:
     _shapes: dict[tuple[int, int], tuple[int, int, float]] = field(
         default_factory=dict, repr=False, compare=False
     )
-    # Precomputed by from_table: parallel_pays(n) for n < _PRECOMPUTED, and draft_rows(base)
-    # at DEFAULT_ACCEPT.
+    # Precomputed by from_table: parallel_pays(n) for n < _PRECOMPUTED. draft_rows(base) at
+    # DEFAULT_ACCEPT, filled as asked (most of a plan's making, were it precomputed: a plan is
+    # made again as a conversation grows, DecodeState.plan).
     _parallel: tuple[bool, ...] = field(default=(), repr=False, compare=False)
-    _drafts: tuple[int, ...] = field(default=(), repr=False, compare=False)
+    _drafts: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_table(
@@ -116,9 +119,7 @@ class DecodePlan:
         widths = {n: plan.width_for(n) for n in range(1, table.widest)}
         object.__setattr__(plan, "widths", {n: w for n, w in widths.items() if w != n})
         parallel = tuple(plan._parallel_pays(n) for n in range(_PRECOMPUTED))
-        drafts = tuple(plan._draft_rows(b, DEFAULT_ACCEPT) for b in range(_PRECOMPUTED))
         object.__setattr__(plan, "_parallel", parallel)
-        object.__setattr__(plan, "_drafts", drafts)
         return plan
 
     def without_padding(self) -> DecodePlan:
@@ -233,8 +234,11 @@ class DecodePlan:
             raise ValueError(f"accept_p is a probability, not {accept_p}")
         if self.table is None:
             return self.draft_length(base_rows, [accept_p] * NEUTRAL_DRAFT_ROWS)
-        if accept_p == DEFAULT_ACCEPT and 0 <= base_rows < len(self._drafts):
-            return self._drafts[base_rows]
+        if accept_p == DEFAULT_ACCEPT and 0 <= base_rows < _PRECOMPUTED:
+            rows = self._drafts.get(base_rows)
+            if rows is None:
+                rows = self._drafts[base_rows] = self._draft_rows(base_rows, accept_p)
+            return rows
         return self._draft_rows(base_rows, accept_p)
 
     def _draft_rows(self, base_rows: int, p: float) -> int:

@@ -9,7 +9,9 @@ one model teaches the decoder reaches another model, another engine or another t
 It holds:
 
 - the decode plan per thread count (:meth:`plan`: read once per count, from the stored
-  calibration for the kernel the engine was opened with), and each plan without padding;
+  calibration for the kernel the engine was opened with), and each plan without padding; where
+  the calibration measured passes after many held tokens, the plan for as many tokens as the
+  conversation holds, by :data:`HELD_STEP` (every row of a pass reads them all);
 - the constraint factory (llguidance's view of the vocabulary, built once);
 - each strategy's acceptance rates of guessed tokens (:class:`DraftAcceptance`, by strategy),
   and the pricing of drafted free text with its acceptance over the model's replies
@@ -50,6 +52,8 @@ __all__ = [
     "CLOSINGS_CAP",
     "DEFAULT_PRIOR",
     "DRAFT_PRIORS",
+    "HELD_PLANS_CAP",
+    "HELD_STEP",
     "PLANS_CAP",
     "SPELLINGS_CAP",
     "SPLITS_CAP",
@@ -63,6 +67,12 @@ logger = logging.getLogger(__name__)
 
 # Thread counts whose plan is kept (a phone backs off through a few).
 PLANS_CAP = 8
+# The plan is made again for every this many tokens sequence 0 holds (where the table knows
+# what held tokens cost): a pass after 1,200 held tokens and one after 1,400 cost within 2% of
+# each other (Qwen2.5-Coder-0.5B, 4 rows, session 58).
+HELD_STEP = 256
+# Plans kept for held lengths (thread counts, padding or not, and a 4,096-token context's steps).
+HELD_PLANS_CAP = 64
 # Strategies whose acceptance rates are kept (weave and its ablations are nine).
 ACCEPTANCE_CAP = 32
 # The model's own splits of drafted tokens (one per token it was seen to write in two).
@@ -207,6 +217,8 @@ class DecodeState:
         self._lock = threading.Lock()
         # By thread count and whether passes are padded.
         self._plans: Bounded[tuple[int, bool], DecodePlan] = Bounded(2 * PLANS_CAP)
+        # By thread count, padding, and held tokens in steps of HELD_STEP.
+        self._held_plans: Bounded[tuple[int, bool, int], DecodePlan] = Bounded(HELD_PLANS_CAP)
         self._constraints: ConstraintFactory | None = None
         self._acceptance: Bounded[str, DraftAcceptance] = Bounded(ACCEPTANCE_CAP)
         self._answer_pricing: Bounded[int, DraftPricing] = Bounded(PLANS_CAP)
@@ -231,12 +243,30 @@ class DecodeState:
     def plan(self, engine: Engine, *, padding: bool = True) -> DecodePlan:
         """The plan for ``engine`` at its current thread count, read once per count;
         ``padding=False``: that plan with no pass padded (the ``weave:no_padding`` ablation),
-        made once per count too."""
+        made once per count too. Where its table knows what held tokens cost
+        (:meth:`CostTable.at_held <weavehost.engine.cost_table.CostTable.at_held>`), the plan
+        made from it at the middle of the :data:`HELD_STEP` that sequence 0's length is in,
+        made once per step."""
+        plan = self._base_plan(engine, padding)
+        table = plan.table
+        if table is None or not table.knows_held:
+            return plan
+        step = engine.seq_len(0) // HELD_STEP
+        key = (engine.n_threads, padding, step)
+        held = self._held_plans.get(key)
+        if held is None:
+            at = table.at_held(step * HELD_STEP + HELD_STEP // 2)
+            source = f"{plan.source}, at {step * HELD_STEP}-{(step + 1) * HELD_STEP} held tokens"
+            held = DecodePlan.from_table(at, source=source, padding=plan.pads)
+            self._held_plans[key] = held
+        return held
+
+    def _base_plan(self, engine: Engine, padding: bool) -> DecodePlan:
         key = (engine.n_threads, padding)
         plan = self._plans.get(key)
         if plan is None:
             if not padding:
-                plan = self.plan(engine).without_padding()
+                plan = self._base_plan(engine, True).without_padding()
             elif self._plans_from is not None:
                 plan = self._plans_from(engine.n_threads)
             else:
@@ -255,10 +285,13 @@ class DecodeState:
 
     def answer_pricing(self, engine: Engine) -> DraftPricing:
         """How many drafted tokens a pass of free text carries on this model at the engine's
-        thread count: that count's plan, and the acceptance measured over its replies."""
+        thread count: that count's plan (:meth:`plan`, for the tokens held now), and the
+        acceptance measured over its replies."""
         found = self._answer_pricing.get(engine.n_threads)
         if found is None:
             found = self._answer_pricing[engine.n_threads] = DraftPricing(self.plan(engine))
+        else:
+            found.plan = self.plan(engine)
         return found
 
     def spelling_index(self, engine: Engine) -> SpellingIndex:
