@@ -43,6 +43,7 @@ from weavehost.engine.calibrate import (
     Calibration,
     CostTable,
     compare_tables,
+    format_held,
     load_cost_table,
     measure_pass_costs,
     probe_attention,
@@ -262,6 +263,8 @@ def test_a_held_pass_measured_cheaper_than_the_table_s_adds_nothing_and_no_held_
     assert noisy.held_extra(1, 2050) == 0.0
     assert noisy.held_extra(2, 2050) == pytest.approx(0.002)
     assert LINEAR.at_held(4000) is LINEAR and LINEAR.held_extra(8, 4000) == 0.0
+    assert format_held(LINEAR) == ""
+    assert format_held(noisy) == "a pass by rows after 1050 held tokens (ms): 1 9.0, 2 13.0"
 
 
 def test_held_costs_are_stored_and_read_back_with_the_table_and_a_bad_one_is_a_config_error(

@@ -324,7 +324,7 @@ def _print_probe(probe: Any) -> None:
 def _print_calibration(calibration: Any, plan: Any, path: Path) -> None:
     """A stored calibration's table, padding, output costs and draft rows, and where it went."""
     from weavehost.decode.padding import DEFAULT_ACCEPT
-    from weavehost.engine.calibrate import format_table
+    from weavehost.engine.calibrate import format_held, format_table
 
     table = calibration.table
     if calibration.remeasured:
@@ -335,8 +335,7 @@ def _print_calibration(calibration: Any, plan: Any, path: Path) -> None:
     )
     click.echo(f"prefill per token: {chunks}")
     if table.knows_held:
-        costs = ", ".join(f"{n} {c * 1e3:.1f}" for n, c in table.held_s.items())
-        click.echo(f"a pass by rows after {table.held_tokens} held tokens (ms): {costs}")
+        click.echo(format_held(table))
     padding = ", ".join(f"{n}→{w}" for n, w in sorted(plan.widths.items())) or "none"
     click.echo(f"padding: {padding}")
     if table.has_outputs:

@@ -50,6 +50,7 @@ from weavehost.engine.attention_probe import (
 from weavehost.engine.cost_table import (
     ROW_TILE,
     CostTable,
+    format_held,
     format_table,
     load_cost_table,
     table_from_record,
@@ -86,6 +87,7 @@ __all__ = [
     "CostTable",
     "compare_tables",
     "cpu_model",
+    "format_held",
     "format_table",
     "load_cost_table",
     "measure_pass_costs",
@@ -113,6 +115,9 @@ DEFAULT_OUTPUTS = DEFAULT_ROWS
 # instead of 41.7; SmolLM2-135M's 38.3 instead of 28.6, and 17.9 instead of 15.4.
 HELD_TOKENS = 1024
 HELD_ROWS = (1, 2, 3, 4, 5, 8, 12, 16, 32)
+# The held passes' rounds are shuffled from this seed (the others' from 0, their retries' from
+# 1000 per attempt).
+_HELD_SEED = 10**6
 # Prefill chunks timed (tokens); the table's per-token prefill cost is the cheapest one's.
 DEFAULT_PREFILL_CHUNKS = (64, 128)
 # Timed rounds (one pass of every shape each, after one warm-up round): a stable median, and
@@ -272,12 +277,16 @@ def measure_pass_costs(
         for c in chunks
     ]
 
-    def timed(shape: _Shape) -> float:
-        for seq in range(forked):
-            engine.drop(seq, base)
-        started = _clock()
-        engine.run_pass(shape.batch)
-        return _clock() - started
+    def timed_after(held: int) -> Callable[[_Shape], float]:
+        # A shape's pass timed after ``held`` tokens on every sequence it uses.
+        def timed(shape: _Shape) -> float:
+            for seq in range(forked):
+                engine.drop(seq, held)
+            started = _clock()
+            engine.run_pass(shape.batch)
+            return _clock() - started
+
+        return timed
 
     held_counts = sorted(set(held_rows) & set(counts))
     held_need = held_tokens + -(-max(held_counts, default=0) // engine.n_seq_max)
@@ -285,18 +294,11 @@ def measure_pass_costs(
         held_counts = []
     held_shapes = [_Shape("held", n, spread(n, n)) for n in held_counts]
 
-    def timed_held(shape: _Shape) -> float:
-        for seq in range(forked):
-            engine.drop(seq, held_tokens)
-        started = _clock()
-        engine.run_pass(shape.batch)
-        return _clock() - started
-
     try:
         engine.prefill(0, prompt, logits_last=False)
         for seq in range(1, forked):
             engine.fork(0, seq)
-        samples, remeasured, faults = _measure_checked(shapes, repeats, timed)
+        samples, remeasured, faults = _measure_checked(shapes, repeats, timed_after(base))
         if held_shapes:  # the same passes after a long conversation's worth of tokens
             engine.clear()
             held = (filler * (held_tokens // len(filler) + 1))[: held_tokens - base]
@@ -304,9 +306,10 @@ def measure_pass_costs(
             for seq in range(1, forked):
                 engine.fork(0, seq)
             samples.update({shape.name: [] for shape in held_shapes})
+            timed_held = timed_after(held_tokens)
             for shape in held_shapes:
                 timed_held(shape)
-            _rounds(held_shapes, repeats, timed_held, samples, seed=-1)
+            _rounds(held_shapes, repeats, timed_held, samples, seed=_HELD_SEED)
     finally:
         engine.clear()
     shapes = [*shapes, *held_shapes]

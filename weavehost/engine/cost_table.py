@@ -42,6 +42,7 @@ from weavehost.errors import ConfigError
 __all__ = [
     "ROW_TILE",
     "CostTable",
+    "format_held",
     "format_table",
     "load_cost_table",
     "table_from_record",
@@ -375,6 +376,14 @@ def table_record(table: CostTable) -> dict[str, Any]:
         record["held_tokens"] = table.held_tokens
         record["held_pass_ms"] = {str(n): round(c * 1e3, 4) for n, c in table.held_s.items()}
     return record
+
+
+def format_held(table: CostTable) -> str:
+    """One line: the passes measured after held tokens, ms by rows (``""`` without them)."""
+    if not table.knows_held:
+        return ""
+    costs = ", ".join(f"{n} {c * 1e3:.1f}" for n, c in table.held_s.items())
+    return f"a pass by rows after {table.held_tokens} held tokens (ms): {costs}"
 
 
 def format_table(table: CostTable) -> str:
