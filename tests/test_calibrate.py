@@ -249,8 +249,11 @@ def test_a_pass_after_more_held_tokens_costs_what_each_held_token_added_to_its_r
     assert HELD.held_extra(4, 550) == pytest.approx(2 * ms)
     assert HELD.held_extra(3, 1050) == pytest.approx(3 * ms)
     assert HELD.at_held(2050).pass_cost(6) == pytest.approx(HELD.pass_cost(6) + 12 * ms)
-    # Beyond the widest held pass, in proportion to the rows: each reads every held token.
+    # Beyond the widest held pass, in proportion to the rows: each reads every held token; so
+    # does the prefilled token that prices each row beyond the widest measured pass.
     assert HELD.held_extra(64, 1050) == pytest.approx(64 * ms)
+    assert HELD.at_held(1050).prefill_token_s == pytest.approx(HELD.prefill_token_s + ms)
+    assert HELD.at_held(1050).pass_cost(40) == pytest.approx(0.104 + 8 * 0.003)
     # No more tokens than the table's own: the table itself.
     assert HELD.held_extra(4, 50) == 0.0 and HELD.at_held(40) is HELD
     assert not HELD.at_held(1050).knows_held  # a table for one length

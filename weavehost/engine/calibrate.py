@@ -108,12 +108,13 @@ DEFAULT_ROWS = (*range(1, 17), 20, 24, 32)
 # (the outputs' cost), the same counts as the rows so that both are read at the same points.
 OUTPUT_ROWS = 32
 DEFAULT_OUTPUTS = DEFAULT_ROWS
-# Held tokens before the passes timed again (HELD_ROWS of them): an agent's prompt (its system
-# text and tools) holds hundreds to thousands of tokens, and every row of a pass reads them all.
-# On the 2-vCPU Xeon (session 58, all rows asking), after 1,200 held tokens instead of about 50,
-# Qwen2.5-Coder-0.5B's 4-row pass cost 63.2 ms instead of 51.7 and its one-row pass 43.2
-# instead of 41.7; SmolLM2-135M's 38.3 instead of 28.6, and 17.9 instead of 15.4.
-HELD_TOKENS = 1024
+# Held tokens before the passes timed again (HELD_ROWS of them): an agent's depth, as the
+# attention probe holds it. An agent's prompt (its system text and tools) holds hundreds to
+# thousands of tokens, and every row of a pass reads them all. On the 2-vCPU Xeon (session 58,
+# all rows asking), after 1,200 held tokens instead of about 50, Qwen2.5-Coder-0.5B's 4-row pass
+# cost 63.2 ms instead of 51.7 and its one-row pass 43.2 instead of 41.7; SmolLM2-135M's 38.3
+# instead of 28.6, and 17.9 instead of 15.4.
+HELD_TOKENS = PROBE_HELD_TOKENS
 HELD_ROWS = (1, 2, 3, 4, 5, 8, 12, 16, 32)
 # The held passes' rounds are shuffled from this seed (the others' from 0, their retries' from
 # 1000 per attempt).

@@ -100,11 +100,7 @@ class CostTable:
     _extra: float | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        costs: dict[int, float] = {}
-        for rows, cost in self.pass_s.items():
-            if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
-                raise ConfigError(f"a pass has a positive whole number of rows, not {rows!r}")
-            costs[rows] = _positive(cost, f"the cost of a pass of {rows} rows")
+        costs = _by_count(self.pass_s, "rows", "the cost of a pass of {} rows")
         if 1 not in costs:
             raise ConfigError("a cost table needs the cost of a one-row pass (width 1)")
         _positive(self.prefill_token_s, "the prefill cost per token")
@@ -112,11 +108,7 @@ class CostTable:
         object.__setattr__(self, "prefill_token_s", float(self.prefill_token_s))
         object.__setattr__(self, "_rows", tuple(sorted(costs)))
         object.__setattr__(self, "_extra", self._tile_extra())
-        outputs: dict[int, float] = {}
-        for count, cost in self.output_s.items():
-            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-                raise ConfigError(f"a pass has a positive whole number of outputs, not {count!r}")
-            outputs[count] = _positive(cost, f"the cost of a pass with {count} outputs")
+        outputs = _by_count(self.output_s, "outputs", "the cost of a pass with {} outputs")
         if outputs and (1 not in outputs or max(outputs) > self.output_rows):
             raise ConfigError(
                 "output costs need a pass with one output and no more outputs than "
@@ -124,11 +116,7 @@ class CostTable:
             )
         object.__setattr__(self, "output_s", MappingProxyType(dict(sorted(outputs.items()))))
         object.__setattr__(self, "_outputs", tuple(sorted(outputs)))
-        held: dict[int, float] = {}
-        for rows, cost in self.held_s.items():
-            if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
-                raise ConfigError(f"a pass has a positive whole number of rows, not {rows!r}")
-            held[rows] = _positive(cost, f"the cost of a pass of {rows} rows after held tokens")
+        held = _by_count(self.held_s, "rows", "the cost of a pass of {} rows after held tokens")
         if held and (1 not in held or not 0 <= self.base_tokens < self.held_tokens):
             raise ConfigError(
                 "costs after held tokens need a one-row pass and more held tokens "
@@ -213,13 +201,15 @@ class CostTable:
 
     def at_held(self, held: int) -> CostTable:
         """This table as its passes cost after ``held`` tokens in the cache
-        (:meth:`held_extra` added to every measured row count); itself where that adds
-        nothing. The table returned knows no held costs of its own."""
+        (:meth:`held_extra` added to every measured row count, and to the prefilled token that
+        prices each row beyond the widest: a row's share of the widest held pass's extra);
+        itself where that adds nothing. The table returned knows no held costs of its own."""
         if not self.held_s or held <= self.base_tokens:
             return self
+        widest = max(self.held_s)
         return CostTable(
             {rows: cost + self.held_extra(rows, held) for rows, cost in self.pass_s.items()},
-            self.prefill_token_s,
+            self.prefill_token_s + self.held_extra(widest, held) / widest,
             machine=self.machine,
             source=f"{self.source} at {held} held tokens",
             output_s=self.output_s,
@@ -282,6 +272,25 @@ class CostTable:
         return sum(count * self.pass_cost(rows) for rows, count in pass_rows.items() if count)
 
 
+def _by_count(costs: Mapping[Any, Any], noun: str, what: str) -> dict[int, float]:
+    """``costs`` checked: each key a positive whole number of ``noun``, each cost positive and
+    finite (``what`` names one, ``{}`` its count)."""
+    checked: dict[int, float] = {}
+    for count, cost in costs.items():
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ConfigError(f"a pass has a positive whole number of {noun}, not {count!r}")
+        checked[count] = _positive(cost, what.format(count))
+    return checked
+
+
+def _whole(record: Mapping[str, Any], name: str, noun: str) -> int:
+    """``record[name]`` (0 where absent): a whole number of ``noun`` at least 0."""
+    value = record.get(name, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f'"{name}" must be a whole number of {noun}, not {value!r}')
+    return value
+
+
 def _positive(value: object, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"{what} must be a number, not {value!r}")
@@ -329,20 +338,15 @@ def table_from_record(record: Any, *, source: str, default_machine: str = "") ->
     if not isinstance(output_ms, dict):
         raise ConfigError('"output_ms" must be an object of {"outputs": milliseconds}')
     outputs = _seconds_by_count(output_ms, "output_ms", "a count", "a pass with {} outputs")
-    output_rows = record.get("output_rows", 0)
-    if isinstance(output_rows, bool) or not isinstance(output_rows, int) or output_rows < 0:
-        raise ConfigError(f'"output_rows" must be a whole number of rows, not {output_rows!r}')
     held_ms = record.get("held_pass_ms", {})
     if not isinstance(held_ms, dict):
         raise ConfigError('"held_pass_ms" must be an object of {"rows": milliseconds}')
     held = _seconds_by_count(held_ms, "held_pass_ms", "a row count", "a pass of {} rows")
-    tokens = {name: record.get(name, 0) for name in ("held_tokens", "base_tokens")}
-    for name, value in tokens.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ConfigError(f'"{name}" must be a whole number of tokens, not {value!r}')
     return CostTable(
-        costs, prefill, machine=machine, source=source, output_s=outputs, output_rows=output_rows,
-        held_s=held, held_tokens=tokens["held_tokens"], base_tokens=tokens["base_tokens"],
+        costs, prefill, machine=machine, source=source, output_s=outputs,
+        output_rows=_whole(record, "output_rows", "rows"), held_s=held,
+        held_tokens=_whole(record, "held_tokens", "tokens"),
+        base_tokens=_whole(record, "base_tokens", "tokens"),
     )  # fmt: skip
 
 
