@@ -137,6 +137,20 @@ def test_a_line_s_account_splits_its_passes_into_rows_and_logits_by_the_table(cl
     assert sum(record[key] for key in ACCOUNT_PARTS) == pytest.approx(record["total_s"])
 
 
+def test_a_line_s_passes_are_split_as_the_table_prices_them_after_the_case_s_prompt(clock):
+    # After 1,000 held tokens more than it was measured after, this machine's 8-row pass costs
+    # 20 ms more and its one-row pass 2 ms: its outputs are a smaller share of the passes.
+    held = CostTable(
+        {1: 0.010, 8: 0.030}, 0.002, output_s={1: 0.005, 8: 0.012}, output_rows=8,
+        held_s={1: 0.012, 8: 0.050}, held_tokens=1042, base_tokens=42,
+    )  # fmt: skip
+    record = account_record(_result(clock), held, held=1042)
+    assert record is not None
+    assert record["logits_rows_s"] == pytest.approx(0.060 * 0.007 / (0.050 + 3 * 0.012))
+    at_base = account_record(_result(clock), held, held=42)
+    assert at_base is not None and at_base["logits_rows_s"] == pytest.approx(0.007)
+
+
 def test_without_a_table_the_passes_are_not_split(clock):
     record = account_record(_result(clock), None)
     assert record is not None

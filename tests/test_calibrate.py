@@ -731,6 +731,7 @@ def test_calibrate_check_measures_again_stores_nothing_and_exits_1_on_a_table_th
     assert report["passed"] is False and report["stored"] == str(path)
     assert report["worst"]["kind"] == "rows" and report["worst"]["count"] == 2
     assert report["relative_difference"]["rows"]["1"] == 0.0
+    assert report["relative_difference"]["held"] == {}  # the stored table has no held passes
     assert report["worst"]["difference"] > 0.5
     assert path.read_text() == stored  # nothing stored
 
@@ -1001,6 +1002,25 @@ def test_a_table_that_still_fails_the_shape_check_says_so_with_the_calibration(m
     assert len(engine.passes) == (len(WIDTHS) + 1) * 6 + extra
 
 
+def test_a_held_pass_that_fails_the_shape_check_is_timed_again_in_rounds_of_its_own(monkeypatch):
+    engine: TimedEngine
+
+    first = 6 * 4 + 3 * 4  # 6 shapes, then 3 held: each a warm-up and 3 rounds
+
+    def disturbed(rows, outputs, forced, index):  # 4 held rows read slowly, at first
+        slow = 2.0 if rows == 4 and engine.held > 100 and index < first else 1.0
+        return _steady(rows, outputs, forced, index) * slow
+
+    engine = _timed_engine(monkeypatch, disturbed)
+    settings = {key: value for key, value in SMALL.items() if key != "held_tokens"}
+    calibration = measure_pass_costs(engine, rows=(1, 4, 8), repeats=3, held_tokens=512, **settings)
+    assert calibration.remeasured == ("held 4",)  # dearer than 8 held rows, which do all it does
+    assert calibration.shape_faults == ()
+    assert calibration.table.held_s[4] < calibration.table.held_s[8]
+    assert len(engine.passes) == first + 3  # its retry: 3 rounds of it alone
+    assert engine.passes[-3:] == [(4, 4, False)] * 3
+
+
 def test_calibrate_prints_the_probes_turns_and_why_it_kept_the_kernel(capsys):
     from weavehost.cli import _print_probe
 
@@ -1063,6 +1083,22 @@ def test_two_tables_are_compared_by_each_widths_cost_relative_to_one_row():
     found = compare_tables(before, moved)
     assert found.worst == ("rows", 4, pytest.approx(0.20))
     assert not found.agrees() and found.agrees(bound=0.25)
+
+
+def test_the_passes_after_held_tokens_are_compared_too_each_relative_to_one_row_so():
+    def table(held_4: float, held_tokens: int = 1024) -> CostTable:
+        return CostTable({1: 0.010, 4: 0.030}, 0.001, held_s={1: 0.012, 4: held_4},
+                         held_tokens=held_tokens, base_tokens=42)  # fmt: skip
+
+    assert compare_tables(table(0.040), table(0.040)).agrees()
+    found = compare_tables(table(0.040), table(0.050))
+    assert found.worst == ("held", 4, pytest.approx(0.25))
+    assert not found.agrees()
+    assert found.record()["relative_difference"]["held"] == {"1": 0.0, "4": 0.25}
+    assert found.record()["worst"] == {"kind": "held", "count": 4, "difference": 0.25}
+    # Held passes timed after other lengths, or in one table only, are not compared.
+    assert compare_tables(table(0.040), table(0.050, held_tokens=2048)).held == {}
+    assert compare_tables(CostTable({1: 0.010, 4: 0.030}, 0.001), table(0.050)).held == {}
 
 
 def test_checking_a_model_never_calibrated_says_to_calibrate_first(tmp_path, monkeypatch):

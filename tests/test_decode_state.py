@@ -137,6 +137,11 @@ def test_the_plan_is_the_one_for_as_many_tokens_as_the_conversation_holds(fresh_
     assert state.plan(fresh_engine) is long  # made once for its step
     assert writer.pricing is pricing and pricing.plan is long  # the acceptance kept
     assert state.plan(fresh_engine, padding=False).pass_cost(4, 4) == long.pass_cost(4, 4)
+    assert state.table(fresh_engine) is READING  # as calibrated, held costs and all
+
+
+def test_a_state_without_a_plan_source_has_no_table(fresh_engine):
+    assert DecodeState().table(fresh_engine) is None
 
 
 def test_a_table_that_knows_no_held_costs_gives_one_plan_at_every_length(fresh_engine):

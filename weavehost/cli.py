@@ -383,12 +383,7 @@ def _calibrate_check(
             },
             "attention_probe": None if found.probe is None else found.probe.record(),
             "kv_cache": kv_cache,
-            "relative_difference": {
-                "rows": {str(n): round(d, 4) for n, d in agreement.rows.items()},
-                "outputs": {str(n): round(d, 4) for n, d in agreement.outputs.items()},
-            },
-            "absolute_difference": {str(n): round(d, 4) for n, d in agreement.absolute.items()},
-            "worst": {"kind": kind, "count": count, "difference": round(worst, 4)},
+            **agreement.record(),
             "bound": AGREEMENT,
             "shape_faults": list(found.calibration.shape_faults),
             "passed": found.passed(),
@@ -408,6 +403,9 @@ def _calibrate_check(
         if agreement.outputs:
             outputs = ", ".join(f"{n} {d:.1%}" for n, d in agreement.outputs.items())
             click.echo(f"outputs (× one row), difference: {outputs}")
+        if agreement.held:
+            held = ", ".join(f"{n} {d:.1%}" for n, d in agreement.held.items())
+            click.echo(f"after {now.held_tokens} held tokens (× one row so), difference: {held}")
         if found.probe is None:
             click.echo(f"flash attention: on (a {kv_cache} KV cache needs it; not probed)")
         else:

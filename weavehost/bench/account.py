@@ -55,13 +55,17 @@ def logits_share(pass_shapes: Mapping[tuple[int, int], int], table: CostTable) -
     return extra / whole if whole > 0 else None
 
 
-def account_record(result: CallResult, table: CostTable | None) -> dict[str, Any] | None:
+def account_record(
+    result: CallResult, table: CostTable | None, *, held: int = 0
+) -> dict[str, Any] | None:
     """``result``'s account as a result line's ``account`` (null without one), its passes
-    split into rows and rows asking for logits by ``table`` (this machine's calibration)."""
+    split into rows and rows asking for logits by ``table`` (this machine's calibration) as it
+    prices passes after ``held`` tokens (the case's prompt) where it knows what they add."""
     account = result.account
     if account is None:
         return None
-    share = logits_share(result.stats.pass_shapes, table) if table is not None else None
+    at = table.at_held(held) if table is not None else None
+    share = logits_share(result.stats.pass_shapes, at) if at is not None else None
     logits_s = None if share is None else account.passes_s * share
     return {
         "total_s": account.total_s,

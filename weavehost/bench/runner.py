@@ -263,7 +263,7 @@ def _record(
         "kv_cells": None,
         "same_as_constrained": None,
         "mismatch": None,
-        "account": account_record(result, calibration),
+        "account": account_record(result, calibration, held=outcome.prompt_tokens),
     }
 
 
@@ -455,8 +455,9 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
         results_path.open("w", encoding="utf-8") as results,
     ):
         engine = opened.engine
-        # This machine's calibration table (None without one): what splits each account's passes.
-        calibration = opened.state.plan(engine).table
+        # This machine's calibration table (None without one): what splits each account's
+        # passes, priced at the case's prompt length.
+        calibration = opened.state.table(engine)
         # One decoder per strategy for the whole run, on the model's one decode state: what
         # each learns over the cases (acceptance rates, the model's splits) carries on.
         decoders = _decoders(strategies, opened.state, table)

@@ -45,6 +45,7 @@ from weavehost.errors import ConfigError
 
 if TYPE_CHECKING:
     from weavehost.engine import Engine
+    from weavehost.engine.cost_table import CostTable
     from weavehost.engine.saved import StateIdentity
 
 __all__ = [
@@ -260,6 +261,11 @@ class DecodeState:
             held = DecodePlan.from_table(at, source=source, padding=plan.pads)
             self._held_plans[key] = held
         return held
+
+    def table(self, engine: Engine) -> CostTable | None:
+        """The cost table ``engine``'s plans are made from at its current thread count, as
+        calibrated (what held tokens cost included); ``None`` without one."""
+        return self._base_plan(engine, True).table
 
     def _base_plan(self, engine: Engine, padding: bool) -> DecodePlan:
         key = (engine.n_threads, padding)

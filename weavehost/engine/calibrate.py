@@ -31,7 +31,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from weavehost.engine.attention_probe import (
@@ -116,8 +116,8 @@ DEFAULT_OUTPUTS = DEFAULT_ROWS
 # instead of 28.6, and 17.9 instead of 15.4.
 HELD_TOKENS = PROBE_HELD_TOKENS
 HELD_ROWS = (1, 2, 3, 4, 5, 8, 12, 16, 32)
-# The held passes' rounds are shuffled from this seed (the others' from 0, their retries' from
-# 1000 per attempt).
+# The held passes' rounds are shuffled from this seed (the others' from 0; the retries of a
+# failed shape check from the seed plus 1000 per attempt).
 _HELD_SEED = 10**6
 # Prefill chunks timed (tokens); the table's per-token prefill cost is the cheapest one's.
 DEFAULT_PREFILL_CHUNKS = (64, 128)
@@ -306,11 +306,11 @@ def measure_pass_costs(
             engine.prefill(0, prompt + held, logits_last=False)
             for seq in range(1, forked):
                 engine.fork(0, seq)
-            samples.update({shape.name: [] for shape in held_shapes})
-            timed_held = timed_after(held_tokens)
-            for shape in held_shapes:
-                timed_held(shape)
-            _rounds(held_shapes, repeats, timed_held, samples, seed=_HELD_SEED)
+            held_samples, held_remeasured, held_faults = _measure_checked(
+                held_shapes, repeats, timed_after(held_tokens), seed=_HELD_SEED
+            )
+            samples.update(held_samples)
+            remeasured, faults = remeasured + held_remeasured, faults + held_faults
     finally:
         engine.clear()
     shapes = [*shapes, *held_shapes]
@@ -344,21 +344,22 @@ def measure_pass_costs(
 
 
 def _measure_checked(
-    shapes: Sequence[_Shape], repeats: int, timed: Callable[[_Shape], float]
+    shapes: Sequence[_Shape], repeats: int, timed: Callable[[_Shape], float], *, seed: int = 0
 ) -> tuple[dict[str, list[float]], tuple[str, ...], tuple[str, ...]]:
-    """Every shape once untimed, then ``repeats`` interleaved rounds; then the shape check,
-    and the dearer shape of each fault timed again (pooled with its first samples) until it
-    passes or :data:`SHAPE_RETRIES` are spent. Returns the samples by shape name, the shapes timed
-    again, and the faults left."""
+    """Every shape once untimed, then ``repeats`` interleaved rounds; then the shape check of
+    each kind of pass but prefills (rows, outputs, held rows), and the dearer shape of each fault
+    timed again (pooled with its first samples) until it passes or :data:`SHAPE_RETRIES` are
+    spent. Returns the samples by shape name, the shapes timed again, and the faults left."""
     samples: dict[str, list[float]] = {shape.name: [] for shape in shapes}
     for shape in shapes:
         timed(shape)
-    _rounds(shapes, repeats, timed, samples, seed=0)
+    _rounds(shapes, repeats, timed, samples, seed=seed)
     remeasured: list[str] = []
     faults: list[tuple[str, int, int]] = []
+    kinds = sorted({shape.kind for shape in shapes} - {"prefill"})
     for attempt in range(SHAPE_RETRIES + 1):
         faults = []
-        for kind in ("rows", "outputs"):
+        for kind in kinds:
             costs = {s.count: statistics.median(samples[s.name]) for s in shapes if s.kind == kind}
             faults += [(kind, low, high) for low, high in shape_faults(costs)]
         if not faults or attempt == SHAPE_RETRIES:
@@ -368,7 +369,7 @@ def _measure_checked(
         involved = {f"{kind} {low}" for kind, low, _ in faults}
         again = [shape for shape in shapes if shape.name in involved]
         remeasured += [shape.name for shape in again if shape.name not in remeasured]
-        _rounds(again, repeats, timed, samples, seed=1000 * (attempt + 1))
+        _rounds(again, repeats, timed, samples, seed=seed + 1000 * (attempt + 1))
     reports = tuple(
         f"{kind} {high} cost {_ms(samples, kind, high)} ms, less than {kind} {low}"
         f" ({_ms(samples, kind, low)} ms) by more than {SHAPE_TOLERANCE:.0%}"
@@ -416,22 +417,44 @@ def shape_faults(
 class Agreement:
     """How two tables of one model on one machine differ, count by count: each cost divided
     by the same table's one-row pass (what the plan compares), then ``|now / before - 1|``.
-    ``rows``: by rows; ``outputs``: the output costs (also ÷ the one-row pass); ``absolute``:
-    the rows' costs in seconds, undivided (a machine that is uniformly slower shows here)."""
+    ``rows``: by rows; ``outputs``: the output costs (also ÷ the one-row pass); ``held``: the
+    passes timed after held tokens, each ÷ the one-row pass timed so (empty where either table
+    has none); ``absolute``: the rows' costs in seconds, undivided (a machine that is uniformly
+    slower shows here)."""
 
     rows: Mapping[int, float]
     outputs: Mapping[int, float]
     absolute: Mapping[int, float]
+    held: Mapping[int, float] = field(default_factory=dict)
 
     @property
     def worst(self) -> tuple[str, int, float]:
-        """The largest relative difference: ``("rows" or "outputs", count, difference)``."""
+        """The largest relative difference: ``("rows", "outputs" or "held", count,
+        difference)``."""
         found = [("rows", n, d) for n, d in self.rows.items()]
         found += [("outputs", n, d) for n, d in self.outputs.items()]
+        found += [("held", n, d) for n, d in self.held.items()]
         return max(found, key=lambda item: item[2])
 
     def agrees(self, bound: float = AGREEMENT) -> bool:
         return self.worst[2] <= bound
+
+    def record(self) -> dict[str, Any]:
+        """The differences as ``calibrate --check --json`` reports them (4 decimals)."""
+
+        def rounded(differences: Mapping[int, float]) -> dict[str, float]:
+            return {str(n): round(d, 4) for n, d in differences.items()}
+
+        kind, count, worst = self.worst
+        return {
+            "relative_difference": {
+                "rows": rounded(self.rows),
+                "outputs": rounded(self.outputs),
+                "held": rounded(self.held),
+            },
+            "absolute_difference": rounded(self.absolute),
+            "worst": {"kind": kind, "count": count, "difference": round(worst, 4)},
+        }
 
 
 def compare_tables(before: CostTable, now: CostTable) -> Agreement:
@@ -441,10 +464,16 @@ def compare_tables(before: CostTable, now: CostTable) -> Agreement:
         return {n: abs((b[n] / scale_b) / (a[n] / scale_a) - 1) for n in a if n in b}
 
     one_before, one_now = before.pass_s[1], now.pass_s[1]
+    held_before, held_now = before.held_s.get(1), now.held_s.get(1)
     return Agreement(
         rows=relative(before.pass_s, now.pass_s, one_before, one_now),
         outputs=relative(before.output_s, now.output_s, one_before, one_now),
         absolute=relative(before.pass_s, now.pass_s, 1.0, 1.0),
+        held=(
+            relative(before.held_s, now.held_s, held_before, held_now)
+            if held_before and held_now and before.held_tokens == now.held_tokens
+            else {}
+        ),
     )
 
 
