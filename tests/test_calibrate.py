@@ -737,6 +737,25 @@ def test_calibrate_check_measures_again_stores_nothing_and_exits_1_on_a_table_th
 
 
 @pytest.mark.model
+def test_calibrate_check_says_in_words_where_the_passes_after_held_tokens_disagree(
+    embedded_model_path, tmp_path, monkeypatch
+):
+    calibrate = _calibrate_command(embedded_model_path, tmp_path, monkeypatch, max_rows=2)
+    # Stored: after held tokens 2 rows cost 10x one, which no machine measures for SmolLM2.
+    table = CostTable({1: 0.001, 2: 0.0014}, 0.001, held_s={1: 0.001, 2: 0.010},
+                      held_tokens=HELD_TOKENS, base_tokens=42)  # fmt: skip
+    calibration = Calibration(table, {128: 0.001}, repeats=1, threads=1, flash_attn=True)
+    save_plan(embedded_model_path, 1, calibration, DecodePlan.from_table(table))
+    result = calibrate("--check")
+    assert result.exit_code == 1, result.output
+    held_line = (
+        f"after {HELD_TOKENS} held tokens (× the one-row pass after them), difference: 1 0.0%"
+    )
+    assert held_line in result.output
+    assert "(held 2); absolute:" in result.output and result.output.rstrip().endswith("DISAGREE")
+
+
+@pytest.mark.model
 def test_calibrate_with_a_q8_0_cache_measures_that_cache_unprobed_and_checks_against_its_own_file(
     embedded_model_path, tmp_path, monkeypatch
 ):

@@ -334,8 +334,8 @@ def _print_calibration(calibration: Any, plan: Any, path: Path) -> None:
         f"{c} tokens {s * 1e3:.3f} ms" for c, s in calibration.prefill_chunk_s.items()
     )
     click.echo(f"prefill per token: {chunks}")
-    if table.knows_held:
-        click.echo(format_held(table))
+    if held := format_held(table):
+        click.echo(held)
     padding = ", ".join(f"{n}→{w}" for n, w in sorted(plan.widths.items())) or "none"
     click.echo(f"padding: {padding}")
     if table.has_outputs:
@@ -400,12 +400,14 @@ def _calibrate_check(
                 f"| {n} | {a * 1e3:.2f} | {b * 1e3:.2f} | {a / one_stored:.2f} | "
                 f"{b / one_now:.2f} | {difference:.1%} | {agreement.absolute[n]:.1%} |"
             )
-        if agreement.outputs:
-            outputs = ", ".join(f"{n} {d:.1%}" for n, d in agreement.outputs.items())
-            click.echo(f"outputs (× one row), difference: {outputs}")
-        if agreement.held:
-            held = ", ".join(f"{n} {d:.1%}" for n, d in agreement.held.items())
-            click.echo(f"after {now.held_tokens} held tokens (× one row so), difference: {held}")
+        lines = {
+            "outputs (× one row)": agreement.outputs,
+            f"after {now.held_tokens} held tokens (× the one-row pass after them)": agreement.held,
+        }
+        for label, differences in lines.items():
+            if differences:
+                listed = ", ".join(f"{n} {d:.1%}" for n, d in differences.items())
+                click.echo(f"{label}, difference: {listed}")
         if found.probe is None:
             click.echo(f"flash attention: on (a {kv_cache} KV cache needs it; not probed)")
         else:
