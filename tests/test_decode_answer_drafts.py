@@ -36,6 +36,7 @@ from weavehost.decode.answer_drafts import (
     own_match,
 )
 from weavehost.decode.continuation import Continuation
+from weavehost.decode.followers import FOLLOWERS
 from weavehost.decode.padding import NO_PLAN, DecodePlan
 from weavehost.decode.reply import Continued, ReplyWriter, Sampling
 from weavehost.decode.restated import KEY, OPENING, RESULT, result_draft
@@ -390,14 +391,15 @@ def written(
     plan: DecodePlan = CHEAP_ROWS,
     bound: int = 40,
     source: AnswerDrafts | None = None,
+    writer: ReplyWriter | None = None,
     **options: Any,
 ) -> Written:
-    """The reply to ``messages`` by a new writer. A tool is on offer (in the prompt) where
-    ``offered`` names it; ``source`` drafts instead of the conversation's texts."""
+    """The reply to ``messages`` by ``writer`` (default: a new one). A tool is on offer (in the
+    prompt) where ``offered`` names it; ``source`` drafts instead of the conversation's texts."""
     held = prefilled(engine, messages, [CURRENT_WEATHER] if options.get("offered") else [])
     start, drafted = len(held), engine.stats.drafted_tokens
     engine.reset_kv_peak()
-    writer = ReplyWriter(engine, SMOLLM2, plan=plan)
+    writer = writer or ReplyWriter(engine, SMOLLM2, plan=plan)
     shown: list[str] = []
     if source is None and drafts:
         source = AnswerDrafts.from_messages(messages)
@@ -475,6 +477,30 @@ def test_an_answer_that_repeats_itself_is_drafted_from_its_own_text_with_the_sam
     same_reply(drafted, plain)
     assert drafted.free.text.count("The task for Tuesday is") >= 2
     assert drafted.drafted > 0 and drafted.free.passes < plain.free.passes == plain.free.tokens
+
+
+def test_a_reply_no_text_holds_is_drafted_from_what_the_model_wrote_after_the_same_tokens(
+    fresh_engine,
+):
+    # Nothing to copy (an empty source): the first reply takes about a pass a token (its own
+    # "over the" twice aside); the same writer's second reply to the same question is drafted
+    # from the tokens the model wrote after each token and pair the first time
+    # (decode.followers).
+    messages = [{"role": "user", "content": "Describe a quiet morning by a lake in one sentence."}]
+    plain = written(fresh_engine, messages, drafts=False, bound=30)
+    writer = ReplyWriter(fresh_engine, SMOLLM2, plan=CHEAP_ROWS)
+    first, again = (
+        written(
+            fresh_engine, messages, drafts=True, bound=30, source=AnswerDrafts([]), writer=writer
+        )  # fmt: skip
+        for _ in range(2)
+    )
+    same_reply(first, plain)
+    same_reply(again, plain)
+    assert plain.free.passes == plain.free.tokens > 15 and first.free.passes > 15
+    assert again.drafted > first.drafted and again.free.passes < first.free.passes / 2
+    kind = DraftPricing.kind(FOLLOWERS, 1)
+    assert writer.pricing.rates(kind) != DraftPricing(CHEAP_ROWS).rates(kind)  # measured
 
 
 @settings(

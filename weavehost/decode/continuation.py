@@ -40,6 +40,9 @@ tokens in the same order.
   :meth:`Continuation.masked`.
 * At most ``bound`` tokens are chosen; greedy unless a :class:`Sampling` asks for a
   temperature, drawn then from a generator seeded per request.
+* Drafted, every token chosen is counted after the one or two before it (the model's
+  :class:`~weavehost.decode.followers.Followers`); where no text holds a draft, those counts
+  draft the tokens the model wrote most often there (:meth:`Continuation.followers_draft`).
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from weavehost.decode.answer_drafts import (
 from weavehost.decode.call_again import BRANCH_KIND, Branch, branch_pays
 from weavehost.decode.call_text import CallText
 from weavehost.decode.choice import Margins, Sampling, choose_token
+from weavehost.decode.followers import FOLLOWERS
 from weavehost.decode.free_text import Continued, Stop, TextSink
 from weavehost.decode.namings import Namings, made_texts
 from weavehost.decode.padding import MAX_DRAFT_ROWS, run_shaped
@@ -122,6 +126,7 @@ class Continuation:
         self.stops = [s.encode("utf-8") for s in self.sampling.stop if s]
         self.logits = self.engine.last_logits(0)
         self.tokens: list[int] = []
+        self.lead = held[-2:]  # the tokens before the text: the first tokens' context
         self.offsets: list[int] = []  # where each token's bytes begin in data
         self.data = b""
         self.shown, self.unsent_text = "", ""  # shown a token at a time; its end not sent yet
@@ -262,6 +267,8 @@ class Continuation:
             self.chosen_from[-KEPT_LOGITS] = None
         self.chosen_from.append(self.logits)
         self.offsets.append(len(self.data))
+        if self.drafts is not None:
+            self.writer.followers.add(self.context(), token)
         self.tokens.append(token)
         self.data += self.engine.token_bytes(token)
 
@@ -450,12 +457,34 @@ class Continuation:
         draft, kind, passed = self.drafts.tokens_after(
             self.data, pricing, room, engine.tokenize, self.decided_at
         )
+        if not draft and passed is None and room > 0:  # no text holds it: the model's own
+            draft, kind, passed = self.followers_draft(pricing, room)
         self.ahead_kind = kind
         if draft and passed is None:
             self.unsent = None  # the best draft, sent, is counted as it is reached instead
         elif passed and self.unsent is None and (tokens := engine.tokenize(passed[1])):
             self.unsent = (passed[0], tokens[:MAX_DRAFT_ROWS], False)
         return self.until_decided(draft)
+
+    def context(self) -> list[int]:
+        """The last two tokens before the next one (those before the text where it has fewer)."""
+        return [*self.lead, *self.tokens[-2:]][-2:]
+
+    def followers_draft(
+        self, pricing: DraftPricing, room: int
+    ) -> tuple[list[int], DraftKind, tuple[DraftKind, str] | None]:
+        """:meth:`draft_after`'s draft where no text holds one: the tokens the model wrote most
+        often after these (:meth:`Followers.draft <weavehost.decode.followers.Followers.
+        draft>`), as many as its kind's rates pay for; where none pays, the draft as passed
+        over (its text), so the kind is measured unsent."""
+        tokens, seen = self.writer.followers.draft(self.context(), min(room, MAX_DRAFT_ROWS))
+        if not tokens:
+            return [], (CONVERSATION, 0), None
+        kind = pricing.kind(FOLLOWERS, seen)
+        rows = pricing.rows(len(tokens), kind)
+        if rows:
+            return tokens[:rows], kind, None
+        return [], kind, (kind, self.engine.detokenize(tokens))
 
     def repeat_draft(self) -> list[int]:
         """The rest of a call the turn made where the text is writing it again

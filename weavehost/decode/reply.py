@@ -26,6 +26,7 @@ from weavehost.decode.base import CallRequest, DecodeStrategy, ToolSchema
 from weavehost.decode.calibration import decode_state
 from weavehost.decode.choice import Margins, Sampling
 from weavehost.decode.continuation import Continuation
+from weavehost.decode.followers import Followers
 from weavehost.decode.free_text import Continued, Stop, TextSink
 from weavehost.decode.padding import DecodePlan
 from weavehost.decode.several import MAX_CALLS, IndexedProvisional, Reply
@@ -71,6 +72,7 @@ class ReplyWriter:
         self._scripts = scripts  # given where the model's opening built it
         self._no_word_start = no_word_start  # likewise
         self._own_pricing = DraftPricing(plan) if plan is not None else None
+        self._own_followers = Followers() if plan is not None else None  # kept as its acceptance
         self._state = state
         # The format's call triggers (data: ``<tool_call>``, Qwen's bare ``{"name"`` …).
         self.triggers = [(trigger, trigger.text.encode("utf-8")) for trigger in fmt.triggers]
@@ -102,6 +104,15 @@ class ReplyWriter:
         if self._state is None:
             self._state = decode_state(self.engine)
         return self._state.serve(self.engine).answer_pricing(self.engine)
+
+    @property
+    def followers(self) -> Followers:
+        """The tokens this model wrote after each token and pair, over its replies."""
+        if self._own_followers is not None:
+            return self._own_followers
+        if self._state is None:
+            self._state = decode_state(self.engine)
+        return self._state.serve(self.engine).followers
 
     def continue_reply(
         self,

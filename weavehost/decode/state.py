@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from weavehost.decode.answer_drafts import DraftPricing
 from weavehost.decode.call_tokens import SpellingIndex
 from weavehost.decode.constraint import ConstraintFactory
+from weavehost.decode.followers import Followers
 from weavehost.decode.padding import NO_PLAN, DecodePlan
 from weavehost.decode.proposals import CLOSE, EDGE, END, GRAMMAR
 from weavehost.errors import ConfigError
@@ -227,6 +228,8 @@ class DecodeState:
         self.closings: Bounded[str, list[int]] = Bounded(CLOSINGS_CAP)
         self.closer_spellings: Bounded[bytes, list[int]] = Bounded(SPELLINGS_CAP)
         self._spelling_index: SpellingIndex | None = None
+        # The tokens the model wrote after each token and pair (its replies' free text).
+        self.followers = Followers()
 
     def serve(self, engine: Engine) -> DecodeState:
         """This state, checked to be ``engine``'s (a state without an identity takes the first
