@@ -26,7 +26,7 @@ __all__ = ["FOLLOWERS", "MAX_CONTEXTS", "Followers"]
 # A draft's source (DraftPricing.kind): the model's own most frequent next token.
 FOLLOWERS = "followers"
 # The most contexts (tokens and pairs of tokens) counted; past it, counting starts again.
-MAX_CONTEXTS = 1 << 17
+MAX_CONTEXTS = 1 << 15  # about 13 MB of counts at most
 
 
 class Followers:
