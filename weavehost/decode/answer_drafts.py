@@ -187,7 +187,7 @@ ACCEPT_PRIORS: Mapping[DraftKind, tuple[tuple[float, float], tuple[float, float]
             # sent were kept. Set a little below.
             (BRANCH, 0): ((2.0, 1.7), (1.0, 1.0)),
             # The model's own most frequent next token (decode.followers), by how often it was
-            # written there: once or twice, or three times or more. Session 60's pass logs
+            # written there: once or twice, or three times or more. Session 59's pass log replayed
             # (Qwen2.5-Coder-0.5B, 51 shipped tasks, where no text held a draft): 0.30-0.42 of
             # first tokens kept at fewer than three, 0.63-0.67 at three or more.
             (FOLLOWERS, 1): ((2.0, 0.7), (4.0, 2.4)),

@@ -20,7 +20,10 @@ It holds:
   (:mod:`~weavehost.decode.proposals`);
 - how it spells a call's closer (:mod:`~weavehost.decode.several`), and its vocabulary by bytes
   (:class:`~weavehost.decode.call_tokens.SpellingIndex`), from which openers and closers are
-  spelled.
+  spelled;
+- the tokens it wrote after each token and pair in its drafted replies
+  (:class:`~weavehost.decode.followers.Followers`, bounded by its own
+  :data:`~weavehost.decode.followers.MAX_CONTEXTS`).
 
 Every cache is bounded (the ``*_CAP`` constants below): past its bound the entry used least
 recently goes. The bounds are far above what a model's calls reach (a split per token the
