@@ -4,9 +4,6 @@
 
 from __future__ import annotations
 
-import pytest
-
-from weavehost.decode import followers as followers_module
 from weavehost.decode.followers import Followers
 
 
@@ -41,10 +38,12 @@ def test_a_context_never_written_drafts_nothing() -> None:
     assert Followers().draft([], 5) == ([], 0)
 
 
-def test_past_the_most_contexts_counting_starts_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(followers_module, "MAX_CONTEXTS", 4)
-    followers = written([1, 2, 3])  # contexts (1,), (2,), (1, 2)
-    assert len(followers) == 3 and followers.draft([1, 2], 1) == ([3], 1)
-    followers.add([5, 6], 7)  # (6,) makes 4; (5, 6) would make 5: counting starts again
-    assert len(followers) == 1 and followers.draft([1, 2], 1) == ([], 0)
-    assert followers.draft([5, 6], 1) == ([7], 1)
+def test_past_its_cap_the_context_used_least_recently_is_forgotten() -> None:
+    followers = Followers(cap=3)
+    for at in range(1, 3):
+        followers.add([1, 2, 3][:at], [1, 2, 3][at])  # contexts (1,), (2,), (1, 2)
+    assert len(followers) == 3 and followers.draft([1, 2], 1) == ([3], 1)  # (1, 2) read: newest
+    followers.add([5], 6)  # a fourth context: (1,) goes, the least recently used
+    assert len(followers) == 3
+    assert followers.draft([1], 1) == ([], 0) and followers.draft([1, 2], 1) == ([3], 1)
+    assert followers.draft([5], 1) == ([6], 1)

@@ -544,9 +544,9 @@ class DraftPricing:
     @staticmethod
     def kind(source: str, matched: int) -> DraftKind:
         """The kind of a draft that came from a match of ``matched`` characters in ``source``
-        (:data:`CONVERSATION`, :data:`REMEMBERED`, … ; ``FOLLOWERS``: how often its first token
-        was written there): that source's kind with the longest least length the match reaches
-        (its shortest, for a shorter match)."""
+        (any source of :data:`ACCEPT_PRIORS`; for ``FOLLOWERS``, ``matched`` is how often its
+        first token was written there): that source's kind with the longest least length the
+        match reaches (its shortest, for a shorter match)."""
         bounds = _KINDS[source]
         return source, next((b for b in reversed(bounds) if matched >= b), bounds[0])
 

@@ -458,7 +458,7 @@ class Continuation:
             self.data, pricing, room, engine.tokenize, self.decided_at
         )
         if not draft and passed is None and room > 0:  # no text holds it: the model's own
-            draft, kind, passed = self.followers_draft(pricing, room)
+            draft, kind = self.followers_draft(pricing, room)
         self.ahead_kind = kind
         if draft and passed is None:
             self.unsent = None  # the best draft, sent, is counted as it is reached instead
@@ -470,21 +470,19 @@ class Continuation:
         """The last two tokens before the next one (those before the text where it has fewer)."""
         return [*self.lead, *self.tokens[-2:]][-2:]
 
-    def followers_draft(
-        self, pricing: DraftPricing, room: int
-    ) -> tuple[list[int], DraftKind, tuple[DraftKind, str] | None]:
+    def followers_draft(self, pricing: DraftPricing, room: int) -> tuple[list[int], DraftKind]:
         """:meth:`draft_after`'s draft where no text holds one: the tokens the model wrote most
         often after these (:meth:`Followers.draft <weavehost.decode.followers.Followers.
-        draft>`), as many as its kind's rates pay for; where none pays, the draft as passed
-        over (its text), so the kind is measured unsent."""
+        draft>`), as many as its kind's rates pay for, and its kind; where none pays, none, the
+        draft kept as unsent (checked against the tokens chosen instead: measured unsent)."""
         tokens, seen = self.writer.followers.draft(self.context(), min(room, MAX_DRAFT_ROWS))
         if not tokens:
-            return [], (CONVERSATION, 0), None
+            return [], (CONVERSATION, 0)
         kind = pricing.kind(FOLLOWERS, seen)
         rows = pricing.rows(len(tokens), kind)
-        if rows:
-            return tokens[:rows], kind, None
-        return [], kind, (kind, self.engine.detokenize(tokens))
+        if not rows and self.unsent is None:
+            self.unsent = (kind, tokens, False)
+        return tokens[:rows], kind
 
     def repeat_draft(self) -> list[int]:
         """The rest of a call the turn made where the text is writing it again

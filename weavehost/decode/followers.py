@@ -21,12 +21,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from weavehost.decode.bounded import Bounded
+
 __all__ = ["FOLLOWERS", "MAX_CONTEXTS", "Followers"]
 
 # A draft's source (DraftPricing.kind): the model's own most frequent next token.
 FOLLOWERS = "followers"
-# The most contexts (tokens and pairs of tokens) counted; past it, counting starts again.
-MAX_CONTEXTS = 1 << 15  # about 13 MB of counts at most
+# The most contexts (tokens and pairs of tokens) counted, about 13 MB of counts; past it, the
+# context counted or read least recently is forgotten.
+MAX_CONTEXTS = 1 << 15
 
 
 class Followers:
@@ -34,8 +37,8 @@ class Followers:
 
     __slots__ = ("_after",)
 
-    def __init__(self) -> None:
-        self._after: dict[tuple[int, ...], Counter[int]] = {}
+    def __init__(self, cap: int = MAX_CONTEXTS) -> None:
+        self._after: Bounded[tuple[int, ...], Counter[int]] = Bounded(cap)
 
     def __len__(self) -> int:
         return len(self._after)
@@ -48,8 +51,6 @@ class Followers:
                 key = tuple(before[-n:])
                 counts = self._after.get(key)
                 if counts is None:
-                    if len(self._after) >= MAX_CONTEXTS:
-                        self._after.clear()
                     counts = self._after[key] = Counter()
                 counts[token] += 1
 

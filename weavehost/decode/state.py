@@ -22,8 +22,7 @@ It holds:
   (:class:`~weavehost.decode.call_tokens.SpellingIndex`), from which openers and closers are
   spelled;
 - the tokens it wrote after each token and pair in its drafted replies
-  (:class:`~weavehost.decode.followers.Followers`, bounded by its own
-  :data:`~weavehost.decode.followers.MAX_CONTEXTS`).
+  (:class:`~weavehost.decode.followers.Followers`).
 
 Every cache is bounded (the ``*_CAP`` constants below): past its bound the entry used least
 recently goes. The bounds are far above what a model's calls reach (a split per token the
@@ -35,11 +34,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING
 
 from weavehost.decode.answer_drafts import DraftPricing
+from weavehost.decode.bounded import Bounded
 from weavehost.decode.call_tokens import SpellingIndex
 from weavehost.decode.constraint import ConstraintFactory
 from weavehost.decode.followers import Followers
@@ -132,47 +131,6 @@ DEFAULT_PRIOR = (0.5, 50)
 
 # The plan a state reads for a thread count (the opener's: the stored calibration).
 PlanSource = Callable[[int], DecodePlan]
-
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-class Bounded(Generic[K, V]):
-    """A dict of at most ``cap`` entries: adding one past the cap drops the least recently
-    used (read or written)."""
-
-    __slots__ = ("_items", "cap")
-
-    def __init__(self, cap: int) -> None:
-        if cap < 1:
-            raise ValueError(f"a cache holds at least one entry, not {cap}")
-        self.cap = cap
-        self._items: OrderedDict[K, V] = OrderedDict()
-
-    def get(self, key: K) -> V | None:
-        value = self._items.get(key)
-        if value is not None:
-            self._items.move_to_end(key)
-        return value
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._items
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __setitem__(self, key: K, value: V) -> None:
-        self._items[key] = value
-        self._items.move_to_end(key)
-        while len(self._items) > self.cap:
-            self._items.popitem(last=False)
-
-    def pop(self, key: K) -> None:
-        self._items.pop(key, None)
-
-    def newest(self) -> list[V]:
-        """The values, the most recently used first (reading them marks none as used)."""
-        return list(reversed(self._items.values()))
 
 
 class DraftAcceptance:
